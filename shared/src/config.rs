@@ -1,0 +1,161 @@
+//! Typed settings, read once per execution environment (cold start).
+//!
+//! Each function reads only the settings it needs, so a missing variable stops exactly the cold
+//! starts that would have used it, with a message naming the variable.
+
+use std::{env, str::FromStr, time::Duration};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    #[error("environment variable {name} is malformed: {reason}")]
+    Malformed { name: &'static str, reason: String },
+}
+
+fn required(name: &'static str) -> Result<String, ConfigError> {
+    match env::var(name) {
+        Ok(v) if !v.trim().is_empty() => Ok(v),
+        _ => Err(ConfigError::Missing(name)),
+    }
+}
+
+fn parsed_or<T: FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+where
+    T::Err: std::fmt::Display,
+{
+    match env::var(name) {
+        Ok(v) if !v.trim().is_empty() => {
+            v.trim()
+                .parse()
+                .map_err(|e: T::Err| ConfigError::Malformed {
+                    name,
+                    reason: e.to_string(),
+                })
+        }
+        _ => Ok(default),
+    }
+}
+
+/// Where the tables live.
+#[derive(Debug, Clone)]
+pub struct StoreSettings {
+    pub table_name: String,
+}
+
+impl StoreSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            table_name: required("TABLE_NAME")?,
+        })
+    }
+}
+
+/// The orders queue.
+#[derive(Debug, Clone)]
+pub struct QueueSettings {
+    pub orders_queue_url: String,
+}
+
+impl QueueSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            orders_queue_url: required("ORDERS_QUEUE_URL")?,
+        })
+    }
+}
+
+/// The Redis gate. Timeouts are short on purpose: a grab that cannot reach Redis answers
+/// `503 BUSY` quickly instead of piling up behind a dead connection.
+#[derive(Debug, Clone)]
+pub struct GateSettings {
+    pub redis_url: String,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+}
+
+impl GateSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let redis_url = required("REDIS_URL")?;
+        if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
+            return Err(ConfigError::Malformed {
+                name: "REDIS_URL",
+                reason: "must start with redis:// or rediss://".into(),
+            });
+        }
+        Ok(Self {
+            redis_url,
+            connect_timeout: Duration::from_millis(parsed_or("REDIS_CONNECT_TIMEOUT_MS", 500)?),
+            command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
+        })
+    }
+}
+
+/// The grab gate's policy.
+#[derive(Debug, Clone, Copy)]
+pub struct GrabPolicy {
+    /// Requests one user may make for one event within `rate_window`.
+    pub rate_limit: u32,
+    pub rate_window: Duration,
+}
+
+impl GrabPolicy {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let policy = Self {
+            rate_limit: parsed_or("GRAB_RATE_LIMIT", 5)?,
+            rate_window: Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?),
+        };
+        if policy.rate_limit == 0 || policy.rate_window.is_zero() {
+            return Err(ConfigError::Malformed {
+                name: "GRAB_RATE_LIMIT",
+                reason: "rate limit and window must be positive".into(),
+            });
+        }
+        Ok(policy)
+    }
+}
+
+impl Default for GrabPolicy {
+    fn default() -> Self {
+        Self {
+            rate_limit: 5,
+            rate_window: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The verify hash: its secret, lifetime and how early before the sale it can be had.
+#[derive(Clone)]
+pub struct HashSettings {
+    pub secret: crate::domain::verify_hash::HashKey,
+    pub ttl: Duration,
+    pub open_margin: Duration,
+}
+
+impl HashSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let secret = required("HASH_SECRET")?;
+        let secret =
+            crate::domain::verify_hash::HashKey::new(secret.as_bytes()).map_err(|reason| {
+                ConfigError::Malformed {
+                    name: "HASH_SECRET",
+                    reason: reason.into(),
+                }
+            })?;
+        Ok(Self {
+            secret,
+            ttl: Duration::from_secs(parsed_or("HASH_TTL_SECONDS", 600)?),
+            open_margin: Duration::from_secs(parsed_or("HASH_OPEN_MARGIN_SECONDS", 5)?),
+        })
+    }
+}
+
+impl std::fmt::Debug for HashSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HashSettings")
+            .field("secret", &"<redacted>")
+            .field("ttl", &self.ttl)
+            .field("open_margin", &self.open_margin)
+            .finish()
+    }
+}

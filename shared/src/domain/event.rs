@@ -1,0 +1,392 @@
+//! An event: what an organiser releases, with its tickets numbered 1..capacity and a sale window.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
+
+use super::ids::EventId;
+
+/// Hard cap on tickets per event: the seat list, the rebuild from DynamoDB and the attendee list
+/// are sized for it (the reference drop is 20,000; 100,000 is tested).
+pub const MAX_CAPACITY: u32 = 100_000;
+const MAX_TITLE: usize = 200;
+const MAX_TEXT: usize = 2_000;
+const MAX_SALE_LENGTH: Duration = Duration::days(90);
+
+/// A released event. Times are UTC instants; the API shows them as RFC 3339.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    pub id: EventId,
+    pub title: String,
+    pub capacity: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub sale_start: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub sale_end: OffsetDateTime,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub venue: Option<String>,
+    #[serde(
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub starts_at: Option<OffsetDateTime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// Where a sale stands at an instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SalePhase {
+    NotStarted,
+    Open,
+    Ended,
+}
+
+impl Event {
+    pub fn sale_phase(&self, now: OffsetDateTime) -> SalePhase {
+        phase(now, self.sale_start, self.sale_end)
+    }
+}
+
+pub fn phase(now: OffsetDateTime, start: OffsetDateTime, end: OffsetDateTime) -> SalePhase {
+    if now < start {
+        SalePhase::NotStarted
+    } else if now >= end {
+        SalePhase::Ended
+    } else {
+        SalePhase::Open
+    }
+}
+
+/// Epoch milliseconds, the unit of every time inside Redis.
+pub fn epoch_ms(t: OffsetDateTime) -> i64 {
+    (t.unix_timestamp_nanos() / 1_000_000) as i64
+}
+
+pub fn from_epoch_ms(ms: i64) -> Option<OffsetDateTime> {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()
+}
+
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    // Formatting a UTC OffsetDateTime as RFC 3339 cannot fail for years 0..9999.
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// One thing wrong with a release request, named by its field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldProblem {
+    pub field: String,
+    pub problem: String,
+}
+
+/// Everything wrong with a release request, so an organiser fixes it in one go.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", describe(.0))]
+pub struct InvalidEvent(pub Vec<FieldProblem>);
+
+fn describe(problems: &[FieldProblem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.problem))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// A release request as the organiser wrote it, checked field by field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventDraft {
+    pub id: Option<EventId>,
+    pub title: String,
+    pub capacity: u32,
+    pub sale_start: OffsetDateTime,
+    pub sale_end: OffsetDateTime,
+    pub venue: Option<String>,
+    pub starts_at: Option<OffsetDateTime>,
+    pub description: Option<String>,
+}
+
+const FIELDS: [&str; 8] = [
+    "id",
+    "title",
+    "capacity",
+    "sale_start",
+    "sale_end",
+    "venue",
+    "starts_at",
+    "description",
+];
+
+struct Fields<'a> {
+    object: &'a Map<String, Value>,
+    problems: Vec<FieldProblem>,
+}
+
+impl<'a> Fields<'a> {
+    fn problem(&mut self, field: &str, problem: impl Into<String>) {
+        self.problems.push(FieldProblem {
+            field: field.to_owned(),
+            problem: problem.into(),
+        });
+    }
+
+    fn text(&mut self, field: &str, required: bool, max: usize) -> Option<String> {
+        match self.object.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.problem(field, "is required");
+                }
+                None
+            }
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                self.problem(field, "must not be blank");
+                None
+            }
+            Some(Value::String(s)) if s.chars().count() > max => {
+                self.problem(field, format!("must be at most {max} characters"));
+                None
+            }
+            Some(Value::String(s)) if s.chars().any(|c| c.is_control() && c != '\n') => {
+                self.problem(field, "must not contain control characters");
+                None
+            }
+            Some(Value::String(s)) => Some(s.trim().to_owned()),
+            Some(_) => {
+                self.problem(field, "must be a string");
+                None
+            }
+        }
+    }
+
+    fn instant(&mut self, field: &str, required: bool) -> Option<OffsetDateTime> {
+        let text = self.text(field, required, 64)?;
+        match OffsetDateTime::parse(&text, &Rfc3339) {
+            Ok(t) => Some(t.to_offset(time::UtcOffset::UTC)),
+            Err(_) => {
+                self.problem(
+                    field,
+                    "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
+                );
+                None
+            }
+        }
+    }
+}
+
+impl EventDraft {
+    /// Reads a release request, naming every field that is missing, of the wrong type or unknown.
+    pub fn from_json(value: &Value) -> Result<Self, InvalidEvent> {
+        let Some(object) = value.as_object() else {
+            return Err(InvalidEvent(vec![FieldProblem {
+                field: "(body)".into(),
+                problem: "must be a JSON object with title, capacity, sale_start and sale_end"
+                    .into(),
+            }]));
+        };
+        let mut f = Fields {
+            object,
+            problems: Vec::new(),
+        };
+        for key in object.keys() {
+            if !FIELDS.contains(&key.as_str()) {
+                f.problem(
+                    key,
+                    format!("is not a known field (known: {})", FIELDS.join(", ")),
+                );
+            }
+        }
+        let id = f
+            .text("id", false, EventId::MAX_LEN + 1)
+            .and_then(|s| match EventId::parse(&s) {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    f.problem("id", e.to_string());
+                    None
+                }
+            });
+        let title = f.text("title", true, MAX_TITLE);
+        let capacity = match object.get("capacity") {
+            None | Some(Value::Null) => {
+                f.problem("capacity", "is required");
+                None
+            }
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=u64::from(MAX_CAPACITY)).contains(&n) => Some(n as u32),
+                _ => {
+                    f.problem(
+                        "capacity",
+                        format!("must be a whole number from 1 to {MAX_CAPACITY}"),
+                    );
+                    None
+                }
+            },
+        };
+        let sale_start = f.instant("sale_start", true);
+        let sale_end = f.instant("sale_end", true);
+        let venue = f.text("venue", false, MAX_TITLE);
+        let starts_at = f.instant("starts_at", false);
+        let description = f.text("description", false, MAX_TEXT);
+        match (title, capacity, sale_start, sale_end) {
+            (Some(title), Some(capacity), Some(sale_start), Some(sale_end))
+                if f.problems.is_empty() =>
+            {
+                Ok(Self {
+                    id,
+                    title,
+                    capacity,
+                    sale_start,
+                    sale_end,
+                    venue,
+                    starts_at,
+                    description,
+                })
+            }
+            _ => Err(InvalidEvent(f.problems)),
+        }
+    }
+
+    /// Checks the rules between fields and stamps the event. `now` is the release time.
+    pub fn into_event(self, now: OffsetDateTime) -> Result<Event, InvalidEvent> {
+        let mut problems = Vec::new();
+        if self.sale_end <= self.sale_start {
+            problems.push(FieldProblem {
+                field: "sale_end".into(),
+                problem: "must be after sale_start".into(),
+            });
+        } else if self.sale_end - self.sale_start > MAX_SALE_LENGTH {
+            problems.push(FieldProblem {
+                field: "sale_end".into(),
+                problem: "a sale may last at most 90 days".into(),
+            });
+        }
+        if self.sale_end <= now {
+            problems.push(FieldProblem {
+                field: "sale_end".into(),
+                problem: "is already in the past".into(),
+            });
+        }
+        if !problems.is_empty() {
+            return Err(InvalidEvent(problems));
+        }
+        Ok(Event {
+            id: self.id.unwrap_or_else(EventId::generate),
+            title: self.title,
+            capacity: self.capacity,
+            sale_start: self.sale_start,
+            sale_end: self.sale_end,
+            venue: self.venue,
+            starts_at: self.starts_at,
+            description: self.description,
+            created_at: now,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use time::macros::datetime;
+
+    const NOW: OffsetDateTime = datetime!(2026-11-22 10:00 UTC);
+
+    fn fields(err: InvalidEvent) -> Vec<String> {
+        err.0.into_iter().map(|p| p.field).collect()
+    }
+
+    #[test]
+    fn a_complete_request_becomes_an_event() {
+        let draft = EventDraft::from_json(&json!({
+            "id": "lecture-1", "title": " Rust on Lambda ", "capacity": 100,
+            "sale_start": "2026-11-22T12:00:00+02:00", "sale_end": "2026-11-22T11:00:00Z",
+            "venue": "Hall A"
+        }))
+        .unwrap();
+        let event = draft.into_event(NOW).unwrap();
+        assert_eq!(event.id.as_str(), "lecture-1");
+        assert_eq!(event.title, "Rust on Lambda");
+        assert_eq!(event.sale_start, datetime!(2026-11-22 10:00 UTC));
+        assert_eq!(event.sale_phase(NOW), SalePhase::Open);
+        assert_eq!(event.created_at, NOW);
+    }
+
+    #[test]
+    fn every_wrong_field_is_named_at_once() {
+        let err = EventDraft::from_json(&json!({
+            "title": 5, "capacity": 0, "sale_start": "tomorrow", "colour": "red"
+        }))
+        .unwrap_err();
+        assert_eq!(
+            fields(err),
+            ["colour", "title", "capacity", "sale_start", "sale_end"]
+        );
+    }
+
+    #[test]
+    fn capacity_is_bounded() {
+        for bad in [
+            json!(0),
+            json!(-1),
+            json!(1.5),
+            json!("10"),
+            json!(MAX_CAPACITY + 1),
+        ] {
+            let err = EventDraft::from_json(&json!({
+                "title": "t", "capacity": bad, "sale_start": "2026-11-22T10:00:00Z", "sale_end": "2026-11-22T11:00:00Z"
+            }))
+            .unwrap_err();
+            assert_eq!(fields(err), ["capacity"], "capacity {bad}");
+        }
+    }
+
+    #[test]
+    fn the_window_must_be_ordered_and_not_over() {
+        let draft = |start: &str, end: &str| {
+            EventDraft::from_json(
+                &json!({"title": "t", "capacity": 1, "sale_start": start, "sale_end": end}),
+            )
+            .unwrap()
+        };
+        assert!(
+            draft("2026-11-22T11:00:00Z", "2026-11-22T11:00:00Z")
+                .into_event(NOW)
+                .is_err()
+        );
+        assert!(
+            draft("2026-11-22T08:00:00Z", "2026-11-22T09:00:00Z")
+                .into_event(NOW)
+                .is_err()
+        );
+        assert!(
+            draft("2026-11-22T11:00:00Z", "2027-11-22T11:00:00Z")
+                .into_event(NOW)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn a_payload_that_is_not_an_object_says_what_is_expected() {
+        let err = EventDraft::from_json(&json!([1, 2])).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("title, capacity, sale_start and sale_end")
+        );
+    }
+
+    #[test]
+    fn phases_use_a_half_open_window() {
+        let (s, e) = (
+            datetime!(2026-11-22 10:00 UTC),
+            datetime!(2026-11-22 11:00 UTC),
+        );
+        assert_eq!(
+            phase(s - Duration::milliseconds(1), s, e),
+            SalePhase::NotStarted
+        );
+        assert_eq!(phase(s, s, e), SalePhase::Open);
+        assert_eq!(phase(e, s, e), SalePhase::Ended);
+        assert_eq!(from_epoch_ms(epoch_ms(s)), Some(s));
+    }
+}

@@ -1,0 +1,188 @@
+//! Validated identifiers. Every id is checked (charset, length) at the edge, before any I/O, so
+//! nothing unvalidated reaches a Redis key or a DynamoDB key.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what} must be 1 to {max} characters of {charset}")]
+pub struct InvalidId {
+    pub what: &'static str,
+    pub max: usize,
+    pub charset: &'static str,
+}
+
+fn check(
+    value: &str,
+    what: &'static str,
+    max: usize,
+    charset: &'static str,
+    ok: fn(char) -> bool,
+) -> Result<(), InvalidId> {
+    if value.is_empty() || value.len() > max || !value.chars().all(ok) {
+        return Err(InvalidId { what, max, charset });
+    }
+    Ok(())
+}
+
+macro_rules! string_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+string_id!(
+    /// An event id: letters, digits, `-` and `_`. No `#` (DynamoDB key separator) and no braces
+    /// (Redis hash tag) can ever appear in one.
+    EventId
+);
+string_id!(
+    /// The authenticated user (the JWT `sub`). Never taken from a header, query or body.
+    UserId
+);
+string_id!(
+    /// An order id: a UUIDv7, unique without coordination and sortable by time.
+    OrderId
+);
+string_id!(
+    /// Where the confirmation goes (the JWT `email` claim). Never logged.
+    Email
+);
+
+impl EventId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check(value, "event id", Self::MAX_LEN, "A-Z a-z 0-9 - _", |c| {
+            c.is_ascii_alphanumeric() || c == '-' || c == '_'
+        })?;
+        Ok(Self(value.to_owned()))
+    }
+
+    /// A fresh id for an event released without one.
+    pub fn generate() -> Self {
+        Self(format!("ev-{}", uuid::Uuid::now_v7().simple()))
+    }
+}
+
+impl UserId {
+    pub const MAX_LEN: usize = 128;
+
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check(
+            value,
+            "user id",
+            Self::MAX_LEN,
+            "A-Z a-z 0-9 - _ . @ : +",
+            |c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':' | '+'),
+        )?;
+        Ok(Self(value.to_owned()))
+    }
+}
+
+impl OrderId {
+    pub fn generate() -> Self {
+        Self(uuid::Uuid::now_v7().to_string())
+    }
+
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        let err = InvalidId {
+            what: "order id",
+            max: 36,
+            charset: "a UUID",
+        };
+        uuid::Uuid::try_parse(value).map_err(|_| err.clone())?;
+        Ok(Self(value.to_ascii_lowercase()))
+    }
+}
+
+impl Email {
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        let err = InvalidId {
+            what: "email",
+            max: 254,
+            charset: "an address local@domain",
+        };
+        let value = value.trim();
+        let (local, domain) = value.split_once('@').ok_or_else(|| err.clone())?;
+        let plausible = !local.is_empty()
+            && domain.contains('.')
+            && !domain.starts_with('.')
+            && !domain.ends_with('.')
+            && value.len() <= 254
+            && !value
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+            && !domain.contains('@');
+        if !plausible {
+            return Err(err);
+        }
+        Ok(Self(value.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_ids_refuse_key_separators_and_hash_tags() {
+        assert!(EventId::parse("lecture-2026_01").is_ok());
+        for bad in ["", "a#b", "a{b}", "a:b", "a b", &"x".repeat(65), "ünï"] {
+            assert!(EventId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn user_ids_accept_cognito_subs_and_refuse_separators() {
+        assert!(UserId::parse("3f9c2a1e-8b7d-4c6e-9a5f-1b2c3d4e5f60").is_ok());
+        for bad in ["", "u#1", "u{1}", "u 1", &"u".repeat(129)] {
+            assert!(UserId::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[test]
+    fn order_ids_are_time_ordered_uuids() {
+        let a = OrderId::generate();
+        let b = OrderId::generate();
+        assert!(a < b, "UUIDv7 ids sort by creation time");
+        assert_eq!(OrderId::parse(a.as_str()).unwrap(), a);
+        assert!(OrderId::parse("not-a-uuid").is_err());
+    }
+
+    #[test]
+    fn emails_need_a_local_part_and_a_dotted_domain() {
+        assert!(Email::parse("u1@example.com").is_ok());
+        for bad in [
+            "",
+            "u1",
+            "@example.com",
+            "u1@localhost",
+            "u 1@example.com",
+            "a@b@c.d",
+            "u1@.com",
+        ] {
+            assert!(Email::parse(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

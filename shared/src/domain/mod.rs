@@ -1,0 +1,11 @@
+//! The product's own words: events, tickets, orders and the verify hash. Pure types and rules;
+//! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
+
+pub mod event;
+pub mod ids;
+pub mod order;
+pub mod verify_hash;
+
+pub use event::{Event, EventDraft, InvalidEvent};
+pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
+pub use order::{OrderMessage, OrderStatus};

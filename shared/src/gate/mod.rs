@@ -1,0 +1,295 @@
+//! The Redis gate (ElastiCache): the grab script and the few typed reads and writes around it.
+//!
+//! Every key of one event carries the hash tag `{<event id>}` so one script touches one cluster
+//! slot (DESIGN.md section 6).
+
+use std::sync::LazyLock;
+
+use redis::{AsyncCommands, Value, aio::ConnectionManager};
+
+use crate::{
+    config::{GateSettings, GrabPolicy},
+    domain::{Event, EventId, OrderId, UserId, event::epoch_ms},
+};
+
+/// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
+/// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
+static GRAB_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
+
+/// How many ticket numbers one `RPUSH` carries when an event is warmed.
+const WARM_CHUNK: u32 = 10_000;
+
+/// The Redis keys of one event.
+pub mod keys {
+    use crate::domain::{EventId, UserId};
+
+    pub fn meta(e: &EventId) -> String {
+        format!("ev:{{{e}}}:meta")
+    }
+    pub fn seats(e: &EventId) -> String {
+        format!("ev:{{{e}}}:seats")
+    }
+    pub fn buyers(e: &EventId) -> String {
+        format!("ev:{{{e}}}:buyers")
+    }
+    pub fn outbox(e: &EventId) -> String {
+        format!("ev:{{{e}}}:outbox")
+    }
+    pub fn rate(e: &EventId, u: &UserId) -> String {
+        format!("ev:{{{e}}}:rl:{u}")
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("unexpected reply from redis: {0}")]
+    Protocol(String),
+}
+
+/// What the grab script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrabOutcome {
+    RateLimited {
+        retry_after_ms: u64,
+    },
+    NotFound,
+    NotStarted,
+    Ended,
+    Already {
+        order_id: String,
+        ticket_no: u32,
+    },
+    SoldOut,
+    Granted {
+        order_id: String,
+        ticket_no: u32,
+        stock_left: u32,
+        message: String,
+    },
+}
+
+impl GrabOutcome {
+    /// The script's own name for the outcome (also the metric and log name).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RateLimited { .. } => "RATE_LIMITED",
+            Self::NotFound => "NOT_FOUND",
+            Self::NotStarted => "NOT_STARTED",
+            Self::Ended => "ENDED",
+            Self::Already { .. } => "ALREADY",
+            Self::SoldOut => "SOLD_OUT",
+            Self::Granted { .. } => "OK",
+        }
+    }
+}
+
+/// A grab as the script sees it.
+pub struct GrabAttempt<'a> {
+    pub event: &'a EventId,
+    pub user: &'a UserId,
+    pub order_id: &'a OrderId,
+    /// The order message without `ticket_no`, as JSON.
+    pub message_without_ticket: &'a str,
+}
+
+/// The sale window as Redis holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    pub closed: bool,
+}
+
+#[derive(Clone)]
+pub struct Gate {
+    conn: ConnectionManager,
+}
+
+impl Gate {
+    /// Builds the connection manager without connecting: a cold start never fails because Redis is
+    /// down; the first command fails fast instead and the caller answers `503 BUSY`.
+    pub fn new(settings: &GateSettings) -> Result<Self, GateError> {
+        let client = redis::Client::open(settings.redis_url.as_str())?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(settings.command_timeout))
+            // One quick reconnect, no retry storm against a server that is down.
+            .set_number_of_retries(1)
+            .set_max_delay(std::time::Duration::from_millis(100));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(Self { conn })
+    }
+
+    /// The raw connection, for tests and tools that inspect the keys.
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub async fn grab(
+        &self,
+        attempt: &GrabAttempt<'_>,
+        policy: GrabPolicy,
+    ) -> Result<GrabOutcome, GateError> {
+        let e = attempt.event;
+        let reply: Vec<Value> = GRAB_SCRIPT
+            .key(keys::meta(e))
+            .key(keys::seats(e))
+            .key(keys::buyers(e))
+            .key(keys::outbox(e))
+            .key(keys::rate(e, attempt.user))
+            .arg(attempt.user.as_str())
+            .arg(attempt.order_id.as_str())
+            .arg(attempt.message_without_ticket)
+            .arg(policy.rate_limit)
+            .arg(policy.rate_window.as_millis() as u64)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        parse_grab_reply(&reply)
+    }
+
+    /// Fills the cache for a freshly released event: every ticket number free, no buyer, no
+    /// outbox. One `MULTI` so a grab never sees half an event; `meta` goes last because its presence
+    /// is what "warmed" means.
+    pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
+        let e = &event.id;
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .del(keys::seats(e))
+            .ignore()
+            .del(keys::buyers(e))
+            .ignore()
+            .del(keys::outbox(e))
+            .ignore();
+        let mut first = 1;
+        while first <= event.capacity {
+            let last = (first + WARM_CHUNK - 1).min(event.capacity);
+            pipe.rpush(keys::seats(e), (first..=last).collect::<Vec<u32>>())
+                .ignore();
+            first = last + 1;
+        }
+        pipe.hset_multiple(
+            keys::meta(e),
+            &[
+                ("capacity", event.capacity.to_string()),
+                ("start", epoch_ms(event.sale_start).to_string()),
+                ("end", epoch_ms(event.sale_end).to_string()),
+                ("state", "open".to_owned()),
+            ],
+        )
+        .ignore();
+        pipe.query_async::<()>(&mut self.conn.clone()).await?;
+        Ok(())
+    }
+
+    /// Free ticket numbers left, or `None` when the event is not in the cache.
+    pub async fn stock(&self, event: &EventId) -> Result<Option<u32>, GateError> {
+        let (warmed, left): (bool, u32) = redis::pipe()
+            .exists(keys::meta(event))
+            .llen(keys::seats(event))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(warmed.then_some(left))
+    }
+
+    /// The live stock of many events in one round trip (`None` where not cached).
+    pub async fn stocks(&self, events: &[EventId]) -> Result<Vec<Option<u32>>, GateError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for e in events {
+            pipe.exists(keys::meta(e)).llen(keys::seats(e));
+        }
+        let flat: Vec<u32> = pipe.query_async(&mut self.conn.clone()).await?;
+        Ok(flat
+            .chunks(2)
+            .map(|p| (p[0] == 1).then_some(p[1]))
+            .collect())
+    }
+
+    pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
+        let (start, end, state): (Option<i64>, Option<i64>, Option<String>) = redis::cmd("HMGET")
+            .arg(keys::meta(event))
+            .arg(&["start", "end", "state"])
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(match (start, end) {
+            (Some(start_ms), Some(end_ms)) => Some(Window {
+                start_ms,
+                end_ms,
+                closed: state.as_deref() == Some("closed"),
+            }),
+            _ => None,
+        })
+    }
+
+    /// The order a user holds in the cache, as `(order id, ticket number)`.
+    pub async fn buyer(
+        &self,
+        event: &EventId,
+        user: &UserId,
+    ) -> Result<Option<(String, u32)>, GateError> {
+        let held: Option<String> = self
+            .conn
+            .clone()
+            .hget(keys::buyers(event), user.as_str())
+            .await?;
+        held.map(|h| split_holding(&h)).transpose()
+    }
+}
+
+fn split_holding(held: &str) -> Result<(String, u32), GateError> {
+    let (order, ticket) = held
+        .split_once(':')
+        .ok_or_else(|| GateError::Protocol(format!("buyer entry {held:?}")))?;
+    let ticket = ticket
+        .parse()
+        .map_err(|_| GateError::Protocol(format!("buyer entry {held:?}")))?;
+    Ok((order.to_owned(), ticket))
+}
+
+fn parse_grab_reply(reply: &[Value]) -> Result<GrabOutcome, GateError> {
+    let text = |i: usize| -> Result<String, GateError> {
+        match reply.get(i) {
+            Some(Value::BulkString(b)) => {
+                String::from_utf8(b.clone()).map_err(|e| GateError::Protocol(e.to_string()))
+            }
+            Some(Value::SimpleString(s)) => Ok(s.clone()),
+            other => Err(GateError::Protocol(format!("field {i}: {other:?}"))),
+        }
+    };
+    let int = |i: usize| -> Result<i64, GateError> {
+        match reply.get(i) {
+            Some(Value::Int(n)) => Ok(*n),
+            other => Err(GateError::Protocol(format!("field {i}: {other:?}"))),
+        }
+    };
+    let small = |i: usize| -> Result<u32, GateError> {
+        int(i).and_then(|n| {
+            u32::try_from(n).map_err(|_| GateError::Protocol(format!("field {i}: {n}")))
+        })
+    };
+    Ok(match text(0)?.as_str() {
+        "RATE_LIMITED" => GrabOutcome::RateLimited {
+            retry_after_ms: int(1)?.max(0) as u64,
+        },
+        "NOT_FOUND" => GrabOutcome::NotFound,
+        "NOT_STARTED" => GrabOutcome::NotStarted,
+        "ENDED" => GrabOutcome::Ended,
+        "SOLD_OUT" => GrabOutcome::SoldOut,
+        "ALREADY" => GrabOutcome::Already {
+            order_id: text(1)?,
+            ticket_no: small(2)?,
+        },
+        "OK" => GrabOutcome::Granted {
+            order_id: text(1)?,
+            ticket_no: small(2)?,
+            stock_left: small(3)?,
+            message: text(4)?,
+        },
+        other => return Err(GateError::Protocol(format!("unknown outcome {other:?}"))),
+    })
+}

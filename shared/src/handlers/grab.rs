@@ -1,0 +1,147 @@
+//! grab: checks the verify hash (constant time, before Redis), runs the grab script, then sends
+//! the order to SQS. If the send fails the order stays in the outbox, the user still gets 202 and
+//! reconcile delivers it: no path loses an order.
+
+use lambda_http::{Body, Request, Response, http::StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::{
+    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings},
+    domain::{
+        EventId, OrderId, OrderStatus,
+        event::{epoch_ms, rfc3339},
+    },
+    gate::{Gate, GrabAttempt, GrabOutcome},
+    http::{
+        ApiError, Caller, json,
+        reply::{event_id, json_body},
+        serve,
+    },
+    queue::OrderQueue,
+    store::Store,
+};
+
+#[derive(Clone)]
+pub struct Grab {
+    gate: Gate,
+    queue: OrderQueue,
+    store: Store,
+    hash: HashSettings,
+    policy: GrabPolicy,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GrabBody {
+    hash: String,
+}
+
+impl Grab {
+    pub fn new(
+        gate: Gate,
+        queue: OrderQueue,
+        store: Store,
+        hash: HashSettings,
+        policy: GrabPolicy,
+    ) -> Self {
+        Self {
+            gate,
+            queue,
+            store,
+            hash,
+            policy,
+        }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let hash = HashSettings::from_env()?;
+        let policy = GrabPolicy::from_env()?;
+        let queue_settings = QueueSettings::from_env()?;
+        let store_settings = StoreSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            gate,
+            OrderQueue::new(
+                aws_sdk_sqs::Client::new(&sdk),
+                queue_settings.orders_queue_url,
+            ),
+            Store::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                store_settings.table_name,
+            ),
+            hash,
+            policy,
+        ))
+    }
+
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        serve("grab", req, |req| async move {
+            let caller = Caller::from_request(&req)?;
+            let event = event_id(&req)?;
+            let body: GrabBody = json_body(&req)?;
+            let now = OffsetDateTime::now_utc();
+            self.hash
+                .secret
+                .verify(&body.hash, &event, &caller.user, epoch_ms(now))
+                .map_err(|_| ApiError::BadHash)?;
+            let email = caller
+                .email
+                .as_ref()
+                .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
+
+            let order_id = OrderId::generate();
+            let message = json!({
+                "v": 1,
+                "order_id": order_id,
+                "event_id": event,
+                "user_id": caller.user,
+                "email": email,
+                "created_at": rfc3339(now),
+            })
+            .to_string();
+            let attempt = GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
+            let outcome = self.gate.grab(&attempt, self.policy).await?;
+            let code = outcome.code();
+            match outcome {
+                GrabOutcome::Granted { order_id, ticket_no, stock_left, message } => {
+                    self.deliver(&event, &order_id, &message).await;
+                    let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending, "remaining": stock_left });
+                    Ok((json(StatusCode::ACCEPTED, &reply), code))
+                }
+                GrabOutcome::Already { order_id, ticket_no } => {
+                    let status = self.durable_status(&event, &caller).await;
+                    Ok((json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "status": status })), code))
+                }
+                GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
+                GrabOutcome::NotFound => Err(ApiError::EventNotFound),
+                GrabOutcome::NotStarted => Err(ApiError::SaleNotStarted),
+                GrabOutcome::Ended => Err(ApiError::SaleEnded),
+                GrabOutcome::SoldOut => Err(ApiError::SoldOut),
+            }
+        })
+        .await
+    }
+
+    /// Sends the order to SQS. A failure is logged and left to the outbox: the grab has already
+    /// happened and reconcile re-drives the entry.
+    async fn deliver(&self, event: &EventId, order_id: &str, message: &str) {
+        if let Err(e) = self.queue.send(message).await {
+            tracing::warn!(event_id = %event, order_id, error = %e, "order left in the outbox for reconcile");
+        }
+    }
+
+    /// A retry's status: the durable one when DynamoDB already holds the order, else `PENDING`.
+    async fn durable_status(&self, event: &EventId, caller: &Caller) -> OrderStatus {
+        match self.store.get_order(event, &caller.user).await {
+            Ok(Some(order)) => order.status,
+            Ok(None) => OrderStatus::Pending,
+            Err(e) => {
+                tracing::warn!(error = %e, "order status lookup failed; reporting PENDING");
+                OrderStatus::Pending
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! query: the read side. Events with their live stock (from Redis; the DynamoDB snapshot when
+//! Redis cannot answer), a user's own order, and the attendee list for admins.
+
+use lambda_http::{Body, Request, Response, http::StatusCode};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::{
+    config::{GateSettings, StoreSettings},
+    domain::{EventId, OrderId, OrderStatus, order::OrderView},
+    gate::Gate,
+    http::{
+        ApiError, Caller, json,
+        reply::{event_id, query_param, route_key},
+        serve,
+    },
+    store::{Store, StoredEvent},
+};
+
+const DEFAULT_PAGE: usize = 50;
+const MAX_PAGE: usize = 500;
+
+#[derive(Clone)]
+pub struct Query {
+    store: Store,
+    gate: Gate,
+}
+
+/// Where a `remaining` figure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum StockSource {
+    Live,
+    Snapshot,
+}
+
+impl Query {
+    pub fn new(store: Store, gate: Gate) -> Self {
+        Self { store, gate }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let store_settings = StoreSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            Store::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                store_settings.table_name,
+            ),
+            gate,
+        ))
+    }
+
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        serve("query", req, |req| async move {
+            let caller = Caller::from_request(&req)?;
+            let reply = match route_key(&req).as_str() {
+                "GET /events" => self.list_events(&req).await?,
+                "GET /events/{id}" => self.event(&event_id(&req)?).await?,
+                "GET /events/{id}/order" => self.order(&event_id(&req)?, &caller).await?,
+                "GET /admin/events/{id}/orders" => {
+                    if !caller.admin {
+                        return Err(ApiError::Forbidden);
+                    }
+                    self.attendees(&req, &event_id(&req)?).await?
+                }
+                _ => return Err(ApiError::RouteNotFound),
+            };
+            Ok((json(StatusCode::OK, &reply), "OK"))
+        })
+        .await
+    }
+
+    /// Live stock for the given events, falling back to each event's snapshot.
+    async fn with_stock(&self, events: Vec<StoredEvent>) -> Vec<Value> {
+        let ids: Vec<EventId> = events.iter().map(|e| e.event.id.clone()).collect();
+        let live = match self.gate.stocks(&ids).await {
+            Ok(live) => live,
+            Err(e) => {
+                tracing::warn!(error = %e, "redis unavailable; serving stock snapshots");
+                vec![None; ids.len()]
+            }
+        };
+        events
+            .into_iter()
+            .zip(live)
+            .map(|(stored, live)| {
+                let (remaining, source) = match live {
+                    Some(n) => (n, StockSource::Live),
+                    None => (stored.remaining_snapshot, StockSource::Snapshot),
+                };
+                let mut v = serde_json::to_value(&stored.event).unwrap_or_default();
+                v["remaining"] = json!(remaining);
+                v["remaining_source"] = json!(source);
+                v
+            })
+            .collect()
+    }
+
+    async fn list_events(&self, req: &Request) -> Result<Value, ApiError> {
+        let limit = page_size(req)?;
+        let page = self
+            .store
+            .list_events(limit as i32, query_param(req, "cursor"))
+            .await?
+            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        Ok(json!({ "events": self.with_stock(page.items).await, "next_cursor": page.next }))
+    }
+
+    async fn event(&self, id: &EventId) -> Result<Value, ApiError> {
+        let stored = self
+            .store
+            .get_event(id)
+            .await?
+            .ok_or(ApiError::EventNotFound)?;
+        Ok(self.with_stock(vec![stored]).await.remove(0))
+    }
+
+    /// The caller's order: durable status from DynamoDB, else `PENDING` while the cache holds a
+    /// grab not yet persisted.
+    async fn order(&self, event: &EventId, caller: &Caller) -> Result<Value, ApiError> {
+        if let Some(order) = self.store.get_order(event, &caller.user).await? {
+            return Ok(serde_json::to_value(order).unwrap_or_default());
+        }
+        let (order_id, ticket_no) = self
+            .gate
+            .buyer(event, &caller.user)
+            .await?
+            .ok_or(ApiError::NoOrder)?;
+        let order_id = OrderId::parse(&order_id).map_err(|_| ApiError::NoOrder)?;
+        let view = OrderView {
+            order_id,
+            event_id: event.clone(),
+            ticket_no,
+            status: OrderStatus::Pending,
+            reason: None,
+        };
+        Ok(serde_json::to_value(view).unwrap_or_default())
+    }
+
+    async fn attendees(&self, req: &Request, event: &EventId) -> Result<Value, ApiError> {
+        let limit = page_size(req)?;
+        let after = match query_param(req, "cursor") {
+            None => 0,
+            Some(c) => c.parse().map_err(|_| {
+                ApiError::BadRequest("cursor must be a cursor this API issued".into())
+            })?,
+        };
+        let stored = self
+            .store
+            .get_event(event)
+            .await?
+            .ok_or(ApiError::EventNotFound)?;
+        let page = self.store.list_orders(event, after, limit).await?;
+        Ok(json!({
+            "event_id": event,
+            "capacity": stored.event.capacity,
+            "orders": page.items,
+            "next_cursor": page.next,
+        }))
+    }
+}
+
+fn page_size(req: &Request) -> Result<usize, ApiError> {
+    match query_param(req, "limit") {
+        None => Ok(DEFAULT_PAGE),
+        Some(l) => match l.parse::<usize>() {
+            Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            _ => Err(ApiError::BadRequest(format!(
+                "limit must be a number from 1 to {MAX_PAGE}"
+            ))),
+        },
+    }
+}

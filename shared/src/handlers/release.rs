@@ -1,0 +1,156 @@
+//! release: an organiser publishes an event. The event is written to DynamoDB first (conditional
+//! put: a taken id is `409 EVENT_EXISTS`), then Redis is warmed with every ticket number.
+//!
+//! Reached through `POST /admin/events` (admins only) and by direct invocation
+//! (`sam remote invoke` with `events/release-direct.json`), which IAM already restricts to admins.
+
+use lambda_http::{Body, Request, Response, http::StatusCode};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+use crate::{
+    config::{GateSettings, StoreSettings},
+    domain::{Event, EventDraft, InvalidEvent},
+    gate::{Gate, GateError},
+    http::{ApiError, Caller, apigw, json, reply::json_body, serve},
+    store::{PutEventError, Store, StoreError},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    #[error(transparent)]
+    Invalid(#[from] InvalidEvent),
+    #[error("an event with this id exists")]
+    Exists,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Gate(#[from] GateError),
+}
+
+impl From<ReleaseError> for ApiError {
+    fn from(e: ReleaseError) -> Self {
+        match e {
+            ReleaseError::Invalid(e) => e.into(),
+            ReleaseError::Exists => ApiError::EventExists,
+            ReleaseError::Store(e) => e.into(),
+            ReleaseError::Gate(e) => e.into(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Release {
+    store: Store,
+    gate: Gate,
+}
+
+impl Release {
+    pub fn new(store: Store, gate: Gate) -> Self {
+        Self { store, gate }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let store_settings = StoreSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            Store::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                store_settings.table_name,
+            ),
+            gate,
+        ))
+    }
+
+    /// Publishes an event: DynamoDB first, then the cache.
+    ///
+    /// A retry of a release whose warming failed (same id, same definition, cache still empty) warms
+    /// the cache and succeeds, so an organiser's retry never leaves an event that cannot sell.
+    pub async fn release(
+        &self,
+        draft: EventDraft,
+        now: OffsetDateTime,
+    ) -> Result<Event, ReleaseError> {
+        let event = draft.into_event(now)?;
+        match self.store.put_event(&event).await {
+            Ok(()) => {}
+            Err(PutEventError::Exists) => {
+                let stored = self
+                    .store
+                    .get_event(&event.id)
+                    .await?
+                    .ok_or(ReleaseError::Exists)?;
+                let same = Event {
+                    created_at: event.created_at,
+                    ..stored.event.clone()
+                } == event;
+                if !same || self.gate.window(&event.id).await?.is_some() {
+                    return Err(ReleaseError::Exists);
+                }
+                self.gate.warm(&stored.event).await?;
+                return Ok(stored.event);
+            }
+            Err(PutEventError::Store(e)) => return Err(e.into()),
+        }
+        self.gate.warm(&event).await?;
+        tracing::info!(event_id = %event.id, capacity = event.capacity, "event released");
+        Ok(event)
+    }
+
+    /// `POST /admin/events`.
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        serve("release", req, |req| async move {
+            Caller::require_admin(&req)?;
+            let body: Value = json_body(&req)?;
+            let draft = EventDraft::from_json(&body)?;
+            let event = self.release(draft, OffsetDateTime::now_utc()).await?;
+            Ok((json(StatusCode::CREATED, &event_reply(&event)), "CREATED"))
+        })
+        .await
+    }
+
+    /// Any invocation payload: an HTTP API event goes through [`Self::handle`]; anything else must
+    /// be a direct release payload. The reply is an HTTP API response or the released event.
+    pub async fn handle_invocation(&self, payload: Value) -> Result<Value, DirectError> {
+        if apigw::is_http_api_event(&payload) {
+            let event = serde_json::from_value(payload)
+                .map_err(|e| DirectError::NotAnEvent(e.to_string()))?;
+            let response = self.handle(apigw::into_request(event)).await;
+            return serde_json::to_value(apigw::into_event_response(response))
+                .map_err(|e| DirectError::NotAnEvent(e.to_string()));
+        }
+        let draft = EventDraft::from_json(&payload).map_err(DirectError::Invalid)?;
+        let event = self
+            .release(draft, OffsetDateTime::now_utc())
+            .await
+            .map_err(|e| match e {
+                ReleaseError::Invalid(e) => DirectError::Invalid(e),
+                ReleaseError::Exists => DirectError::Exists,
+                other => {
+                    tracing::error!(error = %other, "direct release failed");
+                    DirectError::Busy
+                }
+            })?;
+        Ok(event_reply(&event))
+    }
+}
+
+/// Why a direct invocation failed; the error type and message are what `sam remote invoke` shows.
+#[derive(Debug, thiserror::Error)]
+pub enum DirectError {
+    #[error("INVALID_EVENT: {0}")]
+    Invalid(InvalidEvent),
+    #[error("INVALID_EVENT: the payload is neither an HTTP API event nor a release payload: {0}")]
+    NotAnEvent(String),
+    #[error("EVENT_EXISTS: an event with this id exists")]
+    Exists,
+    #[error("BUSY: a dependency failed; retry shortly")]
+    Busy,
+}
+
+fn event_reply(event: &Event) -> Value {
+    let mut v = serde_json::to_value(event).unwrap_or_default();
+    v["remaining"] = json!(event.capacity);
+    v
+}

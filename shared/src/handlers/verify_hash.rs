@@ -1,0 +1,84 @@
+//! verify-hash: hands a user the per-event token that grab requires, only once the sale is open
+//! (or within the configured margin before it).
+
+use lambda_http::{Body, Request, Response, http::StatusCode};
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::{
+    config::{GateSettings, HashSettings, StoreSettings},
+    domain::event::{epoch_ms, from_epoch_ms, rfc3339},
+    gate::{Gate, Window},
+    http::{ApiError, Caller, json, reply::event_id, serve},
+    store::Store,
+};
+
+#[derive(Clone)]
+pub struct VerifyHash {
+    gate: Gate,
+    store: Store,
+    hash: HashSettings,
+}
+
+impl VerifyHash {
+    pub fn new(gate: Gate, store: Store, hash: HashSettings) -> Self {
+        Self { gate, store, hash }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let hash = HashSettings::from_env()?;
+        let store_settings = StoreSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            gate,
+            Store::new(
+                aws_sdk_dynamodb::Client::new(&sdk),
+                store_settings.table_name,
+            ),
+            hash,
+        ))
+    }
+
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        serve("verify-hash", req, |req| async move {
+            let caller = Caller::from_request(&req)?;
+            let event = event_id(&req)?;
+            // The cache answers during a sale; DynamoDB only for an event the cache does not hold.
+            let window = match self.gate.window(&event).await? {
+                Some(w) => w,
+                None => {
+                    let stored = self
+                        .store
+                        .get_event(&event)
+                        .await?
+                        .ok_or(ApiError::EventNotFound)?;
+                    Window {
+                        start_ms: epoch_ms(stored.event.sale_start),
+                        end_ms: epoch_ms(stored.event.sale_end),
+                        closed: false,
+                    }
+                }
+            };
+            let now = epoch_ms(OffsetDateTime::now_utc());
+            let margin = self.hash.open_margin.as_millis() as i64;
+            if now < window.start_ms - margin {
+                return Err(ApiError::SaleNotStarted);
+            }
+            if now >= window.end_ms || window.closed {
+                return Err(ApiError::SaleEnded);
+            }
+            let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(window.end_ms);
+            let hash = self.hash.secret.issue(&event, &caller.user, expires_ms);
+            let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
+            Ok((
+                json(
+                    StatusCode::OK,
+                    &json!({ "hash": hash, "expires_at": expires_at }),
+                ),
+                "OK",
+            ))
+        })
+        .await
+    }
+}

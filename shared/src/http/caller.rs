@@ -1,0 +1,84 @@
+//! Who is calling: the claims the HTTP API's JWT authorizer validated (or the local runner, playing
+//! it). Nothing else in a request identifies a user.
+
+use lambda_http::{Request, RequestExt, request::RequestContext};
+
+use super::ApiError;
+use crate::domain::{Email, UserId};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub user: UserId,
+    /// Where mail goes; `None` when the token carries no usable `email` claim.
+    pub email: Option<Email>,
+    pub admin: bool,
+}
+
+impl Caller {
+    /// The caller of a request, or 401 when the authorizer put no usable claims in it.
+    pub fn from_request(req: &Request) -> Result<Self, ApiError> {
+        let claims = match req.request_context_ref() {
+            Some(RequestContext::ApiGatewayV2(ctx)) => ctx
+                .authorizer
+                .as_ref()
+                .and_then(|a| a.jwt.as_ref())
+                .map(|j| &j.claims),
+            _ => None,
+        };
+        let claims = claims.ok_or(ApiError::Unauthorized(
+            "sign in first: the request carries no token claims",
+        ))?;
+        let user = claims
+            .get("sub")
+            .and_then(|s| UserId::parse(s).ok())
+            .ok_or(ApiError::Unauthorized(
+                "the token's sub claim is missing or not a valid user id",
+            ))?;
+        let email = claims.get("email").and_then(|e| Email::parse(e).ok());
+        let admin = claims
+            .get("cognito:groups")
+            .is_some_and(|g| groups(g).any(|g| g == "admin"));
+        Ok(Self { user, email, admin })
+    }
+
+    pub fn require_admin(req: &Request) -> Result<Self, ApiError> {
+        let caller = Self::from_request(req)?;
+        if !caller.admin {
+            return Err(ApiError::Forbidden);
+        }
+        Ok(caller)
+    }
+}
+
+/// The groups claim as the HTTP API hands it over: `"[admin editors]"`, a JSON array
+/// `["admin","editors"]`, or a plain `"admin"` / `"admin,editors"`.
+fn groups(claim: &str) -> impl Iterator<Item = &str> {
+    claim
+        .trim()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .split([' ', ',', '"'])
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::groups;
+
+    #[test]
+    fn groups_arrive_in_every_form_the_http_api_uses() {
+        for claim in [
+            "[admin editors]",
+            r#"["editors","admin"]"#,
+            "admin",
+            "editors,admin",
+            "[admin]",
+        ] {
+            assert!(groups(claim).any(|g| g == "admin"), "{claim}");
+        }
+        for claim in ["[]", "[administrators]", r#"["not-admin"]"#, ""] {
+            assert!(!groups(claim).any(|g| g == "admin"), "{claim}");
+        }
+    }
+}

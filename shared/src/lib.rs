@@ -1,0 +1,23 @@
+//! # ticket-grab: the shared crate
+//!
+//! Every Lambda function of the product is a ~20-line `main.rs` that builds its dependencies once
+//! and hands each request to a handler here. A request reads top to bottom:
+//!
+//! - [`http`]: the API Gateway edge: the caller's claims, routes, JSON in, `problem+json` out (the
+//!   one mapping of outcomes to statuses and codes lives in [`http::problem`]);
+//! - [`handlers`]: one file per function: parse, call the domain and adapters, map the outcome;
+//! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
+//! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
+//! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue;
+//! - [`config`]: typed settings read once at cold start; [`aws`]: the SDK configuration;
+//!   [`telemetry`]: JSON logs.
+
+pub mod aws;
+pub mod config;
+pub mod domain;
+pub mod gate;
+pub mod handlers;
+pub mod http;
+pub mod queue;
+pub mod store;
+pub mod telemetry;
