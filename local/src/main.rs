@@ -1,1 +1,139 @@
-fn main() {}
+//! `local-runner`: the system on a developer's machine. See the crate docs of `local_runner`.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use clap::{Parser, Subcommand};
+use local_runner::{
+    Functions, LocalSettings,
+    authorizer::{Authorizer, parse_ttl},
+    demo, provision,
+    server::{self, Front},
+    stack,
+};
+
+#[derive(Parser)]
+#[command(
+    version,
+    about = "Runs ticket-grab locally: redis-server, MiniStack and every function behind its routes"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start the stack if needed, provision it, release a demo event and serve the API (default).
+    Up {
+        /// Address to serve on.
+        #[arg(long, env = "LOCAL_ADDR", default_value = "127.0.0.1:3000")]
+        addr: SocketAddr,
+        /// Do not release the demo event.
+        #[arg(long)]
+        no_demo: bool,
+        /// Leave a stack this command started running on exit.
+        #[arg(long)]
+        keep_stack: bool,
+    },
+    /// Mint a development token for the local authorizer.
+    Token {
+        #[arg(long)]
+        sub: String,
+        #[arg(long)]
+        email: Option<String>,
+        /// Put the user in the `admin` group.
+        #[arg(long)]
+        admin: bool,
+        /// Lifetime: 30s, 15m, 1h, 2d.
+        #[arg(long, default_value = "1h", value_parser = parse_ttl)]
+        ttl: std::time::Duration,
+    },
+    /// Manage the local stack: start, stop or status.
+    Stack {
+        #[arg(value_parser = ["start", "stop", "status", "install"])]
+        action: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let settings = LocalSettings::from_env()?;
+    match Cli::parse().command.unwrap_or(Command::Up {
+        addr: "127.0.0.1:3000".parse()?,
+        no_demo: false,
+        keep_stack: false,
+    }) {
+        Command::Token {
+            sub,
+            email,
+            admin,
+            ttl,
+        } => {
+            println!(
+                "{}",
+                Authorizer::new(&settings.jwt_secret).mint(&sub, email.as_deref(), admin, ttl)?
+            );
+            Ok(())
+        }
+        Command::Stack { action } => Ok(stack::run(&action)?),
+        Command::Up {
+            addr,
+            no_demo,
+            keep_stack,
+        } => up(settings, addr, no_demo, keep_stack).await,
+    }
+}
+
+async fn up(
+    settings: LocalSettings,
+    addr: SocketAddr,
+    no_demo: bool,
+    keep_stack: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
+    shared::telemetry::init();
+    let started_stack = !stack::is_up(&settings).await;
+    if started_stack {
+        eprintln!("starting the local stack (scripts/stack start)...");
+        stack::run("start")?;
+    }
+    let sdk = settings.sdk_config().await;
+    let queues = provision::all(
+        &sdk,
+        &settings.table_name,
+        &settings.queue_name,
+        &settings.mail_from,
+    )
+    .await?;
+    let functions = Functions::build(&settings, &queues.queue_url).await?;
+    let demo_event = if no_demo {
+        None
+    } else {
+        Some(demo::release(&functions).await?)
+    };
+
+    let authorizer = Authorizer::new(&settings.jwt_secret);
+    let day = std::time::Duration::from_secs(86_400);
+    let user_token = authorizer.mint("demo-user", Some("demo-user@example.com"), false, day)?;
+    let admin_token = authorizer.mint("demo-admin", Some("demo-admin@example.com"), true, day)?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    demo::print_guide(
+        &format!("http://{}", listener.local_addr()?),
+        demo_event.as_deref(),
+        &user_token,
+        &admin_token,
+    );
+
+    let front = Arc::new(Front {
+        functions,
+        authorizer,
+    });
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    server::serve(listener, front, shutdown).await?;
+    if started_stack && !keep_stack {
+        eprintln!("stopping the local stack...");
+        stack::run("stop")?;
+    }
+    Ok(())
+}

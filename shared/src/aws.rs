@@ -5,9 +5,15 @@ use std::time::Duration;
 
 use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
 
-/// SDK settings with bounded timeouts: a dependency that hangs must not hold a request until the
-/// Lambda timeout.
+/// SDK settings with bounded timeouts, from the environment (region, credentials, endpoint).
 pub async fn sdk_config() -> aws_config::SdkConfig {
+    loader().load().await
+}
+
+/// The loader behind [`sdk_config`], for callers that set region, credentials or endpoint
+/// themselves (the local runner). A dependency that hangs must not hold a request until the Lambda
+/// timeout, so every call is bounded.
+pub fn loader() -> aws_config::ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
         .timeout_config(
             TimeoutConfig::builder()
@@ -17,6 +23,4 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
                 .build(),
         )
         .retry_config(RetryConfig::standard().with_max_attempts(3))
-        .load()
-        .await
 }

@@ -1,0 +1,64 @@
+//! The functions, built once with the local settings: the very handlers the Lambda binaries run.
+
+use shared::{
+    gate::Gate,
+    handlers::{StartError, grab::Grab, query::Query, release::Release, verify_hash::VerifyHash},
+    http::routes::Function,
+    queue::OrderQueue,
+    store::Store,
+};
+
+use crate::settings::LocalSettings;
+
+#[derive(Clone)]
+pub struct Functions {
+    pub release: Release,
+    pub query: Query,
+    pub verify_hash: VerifyHash,
+    pub grab: Grab,
+    pub gate: Gate,
+    pub store: Store,
+    pub queue: OrderQueue,
+}
+
+impl Functions {
+    pub async fn build(settings: &LocalSettings, queue_url: &str) -> Result<Self, StartError> {
+        let sdk = settings.sdk_config().await;
+        let gate = Gate::new(&shared::config::GateSettings {
+            redis_url: settings.redis_url.clone(),
+            connect_timeout: std::time::Duration::from_millis(500),
+            command_timeout: std::time::Duration::from_millis(2000),
+        })?;
+        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table_name);
+        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
+        Ok(Self {
+            release: Release::new(store.clone(), gate.clone()),
+            query: Query::new(store.clone(), gate.clone()),
+            verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone()),
+            grab: Grab::new(
+                gate.clone(),
+                queue.clone(),
+                store.clone(),
+                settings.hash.clone(),
+                settings.policy,
+            ),
+            gate,
+            store,
+            queue,
+        })
+    }
+
+    /// Hands an HTTP API request to the function that serves its route.
+    pub async fn call(
+        &self,
+        function: Function,
+        req: lambda_http::Request,
+    ) -> lambda_http::Response<lambda_http::Body> {
+        match function {
+            Function::Release => self.release.handle(req).await,
+            Function::Query => self.query.handle(req).await,
+            Function::VerifyHash => self.verify_hash.handle(req).await,
+            Function::Grab => self.grab.handle(req).await,
+        }
+    }
+}

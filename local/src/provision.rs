@@ -1,0 +1,168 @@
+//! Provisions the emulator as the template provisions AWS: the table with both GSIs, the orders
+//! queue with its DLQ and redrive, and the sender identity. Idempotent: what exists is kept.
+
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
+    ProjectionType, ScalarAttributeType,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use shared::store::schema::{INDEXES, KEY_ATTRIBUTES, attr};
+
+/// Seconds a received message stays invisible: at least six times the mail function's timeout.
+pub const VISIBILITY_TIMEOUT_SECONDS: u32 = 60;
+/// Receives before SQS moves a message to the DLQ.
+pub const MAX_RECEIVE_COUNT: u32 = 5;
+
+#[derive(Debug, thiserror::Error)]
+#[error("provisioning {what}: {detail}")]
+pub struct ProvisionError {
+    what: &'static str,
+    detail: String,
+}
+
+fn fail(what: &'static str) -> impl FnOnce(String) -> ProvisionError {
+    move |detail| ProvisionError { what, detail }
+}
+
+pub struct Provisioned {
+    pub queue_url: String,
+    pub dlq_url: String,
+}
+
+pub async fn all(
+    sdk: &aws_config::SdkConfig,
+    table: &str,
+    queue: &str,
+    sender: &str,
+) -> Result<Provisioned, ProvisionError> {
+    ensure_table(&aws_sdk_dynamodb::Client::new(sdk), table).await?;
+    let (queue_url, dlq_url) = ensure_queues(&aws_sdk_sqs::Client::new(sdk), queue).await?;
+    ensure_sender(&aws_sdk_sesv2::Client::new(sdk), sender).await?;
+    Ok(Provisioned { queue_url, dlq_url })
+}
+
+pub async fn ensure_table(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+) -> Result<(), ProvisionError> {
+    let key = |name: &str, kind: KeyType| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+    };
+    let mut create = client
+        .create_table()
+        .table_name(table)
+        .billing_mode(BillingMode::PayPerRequest);
+    for (name, kind) in KEY_ATTRIBUTES {
+        let kind = if kind == "N" {
+            ScalarAttributeType::N
+        } else {
+            ScalarAttributeType::S
+        };
+        create = create.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(name)
+                .attribute_type(kind)
+                .build()
+                .map_err(|e| fail("table")(e.to_string()))?,
+        );
+    }
+    create = create
+        .key_schema(key(attr::PK, KeyType::Hash).map_err(|e| fail("table")(e.to_string()))?)
+        .key_schema(key(attr::SK, KeyType::Range).map_err(|e| fail("table")(e.to_string()))?);
+    for (index, pk, sk) in INDEXES {
+        create = create.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(index)
+                .key_schema(key(pk, KeyType::Hash).map_err(|e| fail("table")(e.to_string()))?)
+                .key_schema(key(sk, KeyType::Range).map_err(|e| fail("table")(e.to_string()))?)
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::All)
+                        .build(),
+                )
+                .build()
+                .map_err(|e| fail("table")(e.to_string()))?,
+        );
+    }
+    match create.send().await {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_in_use_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(fail("table")(
+            aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
+        )),
+    }
+}
+
+pub async fn ensure_queues(
+    client: &aws_sdk_sqs::Client,
+    queue: &str,
+) -> Result<(String, String), ProvisionError> {
+    let sqs_err = |e: aws_sdk_sqs::error::SdkError<_>| {
+        fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
+    };
+    let dlq_url = client
+        .create_queue()
+        .queue_name(format!("{queue}-dlq"))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .send()
+        .await
+        .map_err(sqs_err)?
+        .queue_url
+        .unwrap_or_default();
+    let dlq_arn = client
+        .get_queue_attributes()
+        .queue_url(&dlq_url)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .unwrap_or_default();
+    let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string() });
+    let queue_url = client
+        .create_queue()
+        .queue_name(queue)
+        .attributes(
+            QueueAttributeName::VisibilityTimeout,
+            VISIBILITY_TIMEOUT_SECONDS.to_string(),
+        )
+        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
+        .send()
+        .await
+        .map_err(|e| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
+        .queue_url
+        .unwrap_or_default();
+    Ok((queue_url, dlq_url))
+}
+
+pub async fn ensure_sender(
+    client: &aws_sdk_sesv2::Client,
+    sender: &str,
+) -> Result<(), ProvisionError> {
+    match client
+        .create_email_identity()
+        .email_identity(sender)
+        .send()
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_already_exists_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(fail("sender identity")(
+            aws_sdk_sesv2::error::DisplayErrorContext(e).to_string(),
+        )),
+    }
+}

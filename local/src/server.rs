@@ -1,0 +1,162 @@
+//! The HTTP front: plays API Gateway. Each request is checked by the authorizer, matched to a
+//! route, turned into an HTTP API payload 2.0 event and handed to the function's handler.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use axum::{
+    Router,
+    body::{Body, to_bytes},
+    extract::{Request, State},
+    response::Response,
+};
+use base64::{Engine, engine::general_purpose::STANDARD};
+use serde_json::{Map, Value, json};
+use shared::http::{ApiError, apigw, routes};
+use tracing::Instrument;
+
+use crate::{authorizer::Authorizer, functions::Functions};
+
+/// API Gateway's own payload limit; the handlers refuse far smaller bodies with 413 themselves.
+const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
+
+pub struct Front {
+    pub functions: Functions,
+    pub authorizer: Authorizer,
+}
+
+pub fn router(front: Arc<Front>) -> Router {
+    Router::new().fallback(dispatch).with_state(front)
+}
+
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    front: Arc<Front>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(
+        listener,
+        router(front).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
+    let request_id = uuid::Uuid::now_v7().to_string();
+    let span = tracing::info_span!("request", request_id = %request_id);
+    async move {
+        let (parts, body) = req.into_parts();
+        let Some((route, params)) = routes::find(parts.method.as_str(), parts.uri.path()) else {
+            return to_axum(ApiError::RouteNotFound.into_response());
+        };
+        // The authorizer guards every route, before any handler runs.
+        let authorization = parts.headers.get("authorization").and_then(|v| v.to_str().ok());
+        let claims = match front.authorizer.claims(authorization) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::info!(route = %route.key(), status = 401, error = %e, "refused by the authorizer");
+                return to_axum(ApiError::Unauthorized("a valid bearer token is required").into_response());
+            }
+        };
+        let body = match to_bytes(body, MAX_REQUEST_BYTES).await {
+            Ok(b) => b,
+            Err(_) => return to_axum(ApiError::PayloadTooLarge(MAX_REQUEST_BYTES).into_response()),
+        };
+        let event = http_api_event(&parts, &route, &params, claims, &body, &request_id);
+        let event: ApiGatewayV2httpRequest = match serde_json::from_value(event) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(error = %e, "could not build the API Gateway event");
+                return to_axum(ApiError::Busy.into_response());
+            }
+        };
+        to_axum(front.functions.call(route.function, apigw::into_request(event)).await)
+    }
+    .instrument(span)
+    .await
+}
+
+/// The HTTP API payload 2.0 event API Gateway would send for this request.
+fn http_api_event(
+    parts: &http::request::Parts,
+    route: &routes::Route,
+    params: &[(&'static str, String)],
+    claims: std::collections::BTreeMap<String, String>,
+    body: &[u8],
+    request_id: &str,
+) -> Value {
+    let mut headers = Map::new();
+    for (name, value) in &parts.headers {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        match headers.get_mut(name.as_str()) {
+            Some(Value::String(existing)) => {
+                existing.push(',');
+                existing.push_str(&value);
+            }
+            _ => {
+                headers.insert(name.as_str().to_owned(), Value::String(value));
+            }
+        }
+    }
+    let query = parts.uri.query().unwrap_or_default();
+    let query_params: Map<String, Value> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (k.to_owned(), Value::String(v.to_owned()))
+        })
+        .collect();
+    let path_params: Map<String, Value> = params
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
+        .collect();
+    let now = time::OffsetDateTime::now_utc();
+    let (body, base64) = match std::str::from_utf8(body) {
+        _ if body.is_empty() => (Value::Null, false),
+        Ok(text) => (Value::String(text.to_owned()), false),
+        Err(_) => (Value::String(STANDARD.encode(body)), true),
+    };
+    json!({
+        "version": "2.0",
+        "routeKey": route.key(),
+        "rawPath": parts.uri.path(),
+        "rawQueryString": query,
+        "headers": headers,
+        "queryStringParameters": if query_params.is_empty() { Value::Null } else { Value::Object(query_params) },
+        "pathParameters": if path_params.is_empty() { Value::Null } else { Value::Object(path_params) },
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": parts.headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("localhost"),
+            "domainPrefix": "local",
+            "http": {
+                "method": parts.method.as_str(),
+                "path": parts.uri.path(),
+                "protocol": "HTTP/1.1",
+                "sourceIp": "127.0.0.1",
+                "userAgent": parts.headers.get("user-agent").and_then(|h| h.to_str().ok()).unwrap_or(""),
+            },
+            "requestId": request_id,
+            "routeKey": route.key(),
+            "stage": "$default",
+            "time": shared::domain::event::rfc3339(now),
+            "timeEpoch": now.unix_timestamp() * 1000,
+            "authorizer": { "jwt": { "claims": claims, "scopes": null } },
+        },
+        "body": body,
+        "isBase64Encoded": base64,
+    })
+}
+
+fn to_axum(response: lambda_http::Response<lambda_http::Body>) -> Response {
+    let (parts, body) = response.into_parts();
+    let bytes: Vec<u8> = match body {
+        lambda_http::Body::Empty => Vec::new(),
+        lambda_http::Body::Text(t) => t.into_bytes(),
+        lambda_http::Body::Binary(b) => b,
+        _ => Vec::new(),
+    };
+    Response::from_parts(parts, Body::from(bytes))
+}

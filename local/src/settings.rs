@@ -1,0 +1,80 @@
+//! The local runner's settings: the same variables as `scripts/local.env`, with the same defaults,
+//! so `cargo run -p local-runner` works with or without that file sourced.
+
+use std::{env, time::Duration};
+
+use shared::{
+    config::{ConfigError, GrabPolicy, HashSettings},
+    domain::verify_hash::HashKey,
+};
+
+pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
+pub const DEFAULT_AWS_ENDPOINT: &str = "http://127.0.0.1:14566";
+pub const DEFAULT_HASH_SECRET: &str = "local-dev-hash-secret-not-for-production";
+/// The documented development secret of the runner's JWT authorizer.
+pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
+
+#[derive(Debug, Clone)]
+pub struct LocalSettings {
+    pub redis_url: String,
+    pub aws_endpoint: String,
+    pub region: String,
+    pub table_name: String,
+    pub queue_name: String,
+    pub mail_from: String,
+    pub hash: HashSettings,
+    pub jwt_secret: String,
+    pub policy: GrabPolicy,
+}
+
+fn var(name: &str, default: &str) -> String {
+    env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+impl LocalSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let hash_secret = var("HASH_SECRET", DEFAULT_HASH_SECRET);
+        let hash = HashSettings {
+            secret: HashKey::new(hash_secret.as_bytes()).map_err(|reason| {
+                ConfigError::Malformed {
+                    name: "HASH_SECRET",
+                    reason: reason.into(),
+                }
+            })?,
+            ttl: Duration::from_secs(var("HASH_TTL_SECONDS", "600").parse().unwrap_or(600)),
+            open_margin: Duration::from_secs(
+                var("HASH_OPEN_MARGIN_SECONDS", "5").parse().unwrap_or(5),
+            ),
+        };
+        Ok(Self {
+            redis_url: var("REDIS_URL", DEFAULT_REDIS_URL),
+            aws_endpoint: var("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
+            region: var("AWS_REGION", "us-east-1"),
+            table_name: var("TABLE_NAME", "ticketgrab"),
+            queue_name: var("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
+            mail_from: var("MAIL_FROM", "tickets@example.com"),
+            hash,
+            jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
+            policy: GrabPolicy::from_env()?,
+        })
+    }
+
+    /// The SDK configuration for the emulator: its endpoint, a region and dummy credentials.
+    pub async fn sdk_config(&self) -> aws_config::SdkConfig {
+        shared::aws::loader()
+            .endpoint_url(&self.aws_endpoint)
+            .region(aws_config::Region::new(self.region.clone()))
+            .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+                "test",
+                "test",
+                None,
+                None,
+                "local-runner",
+            ))
+            .load()
+            .await
+    }
+}
