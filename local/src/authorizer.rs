@@ -16,11 +16,7 @@ pub struct DevClaims {
     pub exp: u64,
     #[serde(default)]
     pub iat: u64,
-    #[serde(
-        rename = "cognito:groups",
-        default,
-        skip_serializing_if = "Vec::is_empty"
-    )]
+    #[serde(rename = "cognito:groups", default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
 }
 
@@ -46,39 +42,26 @@ impl Authorizer {
         }
     }
 
-    pub fn mint(
-        &self,
-        sub: &str,
-        email: Option<&str>,
-        admin: bool,
-        ttl: std::time::Duration,
-    ) -> Result<String, TokenError> {
+    pub fn mint(&self, sub: &str, email: Option<&str>, admin: bool, ttl: std::time::Duration) -> Result<String, TokenError> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
-        let claims = DevClaims {
+        self.sign(&DevClaims {
             sub: sub.to_owned(),
             email: email.map(str::to_owned),
             iat: now,
             exp: now + ttl.as_secs(),
-            groups: if admin {
-                vec!["admin".into()]
-            } else {
-                Vec::new()
-            },
-        };
-        encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
-            .map_err(|e| TokenError(e.to_string()))
+            groups: if admin { vec!["admin".into()] } else { Vec::new() },
+        })
+    }
+
+    /// Signs any claims, e.g. an already expired token for a test.
+    pub fn sign(&self, claims: &DevClaims) -> Result<String, TokenError> {
+        encode(&Header::new(Algorithm::HS256), claims, &self.encoding).map_err(|e| TokenError(e.to_string()))
     }
 
     /// The claims of a valid `Authorization: Bearer` value, as API Gateway hands them to Lambda.
-    pub fn claims(
-        &self,
-        authorization: Option<&str>,
-    ) -> Result<BTreeMap<String, String>, TokenError> {
+    pub fn claims(&self, authorization: Option<&str>) -> Result<BTreeMap<String, String>, TokenError> {
         let token = authorization
-            .and_then(|h| {
-                h.strip_prefix("Bearer ")
-                    .or_else(|| h.strip_prefix("bearer "))
-            })
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
             .ok_or_else(|| TokenError("no bearer token".into()))?;
         let data = decode::<DevClaims>(token.trim(), &self.decoding, &self.validation)
             .map_err(|e| TokenError(e.to_string()))?;
@@ -102,9 +85,7 @@ impl Authorizer {
 pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let (n, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 30s, 15m, 1h or 2d"))?;
+    let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 15m, 1h or 2d"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
@@ -123,9 +104,7 @@ mod tests {
     #[test]
     fn a_minted_token_yields_api_gateway_style_claims() {
         let auth = Authorizer::new("s3cret-s3cret-s3cret");
-        let token = auth
-            .mint("u1", Some("u1@example.com"), true, parse_ttl("1h").unwrap())
-            .unwrap();
+        let token = auth.mint("u1", Some("u1@example.com"), true, parse_ttl("1h").unwrap()).unwrap();
         let claims = auth.claims(Some(&format!("Bearer {token}"))).unwrap();
         assert_eq!(claims["sub"], "u1");
         assert_eq!(claims["email"], "u1@example.com");
@@ -135,13 +114,9 @@ mod tests {
     #[test]
     fn expired_foreign_and_unsigned_tokens_are_refused() {
         let auth = Authorizer::new("s3cret-s3cret-s3cret");
-        let expired = auth
-            .mint("u1", None, false, std::time::Duration::ZERO)
-            .unwrap();
+        let expired = auth.sign(&DevClaims { sub: "u1".into(), email: None, exp: 1, iat: 0, groups: vec![] }).unwrap();
         assert!(auth.claims(Some(&format!("Bearer {expired}"))).is_err());
-        let foreign = Authorizer::new("another-secret-here")
-            .mint("u1", None, false, parse_ttl("1h").unwrap())
-            .unwrap();
+        let foreign = Authorizer::new("another-secret-here").mint("u1", None, false, parse_ttl("1h").unwrap()).unwrap();
         assert!(auth.claims(Some(&format!("Bearer {foreign}"))).is_err());
         let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let none = format!(

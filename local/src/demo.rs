@@ -7,9 +7,7 @@ use crate::functions::Functions;
 
 pub async fn release(functions: &Functions) -> Result<String, String> {
     // Whole seconds: the demo's times read cleanly in every reply.
-    let now = OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| OffsetDateTime::now_utc());
+    let now = OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| OffsetDateTime::now_utc());
     let id = format!("demo-{}", now.unix_timestamp());
     let draft = EventDraft::from_json(&serde_json::json!({
         "id": id,
@@ -21,12 +19,7 @@ pub async fn release(functions: &Functions) -> Result<String, String> {
         "starts_at": rfc3339(now + Duration::days(7)),
     }))
     .map_err(|e| e.to_string())?;
-    functions
-        .release
-        .release(draft, now)
-        .await
-        .map(|e| e.id.to_string())
-        .map_err(|e| e.to_string())
+    functions.release.release(draft, now).await.map(|e| e.id.to_string()).map_err(|e| e.to_string())
 }
 
 pub fn print_guide(base: &str, event: Option<&str>, user_token: &str, admin_token: &str) {

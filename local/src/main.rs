@@ -12,10 +12,7 @@ use local_runner::{
 };
 
 #[derive(Parser)]
-#[command(
-    version,
-    about = "Runs ticket-grab locally: redis-server, MiniStack and every function behind its routes"
-)]
+#[command(version, about = "Runs ticket-grab locally: redis-server, MiniStack and every function behind its routes")]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -63,24 +60,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         no_demo: false,
         keep_stack: false,
     }) {
-        Command::Token {
-            sub,
-            email,
-            admin,
-            ttl,
-        } => {
-            println!(
-                "{}",
-                Authorizer::new(&settings.jwt_secret).mint(&sub, email.as_deref(), admin, ttl)?
-            );
+        Command::Token { sub, email, admin, ttl } => {
+            println!("{}", Authorizer::new(&settings.jwt_secret).mint(&sub, email.as_deref(), admin, ttl)?);
             Ok(())
         }
         Command::Stack { action } => Ok(stack::run(&action)?),
-        Command::Up {
-            addr,
-            no_demo,
-            keep_stack,
-        } => up(settings, addr, no_demo, keep_stack).await,
+        Command::Up { addr, no_demo, keep_stack } => up(settings, addr, no_demo, keep_stack).await,
     }
 }
 
@@ -97,36 +82,18 @@ async fn up(
         stack::run("start")?;
     }
     let sdk = settings.sdk_config().await;
-    let queues = provision::all(
-        &sdk,
-        &settings.table_name,
-        &settings.queue_name,
-        &settings.mail_from,
-    )
-    .await?;
+    let queues = provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from).await?;
     let functions = Functions::build(&settings, &queues.queue_url).await?;
-    let demo_event = if no_demo {
-        None
-    } else {
-        Some(demo::release(&functions).await?)
-    };
+    let demo_event = if no_demo { None } else { Some(demo::release(&functions).await?) };
 
     let authorizer = Authorizer::new(&settings.jwt_secret);
     let day = std::time::Duration::from_secs(86_400);
     let user_token = authorizer.mint("demo-user", Some("demo-user@example.com"), false, day)?;
     let admin_token = authorizer.mint("demo-admin", Some("demo-admin@example.com"), true, day)?;
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    demo::print_guide(
-        &format!("http://{}", listener.local_addr()?),
-        demo_event.as_deref(),
-        &user_token,
-        &admin_token,
-    );
+    demo::print_guide(&format!("http://{}", listener.local_addr()?), demo_event.as_deref(), &user_token, &admin_token);
 
-    let front = Arc::new(Front {
-        functions,
-        authorizer,
-    });
+    let front = Arc::new(Front { functions, authorizer });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

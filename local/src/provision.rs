@@ -2,8 +2,8 @@
 //! queue with its DLQ and redrive, and the sender identity. Idempotent: what exists is kept.
 
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection,
-    ProjectionType, ScalarAttributeType,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use shared::store::schema::{INDEXES, KEY_ATTRIBUTES, attr};
@@ -41,26 +41,11 @@ pub async fn all(
     Ok(Provisioned { queue_url, dlq_url })
 }
 
-pub async fn ensure_table(
-    client: &aws_sdk_dynamodb::Client,
-    table: &str,
-) -> Result<(), ProvisionError> {
-    let key = |name: &str, kind: KeyType| {
-        KeySchemaElement::builder()
-            .attribute_name(name)
-            .key_type(kind)
-            .build()
-    };
-    let mut create = client
-        .create_table()
-        .table_name(table)
-        .billing_mode(BillingMode::PayPerRequest);
+pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<(), ProvisionError> {
+    let key = |name: &str, kind: KeyType| KeySchemaElement::builder().attribute_name(name).key_type(kind).build();
+    let mut create = client.create_table().table_name(table).billing_mode(BillingMode::PayPerRequest);
     for (name, kind) in KEY_ATTRIBUTES {
-        let kind = if kind == "N" {
-            ScalarAttributeType::N
-        } else {
-            ScalarAttributeType::S
-        };
+        let kind = if kind == "N" { ScalarAttributeType::N } else { ScalarAttributeType::S };
         create = create.attribute_definitions(
             AttributeDefinition::builder()
                 .attribute_name(name)
@@ -78,36 +63,21 @@ pub async fn ensure_table(
                 .index_name(index)
                 .key_schema(key(pk, KeyType::Hash).map_err(|e| fail("table")(e.to_string()))?)
                 .key_schema(key(sk, KeyType::Range).map_err(|e| fail("table")(e.to_string()))?)
-                .projection(
-                    Projection::builder()
-                        .projection_type(ProjectionType::All)
-                        .build(),
-                )
+                .projection(Projection::builder().projection_type(ProjectionType::All).build())
                 .build()
                 .map_err(|e| fail("table")(e.to_string()))?,
         );
     }
     match create.send().await {
         Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_resource_in_use_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(fail("table")(
-            aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string(),
-        )),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => Ok(()),
+        Err(e) => Err(fail("table")(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())),
     }
 }
 
-pub async fn ensure_queues(
-    client: &aws_sdk_sqs::Client,
-    queue: &str,
-) -> Result<(String, String), ProvisionError> {
-    let sqs_err = |e: aws_sdk_sqs::error::SdkError<_>| {
-        fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
-    };
+pub async fn ensure_queues(client: &aws_sdk_sqs::Client, queue: &str) -> Result<(String, String), ProvisionError> {
+    let sqs_err =
+        |e: aws_sdk_sqs::error::SdkError<_>| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
     let dlq_url = client
         .create_queue()
         .queue_name(format!("{queue}-dlq"))
@@ -127,14 +97,12 @@ pub async fn ensure_queues(
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .unwrap_or_default();
-    let redrive = serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string() });
+    let redrive =
+        serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string() });
     let queue_url = client
         .create_queue()
         .queue_name(queue)
-        .attributes(
-            QueueAttributeName::VisibilityTimeout,
-            VISIBILITY_TIMEOUT_SECONDS.to_string(),
-        )
+        .attributes(QueueAttributeName::VisibilityTimeout, VISIBILITY_TIMEOUT_SECONDS.to_string())
         .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
         .send()
         .await
@@ -144,25 +112,10 @@ pub async fn ensure_queues(
     Ok((queue_url, dlq_url))
 }
 
-pub async fn ensure_sender(
-    client: &aws_sdk_sesv2::Client,
-    sender: &str,
-) -> Result<(), ProvisionError> {
-    match client
-        .create_email_identity()
-        .email_identity(sender)
-        .send()
-        .await
-    {
+pub async fn ensure_sender(client: &aws_sdk_sesv2::Client, sender: &str) -> Result<(), ProvisionError> {
+    match client.create_email_identity().email_identity(sender).send().await {
         Ok(_) => Ok(()),
-        Err(e)
-            if e.as_service_error()
-                .is_some_and(|s| s.is_already_exists_exception()) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(fail("sender identity")(
-            aws_sdk_sesv2::error::DisplayErrorContext(e).to_string(),
-        )),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => Ok(()),
+        Err(e) => Err(fail("sender identity")(aws_sdk_sesv2::error::DisplayErrorContext(e).to_string())),
     }
 }

@@ -34,12 +34,9 @@ pub async fn serve(
     front: Arc<Front>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(
-        listener,
-        router(front).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
+    axum::serve(listener, router(front).into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
@@ -108,10 +105,8 @@ fn http_api_event(
             (k.to_owned(), Value::String(v.to_owned()))
         })
         .collect();
-    let path_params: Map<String, Value> = params
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), Value::String(v.clone())))
-        .collect();
+    let path_params: Map<String, Value> =
+        params.iter().map(|(k, v)| ((*k).to_owned(), Value::String(v.clone()))).collect();
     let now = time::OffsetDateTime::now_utc();
     let (body, base64) = match std::str::from_utf8(body) {
         _ if body.is_empty() => (Value::Null, false),

@@ -28,26 +28,17 @@ pub struct LocalSettings {
 }
 
 fn var(name: &str, default: &str) -> String {
-    env::var(name)
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| default.to_owned())
+    env::var(name).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_owned())
 }
 
 impl LocalSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let hash_secret = var("HASH_SECRET", DEFAULT_HASH_SECRET);
         let hash = HashSettings {
-            secret: HashKey::new(hash_secret.as_bytes()).map_err(|reason| {
-                ConfigError::Malformed {
-                    name: "HASH_SECRET",
-                    reason: reason.into(),
-                }
-            })?,
+            secret: HashKey::new(hash_secret.as_bytes())
+                .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?,
             ttl: Duration::from_secs(var("HASH_TTL_SECONDS", "600").parse().unwrap_or(600)),
-            open_margin: Duration::from_secs(
-                var("HASH_OPEN_MARGIN_SECONDS", "5").parse().unwrap_or(5),
-            ),
+            open_margin: Duration::from_secs(var("HASH_OPEN_MARGIN_SECONDS", "5").parse().unwrap_or(5)),
         };
         Ok(Self {
             redis_url: var("REDIS_URL", DEFAULT_REDIS_URL),

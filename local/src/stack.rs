@@ -13,28 +13,13 @@ pub fn script() -> PathBuf {
 pub async fn is_up(settings: &LocalSettings) -> bool {
     let redis_ok = async {
         let client = redis::Client::open(settings.redis_url.as_str()).ok()?;
-        let mut conn = tokio::time::timeout(
-            Duration::from_secs(1),
-            client.get_multiplexed_async_connection(),
-        )
-        .await
-        .ok()?
-        .ok()?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .ok()
+        let mut conn =
+            tokio::time::timeout(Duration::from_secs(1), client.get_multiplexed_async_connection()).await.ok()?.ok()?;
+        redis::cmd("PING").query_async::<String>(&mut conn).await.ok()
     };
     let aws_ok = async {
-        let addr = settings
-            .aws_endpoint
-            .trim_start_matches("http://")
-            .trim_end_matches('/')
-            .to_owned();
-        tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr))
-            .await
-            .ok()?
-            .ok()
+        let addr = settings.aws_endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
+        tokio::time::timeout(Duration::from_secs(1), tokio::net::TcpStream::connect(addr)).await.ok()?.ok()
     };
     let (r, a) = tokio::join!(redis_ok, aws_ok);
     r.is_some() && a.is_some()
@@ -45,8 +30,6 @@ pub fn run(command: &str) -> std::io::Result<()> {
     if status.success() {
         Ok(())
     } else {
-        Err(std::io::Error::other(format!(
-            "scripts/stack {command} failed: {status}"
-        )))
+        Err(std::io::Error::other(format!("scripts/stack {command} failed: {status}")))
     }
 }

@@ -26,12 +26,7 @@ where
 {
     match env::var(name) {
         Ok(v) if !v.trim().is_empty() => {
-            v.trim()
-                .parse()
-                .map_err(|e: T::Err| ConfigError::Malformed {
-                    name,
-                    reason: e.to_string(),
-                })
+            v.trim().parse().map_err(|e: T::Err| ConfigError::Malformed { name, reason: e.to_string() })
         }
         _ => Ok(default),
     }
@@ -45,9 +40,7 @@ pub struct StoreSettings {
 
 impl StoreSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self {
-            table_name: required("TABLE_NAME")?,
-        })
+        Ok(Self { table_name: required("TABLE_NAME")? })
     }
 }
 
@@ -59,9 +52,7 @@ pub struct QueueSettings {
 
 impl QueueSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self {
-            orders_queue_url: required("ORDERS_QUEUE_URL")?,
-        })
+        Ok(Self { orders_queue_url: required("ORDERS_QUEUE_URL")? })
     }
 }
 
@@ -117,10 +108,7 @@ impl GrabPolicy {
 
 impl Default for GrabPolicy {
     fn default() -> Self {
-        Self {
-            rate_limit: 5,
-            rate_window: Duration::from_secs(1),
-        }
+        Self { rate_limit: 5, rate_window: Duration::from_secs(1) }
     }
 }
 
@@ -135,13 +123,8 @@ pub struct HashSettings {
 impl HashSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         let secret = required("HASH_SECRET")?;
-        let secret =
-            crate::domain::verify_hash::HashKey::new(secret.as_bytes()).map_err(|reason| {
-                ConfigError::Malformed {
-                    name: "HASH_SECRET",
-                    reason: reason.into(),
-                }
-            })?;
+        let secret = crate::domain::verify_hash::HashKey::new(secret.as_bytes())
+            .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?;
         Ok(Self {
             secret,
             ttl: Duration::from_secs(parsed_or("HASH_TTL_SECONDS", 600)?),

@@ -1,1 +1,8 @@
+//! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
+mod concurrency;
+mod fixtures;
+mod grab_script;
+mod helpers;
+mod routes;
+mod runner;

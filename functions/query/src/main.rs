@@ -9,8 +9,5 @@ async fn main() -> Result<(), Error> {
     shared::telemetry::init();
     let handler = Query::from_env().await?;
     let handler = &handler;
-    lambda_http::run(service_fn(move |req: Request| async move {
-        Ok::<_, Error>(handler.handle(req).await)
-    }))
-    .await
+    lambda_http::run(service_fn(move |req: Request| async move { Ok::<_, Error>(handler.handle(req).await) })).await
 }

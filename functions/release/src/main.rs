@@ -15,10 +15,7 @@ async fn main() -> Result<(), Error> {
     let release = Release::from_env().await?;
     let release = &release;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        release
-            .handle_invocation(event.payload)
-            .await
-            .map_err(Error::from)
+        release.handle_invocation(event.payload).await.map_err(Error::from)
     }))
     .await
 }

@@ -25,10 +25,7 @@ pub struct Event {
     pub sale_end: OffsetDateTime,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub venue: Option<String>,
-    #[serde(
-        with = "time::serde::rfc3339::option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub starts_at: Option<OffsetDateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -88,11 +85,7 @@ pub struct FieldProblem {
 pub struct InvalidEvent(pub Vec<FieldProblem>);
 
 fn describe(problems: &[FieldProblem]) -> String {
-    problems
-        .iter()
-        .map(|p| format!("{}: {}", p.field, p.problem))
-        .collect::<Vec<_>>()
-        .join("; ")
+    problems.iter().map(|p| format!("{}: {}", p.field, p.problem)).collect::<Vec<_>>().join("; ")
 }
 
 /// A release request as the organiser wrote it, checked field by field.
@@ -108,16 +101,7 @@ pub struct EventDraft {
     pub description: Option<String>,
 }
 
-const FIELDS: [&str; 8] = [
-    "id",
-    "title",
-    "capacity",
-    "sale_start",
-    "sale_end",
-    "venue",
-    "starts_at",
-    "description",
-];
+const FIELDS: [&str; 8] = ["id", "title", "capacity", "sale_start", "sale_end", "venue", "starts_at", "description"];
 
 struct Fields<'a> {
     object: &'a Map<String, Value>,
@@ -126,10 +110,7 @@ struct Fields<'a> {
 
 impl<'a> Fields<'a> {
     fn problem(&mut self, field: &str, problem: impl Into<String>) {
-        self.problems.push(FieldProblem {
-            field: field.to_owned(),
-            problem: problem.into(),
-        });
+        self.problems.push(FieldProblem { field: field.to_owned(), problem: problem.into() });
     }
 
     fn text(&mut self, field: &str, required: bool, max: usize) -> Option<String> {
@@ -165,10 +146,7 @@ impl<'a> Fields<'a> {
         match OffsetDateTime::parse(&text, &Rfc3339) {
             Ok(t) => Some(t.to_offset(time::UtcOffset::UTC)),
             Err(_) => {
-                self.problem(
-                    field,
-                    "must be an RFC 3339 time such as 2026-12-01T09:00:00Z",
-                );
+                self.problem(field, "must be an RFC 3339 time such as 2026-12-01T09:00:00Z");
                 None
             }
         }
@@ -181,31 +159,22 @@ impl EventDraft {
         let Some(object) = value.as_object() else {
             return Err(InvalidEvent(vec![FieldProblem {
                 field: "(body)".into(),
-                problem: "must be a JSON object with title, capacity, sale_start and sale_end"
-                    .into(),
+                problem: "must be a JSON object with title, capacity, sale_start and sale_end".into(),
             }]));
         };
-        let mut f = Fields {
-            object,
-            problems: Vec::new(),
-        };
+        let mut f = Fields { object, problems: Vec::new() };
         for key in object.keys() {
             if !FIELDS.contains(&key.as_str()) {
-                f.problem(
-                    key,
-                    format!("is not a known field (known: {})", FIELDS.join(", ")),
-                );
+                f.problem(key, format!("is not a known field (known: {})", FIELDS.join(", ")));
             }
         }
-        let id = f
-            .text("id", false, EventId::MAX_LEN + 1)
-            .and_then(|s| match EventId::parse(&s) {
-                Ok(id) => Some(id),
-                Err(e) => {
-                    f.problem("id", e.to_string());
-                    None
-                }
-            });
+        let id = f.text("id", false, EventId::MAX_LEN + 1).and_then(|s| match EventId::parse(&s) {
+            Ok(id) => Some(id),
+            Err(e) => {
+                f.problem("id", e.to_string());
+                None
+            }
+        });
         let title = f.text("title", true, MAX_TITLE);
         let capacity = match object.get("capacity") {
             None | Some(Value::Null) => {
@@ -215,10 +184,7 @@ impl EventDraft {
             Some(v) => match v.as_u64() {
                 Some(n) if (1..=u64::from(MAX_CAPACITY)).contains(&n) => Some(n as u32),
                 _ => {
-                    f.problem(
-                        "capacity",
-                        format!("must be a whole number from 1 to {MAX_CAPACITY}"),
-                    );
+                    f.problem("capacity", format!("must be a whole number from 1 to {MAX_CAPACITY}"));
                     None
                 }
             },
@@ -229,19 +195,8 @@ impl EventDraft {
         let starts_at = f.instant("starts_at", false);
         let description = f.text("description", false, MAX_TEXT);
         match (title, capacity, sale_start, sale_end) {
-            (Some(title), Some(capacity), Some(sale_start), Some(sale_end))
-                if f.problems.is_empty() =>
-            {
-                Ok(Self {
-                    id,
-                    title,
-                    capacity,
-                    sale_start,
-                    sale_end,
-                    venue,
-                    starts_at,
-                    description,
-                })
+            (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => {
+                Ok(Self { id, title, capacity, sale_start, sale_end, venue, starts_at, description })
             }
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -251,21 +206,12 @@ impl EventDraft {
     pub fn into_event(self, now: OffsetDateTime) -> Result<Event, InvalidEvent> {
         let mut problems = Vec::new();
         if self.sale_end <= self.sale_start {
-            problems.push(FieldProblem {
-                field: "sale_end".into(),
-                problem: "must be after sale_start".into(),
-            });
+            problems.push(FieldProblem { field: "sale_end".into(), problem: "must be after sale_start".into() });
         } else if self.sale_end - self.sale_start > MAX_SALE_LENGTH {
-            problems.push(FieldProblem {
-                field: "sale_end".into(),
-                problem: "a sale may last at most 90 days".into(),
-            });
+            problems.push(FieldProblem { field: "sale_end".into(), problem: "a sale may last at most 90 days".into() });
         }
         if self.sale_end <= now {
-            problems.push(FieldProblem {
-                field: "sale_end".into(),
-                problem: "is already in the past".into(),
-            });
+            problems.push(FieldProblem { field: "sale_end".into(), problem: "is already in the past".into() });
         }
         if !problems.is_empty() {
             return Err(InvalidEvent(problems));
@@ -318,21 +264,12 @@ mod tests {
             "title": 5, "capacity": 0, "sale_start": "tomorrow", "colour": "red"
         }))
         .unwrap_err();
-        assert_eq!(
-            fields(err),
-            ["colour", "title", "capacity", "sale_start", "sale_end"]
-        );
+        assert_eq!(fields(err), ["colour", "title", "capacity", "sale_start", "sale_end"]);
     }
 
     #[test]
     fn capacity_is_bounded() {
-        for bad in [
-            json!(0),
-            json!(-1),
-            json!(1.5),
-            json!("10"),
-            json!(MAX_CAPACITY + 1),
-        ] {
+        for bad in [json!(0), json!(-1), json!(1.5), json!("10"), json!(MAX_CAPACITY + 1)] {
             let err = EventDraft::from_json(&json!({
                 "title": "t", "capacity": bad, "sale_start": "2026-11-22T10:00:00Z", "sale_end": "2026-11-22T11:00:00Z"
             }))
@@ -344,47 +281,23 @@ mod tests {
     #[test]
     fn the_window_must_be_ordered_and_not_over() {
         let draft = |start: &str, end: &str| {
-            EventDraft::from_json(
-                &json!({"title": "t", "capacity": 1, "sale_start": start, "sale_end": end}),
-            )
-            .unwrap()
+            EventDraft::from_json(&json!({"title": "t", "capacity": 1, "sale_start": start, "sale_end": end})).unwrap()
         };
-        assert!(
-            draft("2026-11-22T11:00:00Z", "2026-11-22T11:00:00Z")
-                .into_event(NOW)
-                .is_err()
-        );
-        assert!(
-            draft("2026-11-22T08:00:00Z", "2026-11-22T09:00:00Z")
-                .into_event(NOW)
-                .is_err()
-        );
-        assert!(
-            draft("2026-11-22T11:00:00Z", "2027-11-22T11:00:00Z")
-                .into_event(NOW)
-                .is_err()
-        );
+        assert!(draft("2026-11-22T11:00:00Z", "2026-11-22T11:00:00Z").into_event(NOW).is_err());
+        assert!(draft("2026-11-22T08:00:00Z", "2026-11-22T09:00:00Z").into_event(NOW).is_err());
+        assert!(draft("2026-11-22T11:00:00Z", "2027-11-22T11:00:00Z").into_event(NOW).is_err());
     }
 
     #[test]
     fn a_payload_that_is_not_an_object_says_what_is_expected() {
         let err = EventDraft::from_json(&json!([1, 2])).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("title, capacity, sale_start and sale_end")
-        );
+        assert!(err.to_string().contains("title, capacity, sale_start and sale_end"));
     }
 
     #[test]
     fn phases_use_a_half_open_window() {
-        let (s, e) = (
-            datetime!(2026-11-22 10:00 UTC),
-            datetime!(2026-11-22 11:00 UTC),
-        );
-        assert_eq!(
-            phase(s - Duration::milliseconds(1), s, e),
-            SalePhase::NotStarted
-        );
+        let (s, e) = (datetime!(2026-11-22 10:00 UTC), datetime!(2026-11-22 11:00 UTC));
+        assert_eq!(phase(s - Duration::milliseconds(1), s, e), SalePhase::NotStarted);
         assert_eq!(phase(s, s, e), SalePhase::Open);
         assert_eq!(phase(e, s, e), SalePhase::Ended);
         assert_eq!(from_epoch_ms(epoch_ms(s)), Some(s));

@@ -89,13 +89,9 @@ impl UserId {
     pub const MAX_LEN: usize = 128;
 
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
-        check(
-            value,
-            "user id",
-            Self::MAX_LEN,
-            "A-Z a-z 0-9 - _ . @ : +",
-            |c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':' | '+'),
-        )?;
+        check(value, "user id", Self::MAX_LEN, "A-Z a-z 0-9 - _ . @ : +", |c| {
+            c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | ':' | '+')
+        })?;
         Ok(Self(value.to_owned()))
     }
 }
@@ -106,11 +102,7 @@ impl OrderId {
     }
 
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
-        let err = InvalidId {
-            what: "order id",
-            max: 36,
-            charset: "a UUID",
-        };
+        let err = InvalidId { what: "order id", max: 36, charset: "a UUID" };
         uuid::Uuid::try_parse(value).map_err(|_| err.clone())?;
         Ok(Self(value.to_ascii_lowercase()))
     }
@@ -118,11 +110,7 @@ impl OrderId {
 
 impl Email {
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
-        let err = InvalidId {
-            what: "email",
-            max: 254,
-            charset: "an address local@domain",
-        };
+        let err = InvalidId { what: "email", max: 254, charset: "an address local@domain" };
         let value = value.trim();
         let (local, domain) = value.split_once('@').ok_or_else(|| err.clone())?;
         let plausible = !local.is_empty()
@@ -130,9 +118,7 @@ impl Email {
             && !domain.starts_with('.')
             && !domain.ends_with('.')
             && value.len() <= 254
-            && !value
-                .chars()
-                .any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
+            && !value.chars().any(|c| c.is_whitespace() || c.is_control() || c == '<' || c == '>')
             && !domain.contains('@');
         if !plausible {
             return Err(err);
@@ -173,15 +159,7 @@ mod tests {
     #[test]
     fn emails_need_a_local_part_and_a_dotted_domain() {
         assert!(Email::parse("u1@example.com").is_ok());
-        for bad in [
-            "",
-            "u1",
-            "@example.com",
-            "u1@localhost",
-            "u 1@example.com",
-            "a@b@c.d",
-            "u1@.com",
-        ] {
+        for bad in ["", "u1", "@example.com", "u1@localhost", "u 1@example.com", "a@b@c.d", "u1@.com"] {
             assert!(Email::parse(bad).is_err(), "{bad:?} accepted");
         }
     }

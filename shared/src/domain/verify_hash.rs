@@ -33,9 +33,7 @@ impl HashKey {
         if secret.len() < MIN_SECRET_BYTES {
             return Err("the secret must be at least 16 bytes");
         }
-        Hmac::<Sha256>::new_from_slice(secret)
-            .map(Self)
-            .map_err(|_| "unusable secret")
+        Hmac::<Sha256>::new_from_slice(secret).map(Self).map_err(|_| "unusable secret")
     }
 
     fn mac(&self, event: &EventId, user: &UserId, expires_ms: i64) -> Hmac<Sha256> {
@@ -50,25 +48,14 @@ impl HashKey {
         format!("{VERSION}.{expires_ms}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
-    pub fn verify(
-        &self,
-        token: &str,
-        event: &EventId,
-        user: &UserId,
-        now_ms: i64,
-    ) -> Result<(), BadHash> {
+    pub fn verify(&self, token: &str, event: &EventId, user: &UserId, now_ms: i64) -> Result<(), BadHash> {
         let mut parts = token.splitn(3, '.');
-        let (Some(VERSION), Some(expiry), Some(tag)) = (parts.next(), parts.next(), parts.next())
-        else {
+        let (Some(VERSION), Some(expiry), Some(tag)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(BadHash::Malformed);
         };
         let expires_ms: i64 = expiry.parse().map_err(|_| BadHash::Malformed)?;
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
-            .map_err(|_| BadHash::Malformed)?;
-        self.mac(event, user, expires_ms)
-            .verify_slice(&tag)
-            .map_err(|_| BadHash::Forged)?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| BadHash::Malformed)?;
+        self.mac(event, user, expires_ms).verify_slice(&tag).map_err(|_| BadHash::Forged)?;
         if now_ms >= expires_ms {
             return Err(BadHash::Expired);
         }
@@ -102,21 +89,12 @@ mod tests {
         let token = key.issue(&ev, &user, 2_000);
         let other_user = UserId::parse("u2").unwrap();
         let other_event = EventId::parse("ev2").unwrap();
-        assert_eq!(
-            key.verify(&token, &ev, &other_user, 0),
-            Err(BadHash::Forged)
-        );
-        assert_eq!(
-            key.verify(&token, &other_event, &user, 0),
-            Err(BadHash::Forged)
-        );
+        assert_eq!(key.verify(&token, &ev, &other_user, 0), Err(BadHash::Forged));
+        assert_eq!(key.verify(&token, &other_event, &user, 0), Err(BadHash::Forged));
         let stretched = token.replacen("2000", "9000", 1);
         assert_eq!(key.verify(&stretched, &ev, &user, 0), Err(BadHash::Forged));
         let other_key = HashKey::new(b"another-secret-of-16+bytes").unwrap();
-        assert_eq!(
-            other_key.verify(&token, &ev, &user, 0),
-            Err(BadHash::Forged)
-        );
+        assert_eq!(other_key.verify(&token, &ev, &user, 0), Err(BadHash::Forged));
     }
 
     #[test]

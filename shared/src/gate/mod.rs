@@ -14,8 +14,7 @@ use crate::{
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
-static GRAB_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
+static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
 
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
@@ -52,23 +51,13 @@ pub enum GateError {
 /// What the grab script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GrabOutcome {
-    RateLimited {
-        retry_after_ms: u64,
-    },
+    RateLimited { retry_after_ms: u64 },
     NotFound,
     NotStarted,
     Ended,
-    Already {
-        order_id: String,
-        ticket_no: u32,
-    },
+    Already { order_id: String, ticket_no: u32 },
     SoldOut,
-    Granted {
-        order_id: String,
-        ticket_no: u32,
-        stock_left: u32,
-        message: String,
-    },
+    Granted { order_id: String, ticket_no: u32, stock_left: u32, message: String },
 }
 
 impl GrabOutcome {
@@ -128,11 +117,7 @@ impl Gate {
         self.conn.clone()
     }
 
-    pub async fn grab(
-        &self,
-        attempt: &GrabAttempt<'_>,
-        policy: GrabPolicy,
-    ) -> Result<GrabOutcome, GateError> {
+    pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
         let e = attempt.event;
         let reply: Vec<Value> = GRAB_SCRIPT
             .key(keys::meta(e))
@@ -156,18 +141,11 @@ impl Gate {
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
         let e = &event.id;
         let mut pipe = redis::pipe();
-        pipe.atomic()
-            .del(keys::seats(e))
-            .ignore()
-            .del(keys::buyers(e))
-            .ignore()
-            .del(keys::outbox(e))
-            .ignore();
+        pipe.atomic().del(keys::seats(e)).ignore().del(keys::buyers(e)).ignore().del(keys::outbox(e)).ignore();
         let mut first = 1;
         while first <= event.capacity {
             let last = (first + WARM_CHUNK - 1).min(event.capacity);
-            pipe.rpush(keys::seats(e), (first..=last).collect::<Vec<u32>>())
-                .ignore();
+            pipe.rpush(keys::seats(e), (first..=last).collect::<Vec<u32>>()).ignore();
             first = last + 1;
         }
         pipe.hset_multiple(
@@ -204,10 +182,7 @@ impl Gate {
             pipe.exists(keys::meta(e)).llen(keys::seats(e));
         }
         let flat: Vec<u32> = pipe.query_async(&mut self.conn.clone()).await?;
-        Ok(flat
-            .chunks(2)
-            .map(|p| (p[0] == 1).then_some(p[1]))
-            .collect())
+        Ok(flat.chunks(2).map(|p| (p[0] == 1).then_some(p[1])).collect())
     }
 
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
@@ -217,46 +192,30 @@ impl Gate {
             .query_async(&mut self.conn.clone())
             .await?;
         Ok(match (start, end) {
-            (Some(start_ms), Some(end_ms)) => Some(Window {
-                start_ms,
-                end_ms,
-                closed: state.as_deref() == Some("closed"),
-            }),
+            (Some(start_ms), Some(end_ms)) => {
+                Some(Window { start_ms, end_ms, closed: state.as_deref() == Some("closed") })
+            }
             _ => None,
         })
     }
 
     /// The order a user holds in the cache, as `(order id, ticket number)`.
-    pub async fn buyer(
-        &self,
-        event: &EventId,
-        user: &UserId,
-    ) -> Result<Option<(String, u32)>, GateError> {
-        let held: Option<String> = self
-            .conn
-            .clone()
-            .hget(keys::buyers(event), user.as_str())
-            .await?;
+    pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
+        let held: Option<String> = self.conn.clone().hget(keys::buyers(event), user.as_str()).await?;
         held.map(|h| split_holding(&h)).transpose()
     }
 }
 
 fn split_holding(held: &str) -> Result<(String, u32), GateError> {
-    let (order, ticket) = held
-        .split_once(':')
-        .ok_or_else(|| GateError::Protocol(format!("buyer entry {held:?}")))?;
-    let ticket = ticket
-        .parse()
-        .map_err(|_| GateError::Protocol(format!("buyer entry {held:?}")))?;
+    let (order, ticket) = held.split_once(':').ok_or_else(|| GateError::Protocol(format!("buyer entry {held:?}")))?;
+    let ticket = ticket.parse().map_err(|_| GateError::Protocol(format!("buyer entry {held:?}")))?;
     Ok((order.to_owned(), ticket))
 }
 
 fn parse_grab_reply(reply: &[Value]) -> Result<GrabOutcome, GateError> {
     let text = |i: usize| -> Result<String, GateError> {
         match reply.get(i) {
-            Some(Value::BulkString(b)) => {
-                String::from_utf8(b.clone()).map_err(|e| GateError::Protocol(e.to_string()))
-            }
+            Some(Value::BulkString(b)) => String::from_utf8(b.clone()).map_err(|e| GateError::Protocol(e.to_string())),
             Some(Value::SimpleString(s)) => Ok(s.clone()),
             other => Err(GateError::Protocol(format!("field {i}: {other:?}"))),
         }
@@ -268,28 +227,18 @@ fn parse_grab_reply(reply: &[Value]) -> Result<GrabOutcome, GateError> {
         }
     };
     let small = |i: usize| -> Result<u32, GateError> {
-        int(i).and_then(|n| {
-            u32::try_from(n).map_err(|_| GateError::Protocol(format!("field {i}: {n}")))
-        })
+        int(i).and_then(|n| u32::try_from(n).map_err(|_| GateError::Protocol(format!("field {i}: {n}"))))
     };
     Ok(match text(0)?.as_str() {
-        "RATE_LIMITED" => GrabOutcome::RateLimited {
-            retry_after_ms: int(1)?.max(0) as u64,
-        },
+        "RATE_LIMITED" => GrabOutcome::RateLimited { retry_after_ms: int(1)?.max(0) as u64 },
         "NOT_FOUND" => GrabOutcome::NotFound,
         "NOT_STARTED" => GrabOutcome::NotStarted,
         "ENDED" => GrabOutcome::Ended,
         "SOLD_OUT" => GrabOutcome::SoldOut,
-        "ALREADY" => GrabOutcome::Already {
-            order_id: text(1)?,
-            ticket_no: small(2)?,
-        },
-        "OK" => GrabOutcome::Granted {
-            order_id: text(1)?,
-            ticket_no: small(2)?,
-            stock_left: small(3)?,
-            message: text(4)?,
-        },
+        "ALREADY" => GrabOutcome::Already { order_id: text(1)?, ticket_no: small(2)? },
+        "OK" => {
+            GrabOutcome::Granted { order_id: text(1)?, ticket_no: small(2)?, stock_left: small(3)?, message: text(4)? }
+        }
         other => return Err(GateError::Protocol(format!("unknown outcome {other:?}"))),
     })
 }

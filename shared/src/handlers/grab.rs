@@ -39,20 +39,8 @@ struct GrabBody {
 }
 
 impl Grab {
-    pub fn new(
-        gate: Gate,
-        queue: OrderQueue,
-        store: Store,
-        hash: HashSettings,
-        policy: GrabPolicy,
-    ) -> Self {
-        Self {
-            gate,
-            queue,
-            store,
-            hash,
-            policy,
-        }
+    pub fn new(gate: Gate, queue: OrderQueue, store: Store, hash: HashSettings, policy: GrabPolicy) -> Self {
+        Self { gate, queue, store, hash, policy }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -64,14 +52,8 @@ impl Grab {
         let sdk = crate::aws::sdk_config().await;
         Ok(Self::new(
             gate,
-            OrderQueue::new(
-                aws_sdk_sqs::Client::new(&sdk),
-                queue_settings.orders_queue_url,
-            ),
-            Store::new(
-                aws_sdk_dynamodb::Client::new(&sdk),
-                store_settings.table_name,
-            ),
+            OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url),
+            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             hash,
             policy,
         ))

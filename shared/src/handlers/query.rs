@@ -43,13 +43,7 @@ impl Query {
         let store_settings = StoreSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(
-            Store::new(
-                aws_sdk_dynamodb::Client::new(&sdk),
-                store_settings.table_name,
-            ),
-            gate,
-        ))
+        Ok(Self::new(Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), gate))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -109,11 +103,7 @@ impl Query {
     }
 
     async fn event(&self, id: &EventId) -> Result<Value, ApiError> {
-        let stored = self
-            .store
-            .get_event(id)
-            .await?
-            .ok_or(ApiError::EventNotFound)?;
+        let stored = self.store.get_event(id).await?.ok_or(ApiError::EventNotFound)?;
         Ok(self.with_stock(vec![stored]).await.remove(0))
     }
 
@@ -123,19 +113,10 @@ impl Query {
         if let Some(order) = self.store.get_order(event, &caller.user).await? {
             return Ok(serde_json::to_value(order).unwrap_or_default());
         }
-        let (order_id, ticket_no) = self
-            .gate
-            .buyer(event, &caller.user)
-            .await?
-            .ok_or(ApiError::NoOrder)?;
+        let (order_id, ticket_no) = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
         let order_id = OrderId::parse(&order_id).map_err(|_| ApiError::NoOrder)?;
-        let view = OrderView {
-            order_id,
-            event_id: event.clone(),
-            ticket_no,
-            status: OrderStatus::Pending,
-            reason: None,
-        };
+        let view =
+            OrderView { order_id, event_id: event.clone(), ticket_no, status: OrderStatus::Pending, reason: None };
         Ok(serde_json::to_value(view).unwrap_or_default())
     }
 
@@ -143,15 +124,9 @@ impl Query {
         let limit = page_size(req)?;
         let after = match query_param(req, "cursor") {
             None => 0,
-            Some(c) => c.parse().map_err(|_| {
-                ApiError::BadRequest("cursor must be a cursor this API issued".into())
-            })?,
+            Some(c) => c.parse().map_err(|_| ApiError::BadRequest("cursor must be a cursor this API issued".into()))?,
         };
-        let stored = self
-            .store
-            .get_event(event)
-            .await?
-            .ok_or(ApiError::EventNotFound)?;
+        let stored = self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
         let page = self.store.list_orders(event, after, limit).await?;
         Ok(json!({
             "event_id": event,
@@ -167,9 +142,7 @@ fn page_size(req: &Request) -> Result<usize, ApiError> {
         None => Ok(DEFAULT_PAGE),
         Some(l) => match l.parse::<usize>() {
             Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
-            _ => Err(ApiError::BadRequest(format!(
-                "limit must be a number from 1 to {MAX_PAGE}"
-            ))),
+            _ => Err(ApiError::BadRequest(format!("limit must be a number from 1 to {MAX_PAGE}"))),
         },
     }
 }

@@ -54,37 +54,20 @@ impl Release {
         let store_settings = StoreSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(
-            Store::new(
-                aws_sdk_dynamodb::Client::new(&sdk),
-                store_settings.table_name,
-            ),
-            gate,
-        ))
+        Ok(Self::new(Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), gate))
     }
 
     /// Publishes an event: DynamoDB first, then the cache.
     ///
     /// A retry of a release whose warming failed (same id, same definition, cache still empty) warms
     /// the cache and succeeds, so an organiser's retry never leaves an event that cannot sell.
-    pub async fn release(
-        &self,
-        draft: EventDraft,
-        now: OffsetDateTime,
-    ) -> Result<Event, ReleaseError> {
+    pub async fn release(&self, draft: EventDraft, now: OffsetDateTime) -> Result<Event, ReleaseError> {
         let event = draft.into_event(now)?;
         match self.store.put_event(&event).await {
             Ok(()) => {}
             Err(PutEventError::Exists) => {
-                let stored = self
-                    .store
-                    .get_event(&event.id)
-                    .await?
-                    .ok_or(ReleaseError::Exists)?;
-                let same = Event {
-                    created_at: event.created_at,
-                    ..stored.event.clone()
-                } == event;
+                let stored = self.store.get_event(&event.id).await?.ok_or(ReleaseError::Exists)?;
+                let same = Event { created_at: event.created_at, ..stored.event.clone() } == event;
                 if !same || self.gate.window(&event.id).await?.is_some() {
                     return Err(ReleaseError::Exists);
                 }
@@ -114,24 +97,20 @@ impl Release {
     /// be a direct release payload. The reply is an HTTP API response or the released event.
     pub async fn handle_invocation(&self, payload: Value) -> Result<Value, DirectError> {
         if apigw::is_http_api_event(&payload) {
-            let event = serde_json::from_value(payload)
-                .map_err(|e| DirectError::NotAnEvent(e.to_string()))?;
+            let event = serde_json::from_value(payload).map_err(|e| DirectError::NotAnEvent(e.to_string()))?;
             let response = self.handle(apigw::into_request(event)).await;
             return serde_json::to_value(apigw::into_event_response(response))
                 .map_err(|e| DirectError::NotAnEvent(e.to_string()));
         }
         let draft = EventDraft::from_json(&payload).map_err(DirectError::Invalid)?;
-        let event = self
-            .release(draft, OffsetDateTime::now_utc())
-            .await
-            .map_err(|e| match e {
-                ReleaseError::Invalid(e) => DirectError::Invalid(e),
-                ReleaseError::Exists => DirectError::Exists,
-                other => {
-                    tracing::error!(error = %other, "direct release failed");
-                    DirectError::Busy
-                }
-            })?;
+        let event = self.release(draft, OffsetDateTime::now_utc()).await.map_err(|e| match e {
+            ReleaseError::Invalid(e) => DirectError::Invalid(e),
+            ReleaseError::Exists => DirectError::Exists,
+            other => {
+                tracing::error!(error = %other, "direct release failed");
+                DirectError::Busy
+            }
+        })?;
         Ok(event_reply(&event))
     }
 }

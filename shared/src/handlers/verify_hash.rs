@@ -30,14 +30,7 @@ impl VerifyHash {
         let store_settings = StoreSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(
-            gate,
-            Store::new(
-                aws_sdk_dynamodb::Client::new(&sdk),
-                store_settings.table_name,
-            ),
-            hash,
-        ))
+        Ok(Self::new(gate, Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), hash))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -48,11 +41,7 @@ impl VerifyHash {
             let window = match self.gate.window(&event).await? {
                 Some(w) => w,
                 None => {
-                    let stored = self
-                        .store
-                        .get_event(&event)
-                        .await?
-                        .ok_or(ApiError::EventNotFound)?;
+                    let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
                     Window {
                         start_ms: epoch_ms(stored.event.sale_start),
                         end_ms: epoch_ms(stored.event.sale_end),
@@ -71,13 +60,7 @@ impl VerifyHash {
             let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(window.end_ms);
             let hash = self.hash.secret.issue(&event, &caller.user, expires_ms);
             let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
-            Ok((
-                json(
-                    StatusCode::OK,
-                    &json!({ "hash": hash, "expires_at": expires_at }),
-                ),
-                "OK",
-            ))
+            Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))
         })
         .await
     }

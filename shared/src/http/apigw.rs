@@ -10,8 +10,7 @@ pub fn into_request(event: ApiGatewayV2httpRequest) -> Request {
 
 /// True when a raw invocation payload is an HTTP API event rather than a direct call.
 pub fn is_http_api_event(payload: &serde_json::Value) -> bool {
-    payload.get("version").and_then(|v| v.as_str()) == Some("2.0")
-        && payload.get("requestContext").is_some()
+    payload.get("version").and_then(|v| v.as_str()) == Some("2.0") && payload.get("requestContext").is_some()
 }
 
 pub fn into_event_response(response: Response<Body>) -> ApiGatewayV2httpResponse {

@@ -18,26 +18,18 @@ impl Caller {
     /// The caller of a request, or 401 when the authorizer put no usable claims in it.
     pub fn from_request(req: &Request) -> Result<Self, ApiError> {
         let claims = match req.request_context_ref() {
-            Some(RequestContext::ApiGatewayV2(ctx)) => ctx
-                .authorizer
-                .as_ref()
-                .and_then(|a| a.jwt.as_ref())
-                .map(|j| &j.claims),
+            Some(RequestContext::ApiGatewayV2(ctx)) => {
+                ctx.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|j| &j.claims)
+            }
             _ => None,
         };
-        let claims = claims.ok_or(ApiError::Unauthorized(
-            "sign in first: the request carries no token claims",
-        ))?;
+        let claims = claims.ok_or(ApiError::Unauthorized("sign in first: the request carries no token claims"))?;
         let user = claims
             .get("sub")
             .and_then(|s| UserId::parse(s).ok())
-            .ok_or(ApiError::Unauthorized(
-                "the token's sub claim is missing or not a valid user id",
-            ))?;
+            .ok_or(ApiError::Unauthorized("the token's sub claim is missing or not a valid user id"))?;
         let email = claims.get("email").and_then(|e| Email::parse(e).ok());
-        let admin = claims
-            .get("cognito:groups")
-            .is_some_and(|g| groups(g).any(|g| g == "admin"));
+        let admin = claims.get("cognito:groups").is_some_and(|g| groups(g).any(|g| g == "admin"));
         Ok(Self { user, email, admin })
     }
 
@@ -68,13 +60,7 @@ mod tests {
 
     #[test]
     fn groups_arrive_in_every_form_the_http_api_uses() {
-        for claim in [
-            "[admin editors]",
-            r#"["editors","admin"]"#,
-            "admin",
-            "editors,admin",
-            "[admin]",
-        ] {
+        for claim in ["[admin editors]", r#"["editors","admin"]"#, "admin", "editors,admin", "[admin]"] {
             assert!(groups(claim).any(|g| g == "admin"), "{claim}");
         }
         for claim in ["[]", "[administrators]", r#"["not-admin"]"#, ""] {

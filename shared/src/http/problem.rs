@@ -113,8 +113,7 @@ impl ApiError {
             "code": self.code(),
         });
         if let Self::InvalidEvent(InvalidEvent(problems)) = &self {
-            body["errors"] =
-                serde_json::to_value::<&Vec<FieldProblem>>(problems).unwrap_or_default();
+            body["errors"] = serde_json::to_value::<&Vec<FieldProblem>>(problems).unwrap_or_default();
         }
         let mut builder = Response::builder()
             .status(status)
@@ -122,17 +121,12 @@ impl ApiError {
             .header("cache-control", "no-store");
         match &self {
             Self::RateLimited { retry_after_ms } => {
-                builder = builder.header(
-                    "retry-after",
-                    retry_after_ms.div_ceil(1000).max(1).to_string(),
-                );
+                builder = builder.header("retry-after", retry_after_ms.div_ceil(1000).max(1).to_string());
             }
             Self::Busy => builder = builder.header("retry-after", "1"),
             _ => {}
         }
-        builder
-            .body(Body::Text(body.to_string()))
-            .unwrap_or_default()
+        builder.body(Body::Text(body.to_string())).unwrap_or_default()
     }
 }
 

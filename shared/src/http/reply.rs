@@ -27,16 +27,12 @@ pub fn route_key(req: &Request) -> String {
 
 /// The `{id}` path parameter, validated before any I/O.
 pub fn event_id(req: &Request) -> Result<EventId, ApiError> {
-    let raw = req
-        .path_parameters_ref()
-        .and_then(|p| p.first("id"))
-        .ok_or(ApiError::RouteNotFound)?;
+    let raw = req.path_parameters_ref().and_then(|p| p.first("id")).ok_or(ApiError::RouteNotFound)?;
     EventId::parse(raw).map_err(|e| ApiError::BadRequest(e.to_string()))
 }
 
 pub fn query_param<'a>(req: &'a Request, name: &str) -> Option<&'a str> {
-    req.query_string_parameters_ref()
-        .and_then(|q| q.first(name))
+    req.query_string_parameters_ref().and_then(|q| q.first(name))
 }
 
 /// The body as JSON, refused with 413 past the limit and 400 when it is not JSON.
@@ -48,8 +44,7 @@ pub fn json_body<T: DeserializeOwned>(req: &Request) -> Result<T, ApiError> {
     if bytes.is_empty() {
         return Err(ApiError::BadRequest("a JSON body is required".into()));
     }
-    serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::BadRequest(format!("the body is not the expected JSON: {e}")))
+    serde_json::from_slice(bytes).map_err(|e| ApiError::BadRequest(format!("the body is not the expected JSON: {e}")))
 }
 
 /// Runs one request and writes its one log line: route, status, outcome code and latency. The

@@ -57,48 +57,18 @@ impl Route {
 }
 
 pub const ROUTES: [Route; 7] = [
-    Route {
-        method: "POST",
-        path: "/admin/events",
-        function: Function::Release,
-    },
-    Route {
-        method: "GET",
-        path: "/events",
-        function: Function::Query,
-    },
-    Route {
-        method: "GET",
-        path: "/events/{id}",
-        function: Function::Query,
-    },
-    Route {
-        method: "GET",
-        path: "/events/{id}/verify-hash",
-        function: Function::VerifyHash,
-    },
-    Route {
-        method: "POST",
-        path: "/events/{id}/grab",
-        function: Function::Grab,
-    },
-    Route {
-        method: "GET",
-        path: "/events/{id}/order",
-        function: Function::Query,
-    },
-    Route {
-        method: "GET",
-        path: "/admin/events/{id}/orders",
-        function: Function::Query,
-    },
+    Route { method: "POST", path: "/admin/events", function: Function::Release },
+    Route { method: "GET", path: "/events", function: Function::Query },
+    Route { method: "GET", path: "/events/{id}", function: Function::Query },
+    Route { method: "GET", path: "/events/{id}/verify-hash", function: Function::VerifyHash },
+    Route { method: "POST", path: "/events/{id}/grab", function: Function::Grab },
+    Route { method: "GET", path: "/events/{id}/order", function: Function::Query },
+    Route { method: "GET", path: "/admin/events/{id}/orders", function: Function::Query },
 ];
 
 /// The route serving `method path`, with its path parameters.
 pub fn find(method: &str, path: &str) -> Option<(Route, Vec<(&'static str, String)>)> {
-    ROUTES
-        .iter()
-        .find_map(|r| r.matches(method, path).map(|p| (*r, p)))
+    ROUTES.iter().find_map(|r| r.matches(method, path).map(|p| (*r, p)))
 }
 
 #[cfg(test)]
@@ -111,10 +81,7 @@ mod tests {
         assert_eq!(route.function, Function::Grab);
         assert_eq!(params, [("id", "ev1".to_owned())]);
         assert_eq!(find("GET", "/events").unwrap().0.key(), "GET /events");
-        assert_eq!(
-            find("GET", "/admin/events/x/orders").unwrap().0.key(),
-            "GET /admin/events/{id}/orders"
-        );
+        assert_eq!(find("GET", "/admin/events/x/orders").unwrap().0.key(), "GET /admin/events/{id}/orders");
         assert!(find("DELETE", "/events/ev1").is_none());
         assert!(find("GET", "/events/ev1/nope").is_none());
         assert!(find("GET", "/events//order").is_none());

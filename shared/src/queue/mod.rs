@@ -15,10 +15,7 @@ pub struct OrderQueue {
 
 impl OrderQueue {
     pub fn new(client: Client, url: impl Into<String>) -> Self {
-        Self {
-            client,
-            url: url.into(),
-        }
+        Self { client, url: url.into() }
     }
 
     pub fn url(&self) -> &str {

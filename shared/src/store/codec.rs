@@ -24,9 +24,7 @@ fn n(v: impl ToString) -> AttributeValue {
 pub fn get_s(item: &Item, name: &str) -> Result<String, StoreError> {
     match item.get(name) {
         Some(AttributeValue::S(v)) => Ok(v.clone()),
-        _ => Err(StoreError::Malformed(format!(
-            "attribute {name} missing or not a string"
-        ))),
+        _ => Err(StoreError::Malformed(format!("attribute {name} missing or not a string"))),
     }
 }
 
@@ -39,19 +37,14 @@ fn opt_s(item: &Item, name: &str) -> Option<String> {
 
 pub fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreError> {
     match item.get(name) {
-        Some(AttributeValue::N(v)) => v
-            .parse()
-            .map_err(|_| StoreError::Malformed(format!("attribute {name} = {v}"))),
-        _ => Err(StoreError::Malformed(format!(
-            "attribute {name} missing or not a number"
-        ))),
+        Some(AttributeValue::N(v)) => v.parse().map_err(|_| StoreError::Malformed(format!("attribute {name} = {v}"))),
+        _ => Err(StoreError::Malformed(format!("attribute {name} missing or not a number"))),
     }
 }
 
 fn get_time(item: &Item, name: &str) -> Result<OffsetDateTime, StoreError> {
     let v = get_s(item, name)?;
-    OffsetDateTime::parse(&v, &Rfc3339)
-        .map_err(|_| StoreError::Malformed(format!("attribute {name} = {v}")))
+    OffsetDateTime::parse(&v, &Rfc3339).map_err(|_| StoreError::Malformed(format!("attribute {name} = {v}")))
 }
 
 pub fn event_item(event: &Event) -> Item {
@@ -94,22 +87,16 @@ pub fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
-    Ok(StoredEvent {
-        event,
-        remaining_snapshot,
-    })
+    Ok(StoredEvent { event, remaining_snapshot })
 }
 
 pub fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
     let status = get_s(item, "status")?;
     Ok(OrderView {
-        order_id: OrderId::parse(&get_s(item, "order_id")?)
-            .map_err(|e| StoreError::Malformed(e.to_string()))?,
-        event_id: EventId::parse(&get_s(item, "event_id")?)
-            .map_err(|e| StoreError::Malformed(e.to_string()))?,
+        order_id: OrderId::parse(&get_s(item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
+        event_id: EventId::parse(&get_s(item, "event_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
         ticket_no: get_n(item, "ticket_no")?,
-        status: OrderStatus::parse(&status)
-            .ok_or_else(|| StoreError::Malformed(format!("status {status}")))?,
+        status: OrderStatus::parse(&status).ok_or_else(|| StoreError::Malformed(format!("status {status}")))?,
         reason: opt_s(item, "reason"),
     })
 }

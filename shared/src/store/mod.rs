@@ -26,9 +26,7 @@ pub enum StoreError {
     Malformed(String),
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<aws_sdk_dynamodb::error::SdkError<E>>
-    for StoreError
-{
+impl<E: std::error::Error + Send + Sync + 'static> From<aws_sdk_dynamodb::error::SdkError<E>> for StoreError {
     fn from(e: aws_sdk_dynamodb::error::SdkError<E>) -> Self {
         Self::Dynamo(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
     }
@@ -68,10 +66,7 @@ pub struct Store {
 
 impl Store {
     pub fn new(client: Client, table: impl Into<String>) -> Self {
-        Self {
-            client,
-            table: table.into(),
-        }
+        Self { client, table: table.into() }
     }
 
     pub fn client(&self) -> &Client {
@@ -94,10 +89,7 @@ impl Store {
             .await;
         match result {
             Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
-            {
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
                 Err(PutEventError::Exists)
             }
             Err(e) => Err(StoreError::from(e).into()),
@@ -139,26 +131,16 @@ impl Store {
             .set_exclusive_start_key(start)
             .send()
             .await?;
-        let items = out
-            .items()
-            .iter()
-            .map(event_from_item)
-            .collect::<Result<Vec<_>, _>>()?;
-        let next = out
-            .last_evaluated_key()
-            .and_then(|k| match k.get(attr::GSI1SK) {
-                Some(AttributeValue::S(sk)) => Some(URL_SAFE_NO_PAD.encode(sk)),
-                _ => None,
-            });
+        let items = out.items().iter().map(event_from_item).collect::<Result<Vec<_>, _>>()?;
+        let next = out.last_evaluated_key().and_then(|k| match k.get(attr::GSI1SK) {
+            Some(AttributeValue::S(sk)) => Some(URL_SAFE_NO_PAD.encode(sk)),
+            _ => None,
+        });
         Ok(Ok(Page { items, next }))
     }
 
     /// The durable order of one user for one event.
-    pub async fn get_order(
-        &self,
-        event: &EventId,
-        user: &UserId,
-    ) -> Result<Option<OrderView>, StoreError> {
+    pub async fn get_order(&self, event: &EventId, user: &UserId) -> Result<Option<OrderView>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -201,11 +183,7 @@ impl Store {
         rows.sort_by_key(|r| r.ticket_no);
         let more = rows.len() > limit;
         rows.truncate(limit);
-        let next = if more {
-            rows.last().map(|r| r.ticket_no.to_string())
-        } else {
-            None
-        };
+        let next = if more { rows.last().map(|r| r.ticket_no.to_string()) } else { None };
         Ok(Page { items: rows, next })
     }
 }

@@ -30,7 +30,4 @@ pub const KEY_ATTRIBUTES: [(&str, &str); 6] = [
 ];
 
 /// The indexes as (name, partition key, sort key); both project every attribute.
-pub const INDEXES: [(&str, &str, &str); 2] = [
-    (GSI1, attr::GSI1PK, attr::GSI1SK),
-    (GSI2, attr::GSI2PK, attr::GSI2SK),
-];
+pub const INDEXES: [(&str, &str, &str); 2] = [(GSI1, attr::GSI1PK, attr::GSI1SK), (GSI2, attr::GSI2PK, attr::GSI2SK)];

@@ -1,0 +1,104 @@
+//! Everyone at once, on tokio tasks, through the grab handler; then count what is really in Redis
+//! and on the queue (DESIGN.md section 13).
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use redis::AsyncCommands;
+use serde_json::json;
+use shared::{config::GrabPolicy, gate::keys, http::routes::Function};
+
+use crate::helpers::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_thousand_users_race_for_a_hundred_tickets() {
+    let app = Arc::new(TestApp::build(GrabPolicy::default(), true).await);
+    let event = app.open_event(100).await;
+    let users: Vec<String> = (0..2_000).map(|i| format!("student-{i:04}")).collect();
+
+    // Every user gets a hash from verify-hash first, as a client would.
+    let mut grabs = Vec::new();
+    for user in &users {
+        let reply =
+            app.call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &event), user)).await;
+        assert_eq!(reply.status, 200);
+        grabs.push(for_user(
+            with_body(for_event(fixture("grab.json"), &event), &json!({ "hash": reply.body["hash"] })),
+            user,
+        ));
+    }
+    let tasks: Vec<_> = grabs
+        .into_iter()
+        .map(|g| {
+            let app = app.clone();
+            tokio::spawn(async move { app.call(Function::Grab, g).await })
+        })
+        .collect();
+    let mut granted = Vec::new();
+    let mut sold_out = 0;
+    for task in tasks {
+        let reply = task.await.unwrap();
+        match (reply.status, reply.code()) {
+            (202, _) => granted.push(reply.body),
+            (409, "SOLD_OUT") => sold_out += 1,
+            other => panic!("unexpected reply {other:?}: {}", reply.body),
+        }
+    }
+    assert_eq!((granted.len(), sold_out), (100, 1_900));
+    let tickets: HashSet<u64> = granted.iter().map(|g| g["ticket_no"].as_u64().unwrap()).collect();
+    assert_eq!(tickets, (1..=100).collect(), "100 distinct ticket numbers in 1..100");
+    let order_ids: HashSet<&str> = granted.iter().map(|g| g["order_id"].as_str().unwrap()).collect();
+    assert_eq!(order_ids.len(), 100);
+
+    let mut r = app.redis.clone();
+    let free: u32 = r.llen(keys::seats(&event)).await.unwrap();
+    let buyers: u32 = r.hlen(keys::buyers(&event)).await.unwrap();
+    let outbox: Vec<String> = r.zrange(keys::outbox(&event), 0, -1).await.unwrap();
+    assert_eq!((free, buyers, outbox.len()), (0, 100, 100), "free + buyers = capacity; one outbox entry per order");
+
+    let messages = app.drain_queue().await;
+    assert_eq!(messages.len(), 100, "one message per granted grab");
+    let sent: HashSet<&str> = messages.iter().map(|m| m["order_id"].as_str().unwrap()).collect();
+    assert_eq!(sent, order_ids, "the messages are exactly the granted orders");
+    let outboxed: HashSet<String> = outbox
+        .iter()
+        .map(|m| serde_json::from_str::<serde_json::Value>(m).unwrap()["order_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(outboxed, order_ids.iter().map(|s| s.to_string()).collect::<HashSet<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_user_firing_two_hundred_grabs_gets_one_ticket() {
+    // A rate limit above the burst: this test is about the one-per-user rule, not the limiter.
+    let app =
+        Arc::new(TestApp::build(GrabPolicy { rate_limit: 1_000, rate_window: Duration::from_secs(10) }, true).await);
+    let event = app.open_event(100).await;
+    let grab = for_user(
+        with_body(for_event(fixture("grab.json"), &event), &json!({ "hash": app.hash_for(&event, "eager") })),
+        "eager",
+    );
+    let tasks: Vec<_> = (0..200)
+        .map(|_| {
+            let app = app.clone();
+            let grab = grab.clone();
+            tokio::spawn(async move { app.call(Function::Grab, grab).await })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    let mut order_ids = HashSet::new();
+    let mut tickets = HashSet::new();
+    for task in tasks {
+        let reply = task.await.unwrap();
+        statuses.push(reply.status);
+        order_ids.insert(reply.body["order_id"].as_str().unwrap().to_owned());
+        tickets.insert(reply.body["ticket_no"].as_u64().unwrap());
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == 202).count(), 1, "one grab creates the order");
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 199, "every other reply is the same order");
+    assert_eq!((order_ids.len(), tickets.len()), (1, 1), "every reply names the same order id");
+
+    let mut r = app.redis.clone();
+    let free: u32 = r.llen(keys::seats(&event)).await.unwrap();
+    let outbox: u32 = r.zcard(keys::outbox(&event)).await.unwrap();
+    assert_eq!((free, outbox), (99, 1));
+    assert_eq!(app.drain_queue().await.len(), 1);
+}

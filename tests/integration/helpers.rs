@@ -1,0 +1,238 @@
+//! The test harness: real redis-server and MiniStack (started by `scripts/stack start`, which
+//! `scripts/test` runs), a fresh event id per test and, where a test counts messages, a queue of
+//! its own, so tests run in parallel without seeing each other.
+
+use std::{path::PathBuf, time::Duration};
+
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use local_runner::{Functions, LocalSettings, provision};
+use redis::aio::ConnectionManager;
+use serde_json::{Value, json};
+use shared::{
+    config::GrabPolicy,
+    domain::{Event, EventId, UserId, event::epoch_ms},
+    http::{apigw, routes::Function},
+};
+use time::OffsetDateTime;
+use tokio::sync::OnceCell;
+
+static PROVISIONED: OnceCell<String> = OnceCell::const_new();
+
+pub struct TestApp {
+    pub settings: LocalSettings,
+    pub functions: Functions,
+    pub redis: ConnectionManager,
+    pub sqs: aws_sdk_sqs::Client,
+    pub queue_url: String,
+}
+
+/// A reply as a client sees it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub content_type: String,
+    pub cache_control: String,
+    pub retry_after: Option<String>,
+    pub body: Value,
+}
+
+impl Reply {
+    pub fn code(&self) -> &str {
+        self.body["code"].as_str().unwrap_or("")
+    }
+}
+
+impl TestApp {
+    /// The default grab policy and the shared orders queue.
+    pub async fn new() -> Self {
+        Self::build(LocalSettings::from_env().expect("settings").policy, false).await
+    }
+
+    /// A custom grab policy and, with `own_queue`, a queue only this test sends to.
+    pub async fn build(policy: GrabPolicy, own_queue: bool) -> Self {
+        let mut settings = LocalSettings::from_env().expect("settings");
+        settings.policy = policy;
+        assert!(
+            local_runner::stack::is_up(&settings).await,
+            "the local stack is not running: start it with `scripts/stack start` (scripts/test does this)"
+        );
+        let sdk = settings.sdk_config().await;
+        let shared_queue = PROVISIONED
+            .get_or_init(|| async {
+                provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from)
+                    .await
+                    .expect("provision the local stack")
+                    .queue_url
+            })
+            .await
+            .clone();
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let queue_url = if own_queue {
+            let name = format!("t-{}", uuid::Uuid::now_v7().simple());
+            provision::ensure_queues(&sqs, &name).await.expect("test queue").0
+        } else {
+            shared_queue
+        };
+        let functions = Functions::build(&settings, &queue_url).await.expect("functions");
+        let redis = functions.gate.connection();
+        Self { settings, functions, redis, sqs, queue_url }
+    }
+
+    /// Calls a function with an HTTP API event, as Lambda (or the runner) would.
+    pub async fn call(&self, function: Function, event: Value) -> Reply {
+        let event: ApiGatewayV2httpRequest = serde_json::from_value(event).expect("a valid HTTP API event");
+        let response = self.functions.call(function, apigw::into_request(event)).await;
+        let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let (content_type, cache_control, retry_after) =
+            (header("content-type"), header("cache-control"), header("retry-after"));
+        let status = response.status().as_u16();
+        let body: &[u8] = response.body().as_ref();
+        let body =
+            if body.is_empty() { Value::Null } else { serde_json::from_slice(body).expect("every reply is JSON") };
+        Reply {
+            status,
+            content_type: content_type.unwrap_or_default(),
+            cache_control: cache_control.unwrap_or_default(),
+            retry_after,
+            body,
+        }
+    }
+
+    /// Stores and warms an event without the release rules, so tests can make windows in the past.
+    pub async fn put_event(&self, capacity: u32, start: OffsetDateTime, end: OffsetDateTime) -> EventId {
+        let event = Event {
+            id: fresh_event_id(),
+            title: "Test lecture".into(),
+            capacity,
+            sale_start: start,
+            sale_end: end,
+            venue: None,
+            starts_at: None,
+            description: None,
+            created_at: OffsetDateTime::now_utc(),
+        };
+        self.functions.store.put_event(&event).await.expect("put event");
+        self.functions.gate.warm(&event).await.expect("warm event");
+        event.id
+    }
+
+    /// An event whose sale is open now, for an hour.
+    pub async fn open_event(&self, capacity: u32) -> EventId {
+        let now = OffsetDateTime::now_utc();
+        self.put_event(capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1)).await
+    }
+
+    pub fn hash_for(&self, event: &EventId, user: &str) -> String {
+        let expires = epoch_ms(OffsetDateTime::now_utc() + time::Duration::minutes(10));
+        self.settings.hash.secret.issue(event, &UserId::parse(user).unwrap(), expires)
+    }
+
+    /// A grab by `user` through the grab handler, with a valid hash.
+    pub async fn grab(&self, event: &EventId, user: &str) -> Reply {
+        let body = json!({ "hash": self.hash_for(event, user) });
+        self.call(Function::Grab, for_user(with_body(for_event(fixture("grab.json"), event), &body), user)).await
+    }
+
+    /// Every message on this test's queue, received and deleted.
+    pub async fn drain_queue(&self) -> Vec<Value> {
+        let mut bodies = Vec::new();
+        loop {
+            let out = self
+                .sqs
+                .receive_message()
+                .queue_url(&self.queue_url)
+                .max_number_of_messages(10)
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .expect("receive");
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                return bodies;
+            }
+            for m in messages {
+                bodies.push(serde_json::from_str(m.body().unwrap_or_default()).expect("message body is JSON"));
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue_url)
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .send()
+                    .await
+                    .expect("delete");
+            }
+        }
+    }
+}
+
+pub fn fresh_event_id() -> EventId {
+    EventId::parse(&format!("t-{}", uuid::Uuid::now_v7().simple())).unwrap()
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A sample event from `events/`.
+pub fn fixture(name: &str) -> Value {
+    let path = repo_root().join("events").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .expect("fixture is JSON")
+}
+
+/// The fixture aimed at another event: path parameter and raw path.
+pub fn for_event(mut event: Value, id: &EventId) -> Value {
+    let old = event["pathParameters"]["id"].as_str().unwrap_or_default().to_owned();
+    event["pathParameters"]["id"] = json!(id);
+    if let Some(path) = event["rawPath"].as_str() {
+        event["rawPath"] = json!(path.replace(&old, id.as_str()));
+    }
+    event
+}
+
+/// The fixture sent by another (non-admin) user.
+pub fn for_user(mut event: Value, sub: &str) -> Value {
+    event["requestContext"]["authorizer"]["jwt"]["claims"] =
+        json!({ "sub": sub, "email": format!("{sub}@example.com") });
+    event
+}
+
+pub fn without_claims(mut event: Value) -> Value {
+    if let Some(ctx) = event["requestContext"].as_object_mut() {
+        ctx.remove("authorizer");
+    }
+    event
+}
+
+pub fn with_body(mut event: Value, body: &Value) -> Value {
+    event["body"] = json!(body.to_string());
+    event
+}
+
+/// Query parameters as API Gateway sends them: parsed and raw (lambda_http reads the raw string).
+pub fn with_query(mut event: Value, params: &[(&str, &str)]) -> Value {
+    event["queryStringParameters"] =
+        params.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect::<serde_json::Map<_, _>>().into();
+    event["rawQueryString"] = json!(params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&"));
+    event
+}
+
+pub fn with_raw_body(mut event: Value, body: &str) -> Value {
+    event["body"] = json!(body);
+    event
+}
+
+/// Waits for a condition on real state, polling, up to `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}

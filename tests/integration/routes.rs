@@ -1,0 +1,434 @@
+//! Each route through its handler, with HTTP API events built from `events/*.json`: the success
+//! reply, 401 without claims, 403 for non-admins, 400 on bad input, and each error code.
+
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use shared::{
+    config::GrabPolicy,
+    domain::{UserId, event::epoch_ms},
+    gate::keys,
+    http::routes::Function,
+};
+use time::{Duration, OffsetDateTime};
+
+use crate::helpers::*;
+
+fn assert_problem(reply: &Reply, status: u16, code: &str) {
+    assert_eq!((reply.status, reply.code()), (status, code), "{:#}", reply.body);
+    assert_eq!(reply.content_type, "application/problem+json");
+    assert_eq!(reply.cache_control, "no-store");
+    for field in ["type", "title", "status", "detail", "code"] {
+        assert!(reply.body.get(field).is_some(), "problem without {field}: {}", reply.body);
+    }
+}
+
+fn release_body(id: &str) -> Value {
+    let now = OffsetDateTime::now_utc();
+    json!({
+        "id": id, "title": "Rust on Lambda", "capacity": 100,
+        "sale_start": shared::domain::event::rfc3339(now),
+        "sale_end": shared::domain::event::rfc3339(now + Duration::hours(1)),
+        "venue": "Hall A",
+    })
+}
+
+async fn state(app: &TestApp, event: &shared::domain::EventId) -> (Vec<u32>, Vec<(String, String)>, Vec<String>) {
+    let mut r = app.redis.clone();
+    let seats: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();
+    let mut buyers: Vec<(String, String)> = r.hgetall(keys::buyers(event)).await.unwrap();
+    buyers.sort();
+    let outbox: Vec<String> = r.zrange(keys::outbox(event), 0, -1).await.unwrap();
+    (seats, buyers, outbox)
+}
+
+#[tokio::test]
+async fn every_function_refuses_a_request_without_claims() {
+    let app = TestApp::new().await;
+    for (function, file) in [
+        (Function::Release, "release-http.json"),
+        (Function::Query, "query-events.json"),
+        (Function::Query, "query-event.json"),
+        (Function::Query, "query-order.json"),
+        (Function::Query, "query-attendees.json"),
+        (Function::VerifyHash, "verify-hash-no-claims.json"),
+        (Function::Grab, "grab.json"),
+    ] {
+        let reply = app.call(function, without_claims(fixture(file))).await;
+        assert_problem(&reply, 401, "UNAUTHORIZED");
+    }
+}
+
+#[tokio::test]
+async fn admin_routes_refuse_other_users() {
+    let app = TestApp::new().await;
+    let id = fresh_event_id();
+    let reply = app
+        .call(Function::Release, for_user(with_body(fixture("release-http.json"), &release_body(id.as_str())), "u1"))
+        .await;
+    assert_problem(&reply, 403, "FORBIDDEN");
+    let reply = app.call(Function::Query, for_event(fixture("query-event.json"), &id)).await;
+    assert_problem(&reply, 404, "EVENT_NOT_FOUND");
+    let reply = app.call(Function::Query, for_user(fixture("query-attendees.json"), "u1")).await;
+    assert_problem(&reply, 403, "FORBIDDEN");
+}
+
+#[tokio::test]
+async fn release_stores_the_event_warms_the_cache_and_refuses_a_taken_id() {
+    let app = TestApp::new().await;
+    let id = fresh_event_id();
+    let event = with_body(fixture("release-http.json"), &release_body(id.as_str()));
+    let reply = app.call(Function::Release, event.clone()).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(reply.cache_control, "no-store");
+    assert_eq!(reply.body["id"], id.as_str());
+    assert_eq!(reply.body["remaining"], 100);
+    let stored = app.functions.store.get_event(&id).await.unwrap().expect("in DynamoDB");
+    assert_eq!(stored.event.capacity, 100);
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(100));
+
+    let mut changed = release_body(id.as_str());
+    changed["capacity"] = json!(5);
+    let reply = app.call(Function::Release, with_body(fixture("release-http.json"), &changed)).await;
+    assert_problem(&reply, 409, "EVENT_EXISTS");
+    assert_eq!(app.functions.store.get_event(&id).await.unwrap().unwrap().event.capacity, 100, "nothing overwritten");
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(100));
+}
+
+#[tokio::test]
+async fn a_retried_release_whose_cache_was_lost_warms_it_again() {
+    let app = TestApp::new().await;
+    let id = fresh_event_id();
+    let event = with_body(fixture("release-http.json"), &release_body(id.as_str()));
+    assert_eq!(app.call(Function::Release, event.clone()).await.status, 201);
+    let mut r = app.redis.clone();
+    let _: () = r.del(&[keys::meta(&id), keys::seats(&id)]).await.unwrap();
+    let reply = app.call(Function::Release, event).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(100));
+}
+
+#[tokio::test]
+async fn release_names_every_wrong_field_and_changes_nothing() {
+    let app = TestApp::new().await;
+    let reply = app.call(Function::Release, fixture("release-http-bad.json")).await;
+    assert_problem(&reply, 400, "INVALID_EVENT");
+    let fields: Vec<&str> =
+        reply.body["errors"].as_array().unwrap().iter().map(|e| e["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["title", "capacity", "sale_start", "sale_end"]);
+
+    let id = fresh_event_id();
+    let mut body = release_body(id.as_str());
+    body["sale_end"] = body["sale_start"].clone();
+    let reply = app.call(Function::Release, with_body(fixture("release-http.json"), &body)).await;
+    assert_problem(&reply, 400, "INVALID_EVENT");
+    assert!(app.functions.store.get_event(&id).await.unwrap().is_none());
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), None);
+
+    let reply = app.call(Function::Release, with_raw_body(fixture("release-http.json"), "{not json")).await;
+    assert_problem(&reply, 400, "BAD_REQUEST");
+    let reply = app.call(Function::Release, with_raw_body(fixture("release-http.json"), &"x".repeat(20_000))).await;
+    assert_problem(&reply, 413, "PAYLOAD_TOO_LARGE");
+}
+
+#[tokio::test]
+async fn release_by_direct_invocation() {
+    let app = TestApp::new().await;
+    let id = fresh_event_id();
+    let mut payload = fixture("release-direct.json");
+    let now = OffsetDateTime::now_utc();
+    payload["id"] = json!(id);
+    payload["sale_start"] = json!(shared::domain::event::rfc3339(now));
+    payload["sale_end"] = json!(shared::domain::event::rfc3339(now + Duration::hours(1)));
+    let reply = app.functions.release.handle_invocation(payload.clone()).await.expect("released");
+    assert_eq!(reply["id"], id.as_str());
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(100));
+    let again = app.functions.release.handle_invocation(payload).await.unwrap_err();
+    assert!(again.to_string().starts_with("EVENT_EXISTS"), "{again}");
+
+    let bad =
+        app.functions.release.handle_invocation(fixture("release-direct-bad.json")).await.unwrap_err().to_string();
+    for field in ["capcity", "capacity", "sale_start", "sale_end"] {
+        assert!(bad.contains(&format!("{field}:")), "{field} not named in {bad}");
+    }
+    // An HTTP API event by direct invocation is answered as API Gateway expects.
+    let mut event = with_body(fixture("release-http.json"), &release_body(fresh_event_id().as_str()));
+    event = for_user(event, "u1");
+    let reply = app.functions.release.handle_invocation(event).await.unwrap();
+    assert_eq!(reply["statusCode"], 403);
+}
+
+#[tokio::test]
+async fn query_serves_events_with_live_stock() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    assert_eq!(app.grab(&id, "u1").await.status, 202);
+
+    let reply = app.call(Function::Query, for_event(fixture("query-event.json"), &id)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!((reply.body["remaining"].as_u64(), reply.body["remaining_source"].as_str()), (Some(9), Some("live")));
+    assert_eq!(reply.body["capacity"], 10);
+
+    // The list pages through every event, latest sale first; ours is on one of the pages.
+    let mut cursor: Option<String> = None;
+    let mut found = false;
+    for _ in 0..1000 {
+        let event = match &cursor {
+            Some(c) => with_query(fixture("query-events.json"), &[("limit", "50"), ("cursor", c)]),
+            None => with_query(fixture("query-events.json"), &[("limit", "50")]),
+        };
+        let page = app.call(Function::Query, event).await;
+        assert_eq!(page.status, 200, "{}", page.body);
+        found |= page.body["events"].as_array().unwrap().iter().any(|e| e["id"] == id.as_str() && e["remaining"] == 9);
+        match page.body["next_cursor"].as_str() {
+            Some(c) if !found => cursor = Some(c.to_owned()),
+            _ => break,
+        }
+    }
+    assert!(found, "the new event is listed with its live stock");
+
+    for bad in [("cursor", "forged!"), ("cursor", "Zm9v"), ("limit", "0"), ("limit", "501"), ("limit", "ten")] {
+        let reply = app.call(Function::Query, with_query(fixture("query-events.json"), &[bad])).await;
+        assert_problem(&reply, 400, "BAD_REQUEST");
+    }
+    assert_problem(
+        &app.call(Function::Query, for_event(fixture("query-event.json"), &fresh_event_id())).await,
+        404,
+        "EVENT_NOT_FOUND",
+    );
+    assert_problem(&app.call(Function::Query, fixture("query-bad-id.json")).await, 400, "BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn query_falls_back_to_the_snapshot_when_redis_is_unreachable() {
+    let app = TestApp::new().await;
+    let id = app.open_event(7).await;
+    let mut settings = app.settings.clone();
+    settings.redis_url = "redis://127.0.0.1:1".into();
+    let offline = local_runner::Functions::build(&settings, &app.queue_url).await.unwrap();
+    let event: aws_lambda_events::apigw::ApiGatewayV2httpRequest =
+        serde_json::from_value(for_event(fixture("query-event.json"), &id)).unwrap();
+    let response = offline.query.handle(shared::http::apigw::into_request(event)).await;
+    assert_eq!(response.status(), 200);
+    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+    assert_eq!((body["remaining"].as_u64(), body["remaining_source"].as_str()), (Some(7), Some("snapshot")));
+}
+
+#[tokio::test]
+async fn the_order_route_shows_pending_then_nothing_for_others() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &id), "u1")).await;
+    assert_problem(&reply, 404, "NO_ORDER");
+    let grabbed = app.grab(&id, "u1").await;
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &id), "u1")).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["status"], "PENDING");
+    assert_eq!(reply.body["order_id"], grabbed.body["order_id"]);
+    assert_eq!(reply.body["ticket_no"], grabbed.body["ticket_no"]);
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &id), "u2")).await;
+    assert_problem(&reply, 404, "NO_ORDER");
+}
+
+#[tokio::test]
+async fn the_attendee_list_is_for_admins_and_known_events() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let reply = app.call(Function::Query, for_event(fixture("query-attendees.json"), &id)).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.body["orders"], json!([]), "no order is durable before the mail consumer stores it");
+    assert_eq!(reply.body["capacity"], 10);
+    let reply = app.call(Function::Query, for_event(fixture("query-attendees.json"), &fresh_event_id())).await;
+    assert_problem(&reply, 404, "EVENT_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn verify_hash_follows_the_sale_window() {
+    let app = TestApp::new().await;
+    let open = app.open_event(10).await;
+    let reply = app.call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &open), "u1")).await;
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.cache_control, "no-store");
+    let hash = reply.body["hash"].as_str().unwrap();
+    let expires = OffsetDateTime::parse(
+        reply.body["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert!(expires > OffsetDateTime::now_utc());
+    app.settings
+        .hash
+        .secret
+        .verify(hash, &open, &UserId::parse("u1").unwrap(), epoch_ms(OffsetDateTime::now_utc()))
+        .expect("a hash for u1 on this event");
+
+    let now = OffsetDateTime::now_utc();
+    let later = app.put_event(10, now + Duration::hours(1), now + Duration::hours(2)).await;
+    assert_problem(
+        &app.call(Function::VerifyHash, for_event(fixture("verify-hash.json"), &later)).await,
+        403,
+        "SALE_NOT_STARTED",
+    );
+    // Within the margin before the start the hash can be had.
+    let soon = app.put_event(10, now + Duration::seconds(2), now + Duration::hours(2)).await;
+    assert_eq!(app.call(Function::VerifyHash, for_event(fixture("verify-hash.json"), &soon)).await.status, 200);
+    let over = app.put_event(10, now - Duration::hours(2), now - Duration::hours(1)).await;
+    assert_problem(
+        &app.call(Function::VerifyHash, for_event(fixture("verify-hash.json"), &over)).await,
+        410,
+        "SALE_ENDED",
+    );
+    assert_problem(
+        &app.call(Function::VerifyHash, for_event(fixture("verify-hash.json"), &fresh_event_id())).await,
+        404,
+        "EVENT_NOT_FOUND",
+    );
+    assert_problem(&app.call(Function::VerifyHash, fixture("query-bad-id.json")).await, 400, "BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn grab_accepts_once_and_answers_a_retry_with_the_same_order() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let hash =
+        app.call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &id), "u1")).await.body["hash"]
+            .clone();
+    let event = for_user(with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": hash })), "u1");
+    let first = app.call(Function::Grab, event.clone()).await;
+    assert_eq!(first.status, 202, "{}", first.body);
+    assert_eq!(first.body["status"], "PENDING");
+    assert_eq!(first.cache_control, "no-store");
+    let again = app.call(Function::Grab, event).await;
+    assert_eq!(again.status, 200, "{}", again.body);
+    assert_eq!(
+        (&again.body["order_id"], &again.body["ticket_no"]),
+        (&first.body["order_id"], &first.body["ticket_no"])
+    );
+}
+
+#[tokio::test]
+async fn grab_refuses_bad_hashes_before_touching_redis() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let other = app.open_event(10).await;
+    let expired =
+        app.settings.hash.secret.issue(&id, &UserId::parse("u1").unwrap(), epoch_ms(OffsetDateTime::now_utc()) - 1);
+    let before = state(&app, &id).await;
+    for hash in [
+        "".to_owned(),
+        "v1.1.AAAA".to_owned(),
+        app.hash_for(&id, "u2"),    // another user's
+        app.hash_for(&other, "u1"), // another event's
+        expired,
+    ] {
+        let reply = app
+            .call(
+                Function::Grab,
+                for_user(with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": hash })), "u1"),
+            )
+            .await;
+        assert_problem(&reply, 403, "BAD_HASH");
+    }
+    assert_eq!(state(&app, &id).await, before);
+    let mut r = app.redis.clone();
+    assert!(
+        !r.exists::<_, bool>(keys::rate(&id, &UserId::parse("u1").unwrap())).await.unwrap(),
+        "Redis was not touched"
+    );
+}
+
+#[tokio::test]
+async fn grab_refuses_malformed_bodies() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    assert_problem(&app.call(Function::Grab, fixture("grab-bad-body.json")).await, 400, "BAD_REQUEST");
+    let event = for_event(fixture("grab.json"), &id);
+    assert_problem(
+        &app.call(Function::Grab, with_body(event.clone(), &json!({ "hash": 5 }))).await,
+        400,
+        "BAD_REQUEST",
+    );
+    assert_problem(
+        &app.call(Function::Grab, with_body(event.clone(), &json!({ "hsh": "x" }))).await,
+        400,
+        "BAD_REQUEST",
+    );
+    let mut no_body = event.clone();
+    no_body.as_object_mut().unwrap().remove("body");
+    assert_problem(&app.call(Function::Grab, no_body).await, 400, "BAD_REQUEST");
+    assert_problem(
+        &app.call(Function::Grab, with_raw_body(event, &"x".repeat(20_000))).await,
+        413,
+        "PAYLOAD_TOO_LARGE",
+    );
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(10));
+}
+
+#[tokio::test]
+async fn grab_maps_every_refusal_of_the_script() {
+    let app =
+        TestApp::build(GrabPolicy { rate_limit: 3, rate_window: std::time::Duration::from_secs(60) }, false).await;
+    let now = OffsetDateTime::now_utc();
+    let later = app.put_event(10, now + Duration::hours(1), now + Duration::hours(2)).await;
+    assert_problem(&app.grab(&later, "u1").await, 403, "SALE_NOT_STARTED");
+    let over = app.put_event(10, now - Duration::hours(2), now - Duration::hours(1)).await;
+    assert_problem(&app.grab(&over, "u1").await, 410, "SALE_ENDED");
+    assert_problem(&app.grab(&fresh_event_id(), "u1").await, 404, "EVENT_NOT_FOUND");
+
+    let one = app.open_event(1).await;
+    assert_eq!(app.grab(&one, "u1").await.status, 202);
+    assert_problem(&app.grab(&one, "u2").await, 409, "SOLD_OUT");
+
+    let id = app.open_event(10).await;
+    assert_eq!(app.grab(&id, "u1").await.status, 202);
+    assert_eq!(app.grab(&id, "u1").await.status, 200);
+    assert_eq!(app.grab(&id, "u1").await.status, 200);
+    let limited = app.grab(&id, "u1").await;
+    assert_problem(&limited, 429, "RATE_LIMITED");
+    let retry: u64 = limited.retry_after.as_deref().unwrap().parse().unwrap();
+    assert!((1..=60).contains(&retry), "Retry-After {retry}");
+}
+
+#[tokio::test]
+async fn grab_answers_busy_fast_when_redis_is_unreachable() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let mut settings = app.settings.clone();
+    settings.redis_url = "redis://127.0.0.1:1".into();
+    let offline = local_runner::Functions::build(&settings, &app.queue_url).await.unwrap();
+    let event: aws_lambda_events::apigw::ApiGatewayV2httpRequest = serde_json::from_value(for_user(
+        with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": app.hash_for(&id, "u1") })),
+        "u1",
+    ))
+    .unwrap();
+    let started = std::time::Instant::now();
+    let response = offline.grab.handle(shared::http::apigw::into_request(event)).await;
+    assert_eq!(response.status(), 503);
+    assert_eq!(response.headers()["content-type"], "application/problem+json");
+    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+    assert_eq!(body["code"], "BUSY");
+    assert!(!body.to_string().contains("127.0.0.1"), "no internal detail in a 5xx body: {body}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(10), "nothing changed");
+}
+
+#[tokio::test]
+async fn a_failed_queue_send_still_grants_and_keeps_the_order_in_the_outbox() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let unreachable_queue =
+        format!("{}/000000000000/no-such-queue-{}", app.settings.aws_endpoint, uuid::Uuid::now_v7().simple());
+    let broken = local_runner::Functions::build(&app.settings, &unreachable_queue).await.unwrap();
+    let event: aws_lambda_events::apigw::ApiGatewayV2httpRequest = serde_json::from_value(for_user(
+        with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": app.hash_for(&id, "u1") })),
+        "u1",
+    ))
+    .unwrap();
+    let response = broken.grab.handle(shared::http::apigw::into_request(event)).await;
+    assert_eq!(response.status(), 202);
+    let body: Value = serde_json::from_slice(response.body().as_ref()).unwrap();
+    let (_, _, outbox) = state(&app, &id).await;
+    assert_eq!(outbox.len(), 1);
+    let entry: Value = serde_json::from_str(&outbox[0]).unwrap();
+    assert_eq!(entry["order_id"], body["order_id"]);
+    assert_eq!(entry["email"], "u1@example.com");
+}
