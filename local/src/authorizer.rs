@@ -42,7 +42,13 @@ impl Authorizer {
         }
     }
 
-    pub fn mint(&self, sub: &str, email: Option<&str>, admin: bool, ttl: std::time::Duration) -> Result<String, TokenError> {
+    pub fn mint(
+        &self,
+        sub: &str,
+        email: Option<&str>,
+        admin: bool,
+        ttl: std::time::Duration,
+    ) -> Result<String, TokenError> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
         self.sign(&DevClaims {
             sub: sub.to_owned(),

@@ -55,11 +55,12 @@ enum Command {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = LocalSettings::from_env()?;
-    match Cli::parse().command.unwrap_or(Command::Up {
-        addr: "127.0.0.1:3000".parse()?,
-        no_demo: false,
-        keep_stack: false,
-    }) {
+    // No subcommand means `up`, with its flags' defaults and environment.
+    let command = match Cli::parse().command {
+        Some(command) => command,
+        None => Cli::parse_from(["local-runner", "up"]).command.ok_or("no command")?,
+    };
+    match command {
         Command::Token { sub, email, admin, ttl } => {
             println!("{}", Authorizer::new(&settings.jwt_secret).mint(&sub, email.as_deref(), admin, ttl)?);
             Ok(())
