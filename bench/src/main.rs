@@ -1,1 +1,226 @@
-fn main() {}
+//! gate-bench: the design's grab script (`shared/src/gate/grab.lua`) beside the seeds'
+//! four-command script (`bench/seeds.lua`), on one redis-server, in one run.
+//!
+//! Each round replays the red-packet drop: `--tickets` tickets, `--users` distinct users, each
+//! grabbing once over `--connections` connections. Rounds alternate between the two scripts so
+//! machine noise hits both alike. For each script it reports calls per second as the client saw
+//! them and the server's own time per call (`INFO commandstats`, `usec_per_call` of `evalsha`),
+//! as medians over the rounds, and the design/seeds ratios.
+//!
+//! `scripts/stack start` then `cargo run --release -p bench -- [--rounds 5]`.
+
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use redis::{Script, aio::MultiplexedConnection};
+
+const GRAB: &str = include_str!("../../shared/src/gate/grab.lua");
+const SEEDS: &str = include_str!("../seeds.lua");
+
+#[derive(Parser)]
+struct Args {
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:16379")]
+    redis_url: String,
+    #[arg(long, default_value_t = 50)]
+    connections: usize,
+    #[arg(long, default_value_t = 20_000)]
+    tickets: u32,
+    #[arg(long, default_value_t = 30_000)]
+    users: u32,
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Seeds,
+    Design,
+}
+
+struct Round {
+    calls_per_sec: f64,
+    usec_per_call: f64,
+    granted: u32,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let client = redis::Client::open(args.redis_url.as_str())?;
+    let mut conns = Vec::new();
+    for _ in 0..args.connections {
+        conns.push(client.get_multiplexed_async_connection().await?);
+    }
+    let mut admin = client.get_multiplexed_async_connection().await?;
+    let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
+    let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();
+    println!(
+        "gate-bench: redis {version}; {} tickets, {} users grabbing once each, {} connections, {} rounds per script (alternating)",
+        args.tickets, args.users, args.connections, args.rounds
+    );
+
+    let (mut seeds, mut design) = (Vec::new(), Vec::new());
+    for round in 0..args.rounds {
+        // Alternate which goes first, so neither always runs on a warmer or quieter machine.
+        let order = if round % 2 == 0 { [Kind::Seeds, Kind::Design] } else { [Kind::Design, Kind::Seeds] };
+        for kind in order {
+            let r = run_round(kind, round, &args, &conns, &mut admin).await?;
+            if r.granted != args.tickets.min(args.users) {
+                return Err(
+                    format!("round {round}: {} granted, expected {}", r.granted, args.tickets.min(args.users)).into()
+                );
+            }
+            match kind {
+                Kind::Seeds => seeds.push(r),
+                Kind::Design => design.push(r),
+            }
+        }
+    }
+
+    let med = |v: &[Round], f: fn(&Round) -> f64| {
+        let mut x: Vec<f64> = v.iter().map(f).collect();
+        x.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        x[x.len() / 2]
+    };
+    let (s_cps, s_us) = (med(&seeds, |r| r.calls_per_sec), med(&seeds, |r| r.usec_per_call));
+    let (d_cps, d_us) = (med(&design, |r| r.calls_per_sec), med(&design, |r| r.usec_per_call));
+    println!();
+    println!("{:<34} {:>14} {:>22}", "script", "calls/s", "server usec/call");
+    println!("{:<34} {:>14.0} {:>22.2}", "seeds (GET, SISMEMBER, DECR, SADD)", s_cps, s_us);
+    println!("{:<34} {:>14.0} {:>22.2}", "design grab.lua", d_cps, d_us);
+    println!("{:<34} {:>14.2} {:>22.2}", "design / seeds", d_cps / s_cps, d_us / s_us);
+    println!();
+    println!(
+        "server time per call: design is {:.2}x the seeds' (target: at most 2x) -> {}",
+        d_us / s_us,
+        if d_us / s_us <= 2.0 { "within target" } else { "OVER target" }
+    );
+    for (name, rounds) in [("seeds", &seeds), ("design", &design)] {
+        let per: Vec<String> =
+            rounds.iter().map(|r| format!("{:.0}/s {:.2}us", r.calls_per_sec, r.usec_per_call)).collect();
+        println!("  {name:<6} rounds: {}", per.join(", "));
+    }
+    Ok(())
+}
+
+async fn run_round(
+    kind: Kind,
+    round: usize,
+    args: &Args,
+    conns: &[MultiplexedConnection],
+    admin: &mut MultiplexedConnection,
+) -> Result<Round, Box<dyn std::error::Error>> {
+    let event = format!("bench-{}-{round}", if kind == Kind::Seeds { "seeds" } else { "design" });
+    let keys = Keys::new(&event);
+    let _: () = redis::cmd("DEL").arg(&keys.all()).query_async(admin).await?;
+    match kind {
+        Kind::Seeds => {
+            let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
+        }
+        Kind::Design => {
+            let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
+            let mut pipe = redis::pipe();
+            let mut first = 1;
+            while first <= args.tickets {
+                let last = (first + 9_999).min(args.tickets);
+                pipe.rpush(&keys.seats, (first..=last).collect::<Vec<u32>>()).ignore();
+                first = last + 1;
+            }
+            pipe.hset_multiple(
+                &keys.meta,
+                &[("capacity", args.tickets as u64), ("start", now_ms - 60_000), ("end", now_ms + 3_600_000)],
+            )
+            .ignore();
+            pipe.query_async::<()>(admin).await?;
+        }
+    }
+    let script = Script::new(if kind == Kind::Seeds { SEEDS } else { GRAB });
+    // Load outside the measured window.
+    let mut warm = conns[0].clone();
+    script.prepare_invoke().load_async(&mut warm).await?;
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(admin).await?;
+
+    let started = Instant::now();
+    let per_conn = args.users.div_ceil(conns.len() as u32);
+    let workers = conns.iter().enumerate().map(|(c, conn)| {
+        let mut conn = conn.clone();
+        let (script, keys) = (&script, &keys);
+        async move {
+            let mut granted = 0u32;
+            for i in 0..per_conn {
+                let u = c as u32 * per_conn + i;
+                if u >= args.users {
+                    break;
+                }
+                let user = format!("user-{u}");
+                let ok = match kind {
+                    Kind::Seeds => {
+                        let r: i64 = script.key(&keys.stock).key(&keys.buyers).arg(&user).invoke_async(&mut conn).await?;
+                        r == 1
+                    }
+                    Kind::Design => {
+                        let order = format!("0199a0b0-0000-7000-8000-{u:012}");
+                        let message = format!(
+                            r#"{{"v":1,"order_id":"{order}","event_id":"{event}","user_id":"{user}","email":"{user}@example.com","created_at":"2026-11-22T10:00:00Z"}}"#,
+                            event = keys.event
+                        );
+                        let r: Vec<redis::Value> = script
+                            .key(&keys.meta)
+                            .key(&keys.seats)
+                            .key(&keys.buyers)
+                            .key(&keys.outbox)
+                            .key(format!("ev:{{{}}}:rl:{user}", keys.event))
+                            .arg(&user)
+                            .arg(&order)
+                            .arg(message)
+                            .arg(5)
+                            .arg(1000)
+                            .invoke_async(&mut conn)
+                            .await?;
+                        matches!(r.first(), Some(redis::Value::BulkString(b)) if b == b"OK")
+                    }
+                };
+                granted += u32::from(ok);
+            }
+            Ok::<u32, redis::RedisError>(granted)
+        }
+    });
+    let granted: u32 = futures::future::try_join_all(workers).await?.into_iter().sum();
+    let elapsed = started.elapsed().max(Duration::from_micros(1));
+
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(admin).await?;
+    let usec_per_call = stats
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
+        .and_then(|v| v.parse().ok())
+        .ok_or("no evalsha stats")?;
+    let _: () = redis::cmd("DEL").arg(&keys.all()).query_async(admin).await?;
+    Ok(Round { calls_per_sec: args.users as f64 / elapsed.as_secs_f64(), usec_per_call, granted })
+}
+
+struct Keys {
+    event: String,
+    stock: String,
+    buyers: String,
+    meta: String,
+    seats: String,
+    outbox: String,
+}
+
+impl Keys {
+    fn new(event: &str) -> Self {
+        Self {
+            event: event.to_owned(),
+            stock: format!("seckill:stock:{event}"),
+            buyers: format!("ev:{{{event}}}:buyers"),
+            meta: format!("ev:{{{event}}}:meta"),
+            seats: format!("ev:{{{event}}}:seats"),
+            outbox: format!("ev:{{{event}}}:outbox"),
+        }
+    }
+
+    fn all(&self) -> Vec<&str> {
+        vec![&self.stock, &self.buyers, &self.meta, &self.seats, &self.outbox]
+    }
+}
