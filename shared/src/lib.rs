@@ -8,7 +8,7 @@
 //! - [`handlers`]: one file per function: parse, call the domain and adapters, map the outcome;
 //! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
-//! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue;
+//! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`config`]: typed settings read once at cold start; [`aws`]: the SDK configuration;
 //!   [`telemetry`]: JSON logs.
 
@@ -18,6 +18,7 @@ pub mod domain;
 pub mod gate;
 pub mod handlers;
 pub mod http;
+pub mod mailer;
 pub mod queue;
 pub mod store;
 pub mod telemetry;

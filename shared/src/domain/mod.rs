@@ -1,6 +1,7 @@
 //! The product's own words: events, tickets, orders and the verify hash. Pure types and rules;
 //! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
 
+pub mod confirmation;
 pub mod event;
 pub mod ids;
 pub mod order;
@@ -8,4 +9,4 @@ pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
-pub use order::{OrderMessage, OrderStatus};
+pub use order::{MailStatus, OrderMessage, OrderStatus};

@@ -7,6 +7,7 @@
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
 
 pub mod codec;
+pub mod orders;
 pub mod schema;
 
 use std::collections::HashMap;

@@ -1,0 +1,119 @@
+//! The confirmation mail a winner receives: subject, text and HTML parts, composed from the event
+//! and the order. Pure: sending is the mailer's job.
+
+use super::{Event, event::rfc3339, order::OrderMessage};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confirmation {
+    pub subject: String,
+    pub text: String,
+    pub html: String,
+}
+
+/// Organisers write titles and venues; they go into HTML escaped.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
+    let when = event.starts_at.map(rfc3339);
+    let mut lines = vec![
+        format!("Your ticket for \"{}\" is confirmed.", event.title),
+        String::new(),
+        format!("Ticket number: {}", order.ticket_no),
+        format!("Order id:      {}", order.order_id),
+    ];
+    if let Some(when) = &when {
+        lines.push(format!("When:          {when}"));
+    }
+    if let Some(venue) = &event.venue {
+        lines.push(format!("Where:         {venue}"));
+    }
+    lines.push(String::new());
+    lines.push("Show the ticket number and order id at the door. This ticket is yours alone.".into());
+
+    let mut rows = vec![
+        format!("<tr><th align=\"left\">Ticket number</th><td>{}</td></tr>", order.ticket_no),
+        format!("<tr><th align=\"left\">Order id</th><td><code>{}</code></td></tr>", escape(&order.order_id)),
+    ];
+    if let Some(when) = &when {
+        rows.push(format!("<tr><th align=\"left\">When</th><td>{}</td></tr>", escape(when)));
+    }
+    if let Some(venue) = &event.venue {
+        rows.push(format!("<tr><th align=\"left\">Where</th><td>{}</td></tr>", escape(venue)));
+    }
+    let html = format!(
+        "<!doctype html><html><body><p>Your ticket for <strong>{}</strong> is confirmed.</p><table>{}</table>\
+         <p>Show the ticket number and order id at the door. This ticket is yours alone.</p></body></html>",
+        escape(&event.title),
+        rows.join("")
+    );
+    Confirmation {
+        subject: format!("Your ticket #{} for {}", order.ticket_no, event.title),
+        text: lines.join("\n"),
+        html,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::EventId;
+    use time::macros::datetime;
+
+    fn event(venue: Option<&str>) -> Event {
+        Event {
+            id: EventId::parse("ev1").unwrap(),
+            title: "Rust <on> Lambda".into(),
+            capacity: 100,
+            sale_start: datetime!(2026-12-01 09:00 UTC),
+            sale_end: datetime!(2026-12-01 10:00 UTC),
+            venue: venue.map(str::to_owned),
+            starts_at: venue.map(|_| datetime!(2026-12-08 18:00 UTC)),
+            description: None,
+            created_at: datetime!(2026-11-22 10:00 UTC),
+        }
+    }
+
+    fn order() -> OrderMessage {
+        OrderMessage {
+            v: 1,
+            order_id: "0199a0b0-0000-7000-8000-000000000001".into(),
+            event_id: "ev1".into(),
+            user_id: "u1".into(),
+            email: "u1@example.com".into(),
+            ticket_no: 42,
+            created_at: "2026-12-01T09:00:01Z".into(),
+        }
+    }
+
+    #[test]
+    fn the_mail_names_the_event_ticket_order_date_and_place() {
+        let mail = compose(&event(Some("Hall \"A\"")), &order());
+        assert_eq!(mail.subject, "Your ticket #42 for Rust <on> Lambda");
+        for part in [&mail.text, &mail.html] {
+            assert!(part.contains("42") && part.contains("0199a0b0-0000-7000-8000-000000000001"));
+            assert!(part.contains("2026-12-08T18:00:00Z"));
+        }
+        assert!(mail.text.contains("Where:         Hall \"A\""));
+        assert!(mail.html.contains("Rust &lt;on&gt; Lambda") && mail.html.contains("Hall &quot;A&quot;"));
+        assert!(!mail.html.contains("<on>"));
+    }
+
+    #[test]
+    fn date_and_place_are_left_out_when_not_given() {
+        let mail = compose(&event(None), &order());
+        assert!(!mail.text.contains("Where") && !mail.text.contains("When"));
+    }
+}

@@ -1,0 +1,287 @@
+//! Orders in DynamoDB: the one transaction that makes an order durable, and the conditional
+//! updates that let each order send one mail (DESIGN.md section 8).
+
+use aws_sdk_dynamodb::{
+    error::SdkError,
+    operation::{transact_write_items::TransactWriteItemsError, update_item::UpdateItemError},
+    types::{AttributeValue, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem},
+};
+use time::OffsetDateTime;
+
+use super::{
+    Store, StoreError,
+    codec::{Item, get_s},
+    schema::{GSI2_SHARDS, attr},
+};
+use crate::domain::{MailStatus, OrderMessage, OrderStatus, event::rfc3339};
+
+/// What persisting an order message found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Persisted {
+    /// The order and its ticket were written now: the order is `CONFIRMED`.
+    Confirmed,
+    /// This very order was already stored (a redelivery); its mail may still be due.
+    Redelivered { status: OrderStatus, mail: MailStatus },
+    /// The user already holds another order for the event (the cache drifted): dropped.
+    SecondOrder { existing_order_id: String },
+    /// The ticket number is held by another order (the cache drifted): stored as `REJECTED`.
+    Rejected { held_by: String },
+}
+
+/// What claiming an order's mail found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailClaim {
+    /// This caller now owns the send.
+    Claimed,
+    /// The mail went out already.
+    AlreadySent,
+    /// Another caller claimed it recently; try again later.
+    InProgress,
+    /// No mail is due for this order.
+    NotDue,
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+fn order_key(m: &OrderMessage) -> [(String, AttributeValue); 2] {
+    [(attr::PK.to_owned(), s(format!("ORDER#{}#{}", m.event_id, m.user_id))), (attr::SK.to_owned(), s("ORDER"))]
+}
+
+fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Item {
+    let mut item: Item = order_key(m).into_iter().collect();
+    item.extend([
+        ("order_id".to_owned(), s(&m.order_id)),
+        ("event_id".to_owned(), s(&m.event_id)),
+        ("user_id".to_owned(), s(&m.user_id)),
+        ("email".to_owned(), s(&m.email)),
+        ("ticket_no".to_owned(), n(m.ticket_no)),
+        ("status".to_owned(), s(status.as_str())),
+        ("created_at".to_owned(), s(&m.created_at)),
+        ("stored_at".to_owned(), s(rfc3339(now))),
+        (attr::GSI1PK.to_owned(), s(format!("USER#{}", m.user_id))),
+        (attr::GSI1SK.to_owned(), s(format!("EVENT#{}", m.event_id))),
+    ]);
+    match status {
+        // Only ticket holders are on the attendee list (GSI2).
+        OrderStatus::Confirmed => {
+            item.insert("mail_status".into(), s(MailStatus::Pending.as_str()));
+            item.insert(attr::GSI2PK.into(), s(format!("EVENT#{}#{}", m.event_id, m.ticket_no % GSI2_SHARDS)));
+            item.insert(attr::GSI2SK.into(), n(m.ticket_no));
+        }
+        _ => {
+            item.insert("mail_status".into(), s(MailStatus::None.as_str()));
+        }
+    }
+    item
+}
+
+fn put(table: &str, item: Item) -> Result<TransactWriteItem, StoreError> {
+    let put = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(PK)")
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(|e| StoreError::Dynamo(e.to_string()))?;
+    Ok(TransactWriteItem::builder().put(put).build())
+}
+
+fn conditional_failed<E>(e: &SdkError<E>) -> bool
+where
+    E: aws_sdk_dynamodb::error::ProvideErrorMetadata,
+{
+    e.as_service_error().and_then(|s| s.code()) == Some("ConditionalCheckFailedException")
+}
+
+impl Store {
+    /// Makes an order durable: the order item and its ticket item in one transaction, each only if
+    /// absent. Every outcome is read from the cancellation reasons; nothing can give a user two
+    /// orders or a ticket two holders, and no shared item is written.
+    pub async fn persist_order(&self, m: &OrderMessage, now: OffsetDateTime) -> Result<Persisted, StoreError> {
+        let ticket: Item = [
+            (attr::PK.to_owned(), s(format!("TICKET#{}#{}", m.event_id, m.ticket_no))),
+            (attr::SK.to_owned(), s("TICKET")),
+            ("order_id".to_owned(), s(&m.order_id)),
+            ("user_id".to_owned(), s(&m.user_id)),
+        ]
+        .into_iter()
+        .collect();
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(put(&self.table, order_item(m, OrderStatus::Confirmed, now))?)
+            .transact_items(put(&self.table, ticket)?)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(Persisted::Confirmed),
+            Err(e) => e,
+        };
+        let Some(TransactWriteItemsError::TransactionCanceledException(cancel)) = err.as_service_error() else {
+            return Err(err.into());
+        };
+        let reasons = cancel.cancellation_reasons();
+        let failed = |i: usize| reasons.get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
+        let old = |i: usize| reasons.get(i).and_then(|r| r.item()).cloned();
+        if failed(0) {
+            let existing = match old(0) {
+                Some(item) => item,
+                None => self.order_item(m).await?.ok_or_else(|| StoreError::Malformed("order vanished".into()))?,
+            };
+            return self.existing_order(m, &existing);
+        }
+        if failed(1) {
+            let held_by = match old(1) {
+                Some(item) => get_s(&item, "order_id")?,
+                None => String::from("another order"),
+            };
+            return self.reject(m, held_by, now).await;
+        }
+        // A conflict with a concurrent transaction on the same items: retry the message.
+        Err(StoreError::Dynamo(format!("transaction cancelled: {:?}", reasons.iter().map(|r| r.code()).collect::<Vec<_>>())))
+    }
+
+    fn existing_order(&self, m: &OrderMessage, existing: &Item) -> Result<Persisted, StoreError> {
+        let existing_order_id = get_s(existing, "order_id")?;
+        if existing_order_id != m.order_id {
+            return Ok(Persisted::SecondOrder { existing_order_id });
+        }
+        let status = OrderStatus::parse(&get_s(existing, "status")?)
+            .ok_or_else(|| StoreError::Malformed("order status".into()))?;
+        let mail = MailStatus::parse(&get_s(existing, "mail_status")?)
+            .ok_or_else(|| StoreError::Malformed("mail status".into()))?;
+        Ok(Persisted::Redelivered { status, mail })
+    }
+
+    /// Stores the order as `REJECTED` with its reason, so the user learns the outcome.
+    async fn reject(&self, m: &OrderMessage, held_by: String, now: OffsetDateTime) -> Result<Persisted, StoreError> {
+        let mut item = order_item(m, OrderStatus::Rejected, now);
+        item.insert("reason".into(), s(format!("ticket {} is held by another order", m.ticket_no)));
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Persisted::Rejected { held_by }),
+            // The user's order appeared meanwhile: report what is there.
+            Err(e) if conditional_failed(&e) => {
+                let existing = self.order_item(m).await?.ok_or_else(|| StoreError::Malformed("order vanished".into()))?;
+                self.existing_order(m, &existing)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn order_item(&self, m: &OrderMessage) -> Result<Option<Item>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(order_key(m).into_iter().collect()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(out.item)
+    }
+
+    /// Takes the right to send this order's mail: `PENDING -> SENDING`, or a `SENDING` claim older
+    /// than `stale_before` (its sender crashed between claim and send).
+    pub async fn claim_mail(
+        &self,
+        m: &OrderMessage,
+        now: OffsetDateTime,
+        stale_before: OffsetDateTime,
+    ) -> Result<MailClaim, StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(order_key(m).into_iter().collect()))
+            .update_expression("SET mail_status = :sending, mail_claimed_at = :now")
+            .condition_expression(
+                "order_id = :order AND #status = :confirmed AND \
+                 (mail_status = :pending OR (mail_status = :sending AND mail_claimed_at < :stale))",
+            )
+            .expression_attribute_names("#status", "status")
+            .expression_attribute_values(":sending", s(MailStatus::Sending.as_str()))
+            .expression_attribute_values(":pending", s(MailStatus::Pending.as_str()))
+            .expression_attribute_values(":confirmed", s(OrderStatus::Confirmed.as_str()))
+            .expression_attribute_values(":order", s(&m.order_id))
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .expression_attribute_values(":stale", s(rfc3339(stale_before)))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(MailClaim::Claimed),
+            Err(e) => e,
+        };
+        let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() else {
+            return Err(err.into());
+        };
+        let existing = match failed.item() {
+            Some(item) => Some(item.clone()),
+            None => self.order_item(m).await?,
+        };
+        let Some(existing) = existing else { return Ok(MailClaim::NotDue) };
+        if get_s(&existing, "order_id")? != m.order_id {
+            return Ok(MailClaim::NotDue);
+        }
+        Ok(match MailStatus::parse(&get_s(&existing, "mail_status")?) {
+            Some(MailStatus::Sent) => MailClaim::AlreadySent,
+            Some(MailStatus::Sending) => MailClaim::InProgress,
+            _ => MailClaim::NotDue,
+        })
+    }
+
+    /// `SENDING -> SENT`, with SES's message id.
+    pub async fn mark_mail_sent(&self, m: &OrderMessage, message_id: &str, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.move_mail(m, "SET mail_status = :to, mail_message_id = :id, mail_sent_at = :now REMOVE mail_claimed_at", MailStatus::Sent, Some((message_id, now)))
+            .await
+    }
+
+    /// `SENDING -> PENDING` after a failed send, so the next delivery tries again at once.
+    pub async fn release_mail_claim(&self, m: &OrderMessage) -> Result<(), StoreError> {
+        self.move_mail(m, "SET mail_status = :to REMOVE mail_claimed_at", MailStatus::Pending, None).await
+    }
+
+    async fn move_mail(
+        &self,
+        m: &OrderMessage,
+        update: &str,
+        to: MailStatus,
+        sent: Option<(&str, OffsetDateTime)>,
+    ) -> Result<(), StoreError> {
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(order_key(m).into_iter().collect()))
+            .update_expression(update)
+            .condition_expression("order_id = :order AND mail_status = :sending")
+            .expression_attribute_values(":order", s(&m.order_id))
+            .expression_attribute_values(":sending", s(MailStatus::Sending.as_str()))
+            .expression_attribute_values(":to", s(to.as_str()));
+        if let Some((id, now)) = sent {
+            req = req.expression_attribute_values(":id", s(id)).expression_attribute_values(":now", s(rfc3339(now)));
+        }
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) if conditional_failed(&e) => {
+                tracing::warn!(order_id = %m.order_id, to = to.as_str(), "mail status moved by someone else meanwhile");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
