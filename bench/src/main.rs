@@ -29,6 +29,9 @@ struct Args {
     users: u32,
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Measure another version of the grab script (same KEYS/ARGV) in place of grab.lua.
+    #[arg(long)]
+    design_script: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -134,7 +137,11 @@ async fn run_round(
             pipe.query_async::<()>(admin).await?;
         }
     }
-    let script = Script::new(if kind == Kind::Seeds { SEEDS } else { GRAB });
+    let design = match &args.design_script {
+        Some(path) => std::fs::read_to_string(path)?,
+        None => GRAB.to_owned(),
+    };
+    let script = Script::new(if kind == Kind::Seeds { SEEDS } else { &design });
     // Load outside the measured window.
     let mut warm = conns[0].clone();
     script.prepare_invoke().load_async(&mut warm).await?;
@@ -161,7 +168,7 @@ async fn run_round(
                     Kind::Design => {
                         let order = format!("0199a0b0-0000-7000-8000-{u:012}");
                         let message = format!(
-                            r#"{{"v":1,"order_id":"{order}","event_id":"{event}","user_id":"{user}","email":"{user}@example.com","created_at":"2026-11-22T10:00:00Z"}}"#,
+                            r#"{{"v":1,"order_id":"{order}","event_id":"{event}","user_id":"{user}","email":"{user}@example.com","created_at":"2026-11-22T10:00:00Z""#,
                             event = keys.event
                         );
                         let r: Vec<redis::Value> = script
@@ -195,6 +202,12 @@ async fn run_round(
         .and_then(|l| l.split(',').find_map(|f| f.strip_prefix("usec_per_call=")))
         .and_then(|v| v.parse().ok())
         .ok_or("no evalsha stats")?;
+    if std::env::var_os("GATE_BENCH_COMMANDSTATS").is_some() {
+        let name = if kind == Kind::Seeds { "seeds" } else { "design" };
+        for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
+            eprintln!("  {name} round {round}: {line}");
+        }
+    }
     let _: () = redis::cmd("DEL").arg(&keys.all()).query_async(admin).await?;
     Ok(Round { calls_per_sec: args.users as f64 / elapsed.as_secs_f64(), usec_per_call, granted })
 }

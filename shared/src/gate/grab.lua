@@ -7,18 +7,22 @@
 -- KEYS[5]  ev:{E}:rl:<u>   string: the user's request counter in the current window
 -- ARGV[1]  user id
 -- ARGV[2]  order id (UUIDv7, made by the caller; used only on OK)
--- ARGV[3]  order message without its ticket number (JSON object; the script adds ticket_no)
+-- ARGV[3]  the order message as a JSON object without its closing brace; the script appends
+--          `,"ticket_no":<n>}` (string splicing: decoding and re-encoding JSON here would cost
+--          more than every other step together)
 -- ARGV[4]  rate limit: requests allowed per window
 -- ARGV[5]  rate window in milliseconds
 -- Returns:
 --   {"RATE_LIMITED", <ms until the window resets>}
 --   {"NOT_FOUND"} | {"NOT_STARTED"} | {"ENDED"} | {"SOLD_OUT"}
 --   {"ALREADY", <order id>, <ticket no>}
---   {"OK", <order id>, <ticket no>, <stock left>, <order message>}
+--   {"OK", <order id>, <ticket no>, <stock left>}
+--   (the outbox entry is ARGV[3] .. ',"ticket_no":<n>}'; the caller rebuilds it rather than
+--   having 200 bytes shipped back)
 --
 -- Everything is validated before the first write, so an error can never leave half a grab.
 
-local user, order_id, message_json = ARGV[1], ARGV[2], ARGV[3]
+local user, order_id, message_head = ARGV[1], ARGV[2], ARGV[3]
 local limit, window = tonumber(ARGV[4]), tonumber(ARGV[5])
 if user == nil or user == '' or order_id == nil or order_id == '' then
   return redis.error_reply('ERR grab: user id and order id are required')
@@ -26,12 +30,12 @@ end
 if limit == nil or limit < 1 or window == nil or window < 1 then
   return redis.error_reply('ERR grab: rate limit and window must be positive numbers')
 end
-local ok, message = pcall(cjson.decode, message_json)
-if not ok or type(message) ~= 'table' then
-  return redis.error_reply('ERR grab: the order message must be a JSON object')
+if message_head == nil or string.sub(message_head, 1, 1) ~= '{' or string.sub(message_head, -1) == '}' then
+  return redis.error_reply('ERR grab: the order message must be a JSON object without its closing brace')
 end
 
--- 1. rate limit (the counter is the only write a refused grab makes)
+-- 1. rate limit (the counter is the only write a refused grab makes). INCR + PEXPIRE measured
+--    cheaper than SET NX PX + INCR (gate-bench).
 local count = redis.call('INCR', KEYS[5])
 if count == 1 then
   redis.call('PEXPIRE', KEYS[5], window)
@@ -79,7 +83,5 @@ end
 -- 6. the grab itself
 ticket = tonumber(ticket)
 redis.call('HSET', KEYS[3], user, order_id .. ':' .. ticket)
-message['ticket_no'] = ticket
-local member = cjson.encode(message)
-redis.call('ZADD', KEYS[4], now_ms, member)
-return {'OK', order_id, ticket, redis.call('LLEN', KEYS[2]), member}
+redis.call('ZADD', KEYS[4], now_ms, message_head .. ',"ticket_no":' .. ticket .. '}')
+return {'OK', order_id, ticket, redis.call('LLEN', KEYS[2])}

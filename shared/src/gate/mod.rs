@@ -80,7 +80,7 @@ pub struct GrabAttempt<'a> {
     pub event: &'a EventId,
     pub user: &'a UserId,
     pub order_id: &'a OrderId,
-    /// The order message without `ticket_no`, as JSON.
+    /// The order message without `ticket_no`, as a JSON object.
     pub message_without_ticket: &'a str,
 }
 
@@ -119,6 +119,11 @@ impl Gate {
 
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
         let e = attempt.event;
+        // The script appends `,"ticket_no":n}` to the object's text.
+        let head = attempt.message_without_ticket.trim_end();
+        let head = head
+            .strip_suffix('}')
+            .ok_or_else(|| GateError::Protocol("the order message is not a JSON object".into()))?;
         let reply: Vec<Value> = GRAB_SCRIPT
             .key(keys::meta(e))
             .key(keys::seats(e))
@@ -127,12 +132,16 @@ impl Gate {
             .key(keys::rate(e, attempt.user))
             .arg(attempt.user.as_str())
             .arg(attempt.order_id.as_str())
-            .arg(attempt.message_without_ticket)
+            .arg(head)
             .arg(policy.rate_limit)
             .arg(policy.rate_window.as_millis() as u64)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        parse_grab_reply(&reply)
+        let mut outcome = parse_grab_reply(&reply)?;
+        if let GrabOutcome::Granted { ticket_no, message, .. } = &mut outcome {
+            *message = outbox_entry(head, *ticket_no);
+        }
+        Ok(outcome)
     }
 
     /// Fills the cache for a freshly released event: every ticket number free, no buyer, no
@@ -206,6 +215,12 @@ impl Gate {
     }
 }
 
+/// The outbox entry exactly as the script writes it: the message's head with the ticket number
+/// spliced in. It is also the SQS body, so the consumer can remove the entry by what it received.
+pub fn outbox_entry(head: &str, ticket_no: u32) -> String {
+    format!("{head},\"ticket_no\":{ticket_no}}}")
+}
+
 fn split_holding(held: &str) -> Result<(String, u32), GateError> {
     let (order, ticket) = held.split_once(':').ok_or_else(|| GateError::Protocol(format!("buyer entry {held:?}")))?;
     let ticket = ticket.parse().map_err(|_| GateError::Protocol(format!("buyer entry {held:?}")))?;
@@ -236,9 +251,13 @@ fn parse_grab_reply(reply: &[Value]) -> Result<GrabOutcome, GateError> {
         "ENDED" => GrabOutcome::Ended,
         "SOLD_OUT" => GrabOutcome::SoldOut,
         "ALREADY" => GrabOutcome::Already { order_id: text(1)?, ticket_no: small(2)? },
-        "OK" => {
-            GrabOutcome::Granted { order_id: text(1)?, ticket_no: small(2)?, stock_left: small(3)?, message: text(4)? }
-        }
+        // The message is filled in by the caller, which knows the head it sent.
+        "OK" => GrabOutcome::Granted {
+            order_id: text(1)?,
+            ticket_no: small(2)?,
+            stock_left: small(3)?,
+            message: String::new(),
+        },
         other => return Err(GateError::Protocol(format!("unknown outcome {other:?}"))),
     })
 }

@@ -144,7 +144,10 @@ impl Store {
             return self.reject(m, held_by, now).await;
         }
         // A conflict with a concurrent transaction on the same items: retry the message.
-        Err(StoreError::Dynamo(format!("transaction cancelled: {:?}", reasons.iter().map(|r| r.code()).collect::<Vec<_>>())))
+        Err(StoreError::Dynamo(format!(
+            "transaction cancelled: {:?}",
+            reasons.iter().map(|r| r.code()).collect::<Vec<_>>()
+        )))
     }
 
     fn existing_order(&self, m: &OrderMessage, existing: &Item) -> Result<Persisted, StoreError> {
@@ -175,7 +178,8 @@ impl Store {
             Ok(_) => Ok(Persisted::Rejected { held_by }),
             // The user's order appeared meanwhile: report what is there.
             Err(e) if conditional_failed(&e) => {
-                let existing = self.order_item(m).await?.ok_or_else(|| StoreError::Malformed("order vanished".into()))?;
+                let existing =
+                    self.order_item(m).await?.ok_or_else(|| StoreError::Malformed("order vanished".into()))?;
                 self.existing_order(m, &existing)
             }
             Err(e) => Err(e.into()),
@@ -245,9 +249,19 @@ impl Store {
     }
 
     /// `SENDING -> SENT`, with SES's message id.
-    pub async fn mark_mail_sent(&self, m: &OrderMessage, message_id: &str, now: OffsetDateTime) -> Result<(), StoreError> {
-        self.move_mail(m, "SET mail_status = :to, mail_message_id = :id, mail_sent_at = :now REMOVE mail_claimed_at", MailStatus::Sent, Some((message_id, now)))
-            .await
+    pub async fn mark_mail_sent(
+        &self,
+        m: &OrderMessage,
+        message_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        self.move_mail(
+            m,
+            "SET mail_status = :to, mail_message_id = :id, mail_sent_at = :now REMOVE mail_claimed_at",
+            MailStatus::Sent,
+            Some((message_id, now)),
+        )
+        .await
     }
 
     /// `SENDING -> PENDING` after a failed send, so the next delivery tries again at once.
