@@ -115,7 +115,7 @@ async fn run_round(
 ) -> Result<Round, Box<dyn std::error::Error>> {
     let event = format!("bench-{}-{round}", if kind == Kind::Seeds { "seeds" } else { "design" });
     let keys = Keys::new(&event);
-    let _: () = redis::cmd("DEL").arg(&keys.all()).query_async(admin).await?;
+    let _: () = redis::cmd("DEL").arg(keys.all()).query_async(admin).await?;
     match kind {
         Kind::Seeds => {
             let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
@@ -208,7 +208,7 @@ async fn run_round(
             eprintln!("  {name} round {round}: {line}");
         }
     }
-    let _: () = redis::cmd("DEL").arg(&keys.all()).query_async(admin).await?;
+    let _: () = redis::cmd("DEL").arg(keys.all()).query_async(admin).await?;
     Ok(Round { calls_per_sec: args.users as f64 / elapsed.as_secs_f64(), usec_per_call, granted })
 }
 
