@@ -2,8 +2,16 @@
 
 use shared::{
     gate::Gate,
-    handlers::{StartError, grab::Grab, query::Query, release::Release, verify_hash::VerifyHash},
+    handlers::{
+        StartError,
+        grab::Grab,
+        mail::{Mail, MailSettings},
+        query::Query,
+        release::Release,
+        verify_hash::VerifyHash,
+    },
     http::routes::Function,
+    mailer::Mailer,
     queue::OrderQueue,
     store::Store,
 };
@@ -16,6 +24,7 @@ pub struct Functions {
     pub query: Query,
     pub verify_hash: VerifyHash,
     pub grab: Grab,
+    pub mail: Mail,
     pub gate: Gate,
     pub store: Store,
     pub queue: OrderQueue,
@@ -36,6 +45,16 @@ impl Functions {
             query: Query::new(store.clone(), gate.clone()),
             verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone()),
             grab: Grab::new(gate.clone(), queue.clone(), store.clone(), settings.hash.clone(), settings.policy),
+            mail: Mail::new(
+                store.clone(),
+                gate.clone(),
+                Mailer::new(aws_sdk_sesv2::Client::new(&sdk), &settings.mail_from),
+                MailSettings {
+                    from: settings.mail_from.clone(),
+                    concurrency: 8,
+                    claim_timeout: settings.mail_claim_timeout,
+                },
+            ),
             gate,
             store,
             queue,

@@ -6,11 +6,14 @@
 //! - [`provision`]: the table, the queues and the sender identity, as the template defines them;
 //! - [`authorizer`]: plays the HTTP API's JWT authorizer with HS256 development tokens;
 //! - [`server`]: plays API Gateway: routes, payload 2.0 events, the very handlers Lambda runs;
+//! - [`esm`]: plays the SQS event source mapping for the mail function; [`mailbox`]: sent mail;
 //! - [`functions`]: those handlers, built once; [`demo`]: the demo event and the curl guide.
 
 pub mod authorizer;
 pub mod demo;
+pub mod esm;
 pub mod functions;
+pub mod mailbox;
 pub mod provision;
 pub mod server;
 pub mod settings;

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand};
 use local_runner::{
     Functions, LocalSettings,
     authorizer::{Authorizer, parse_ttl},
-    demo, provision,
+    demo, esm, mailbox, provision,
     server::{self, Front},
     stack,
 };
@@ -45,6 +45,15 @@ enum Command {
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
     },
+    /// List the mail the local SES accepted (MiniStack's /_ministack/ses/messages).
+    Mail {
+        /// Only mail to this address.
+        #[arg(long)]
+        to: Option<String>,
+        /// Print the text body too.
+        #[arg(long)]
+        full: bool,
+    },
     /// Manage the local stack: start, stop or status.
     Stack {
         #[arg(value_parser = ["start", "stop", "status", "install"])]
@@ -66,6 +75,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Stack { action } => Ok(stack::run(&action)?),
+        Command::Mail { to, full } => {
+            let mut sent = mailbox::sent(&settings.aws_endpoint).await?;
+            sent.retain(|m| to.as_ref().is_none_or(|to| m.to.iter().any(|t| t == to)));
+            sent.sort_by(|a, b| a.timestamp.total_cmp(&b.timestamp));
+            for m in &sent {
+                let at = time::OffsetDateTime::from_unix_timestamp(m.timestamp as i64)
+                    .map(shared::domain::event::rfc3339)
+                    .unwrap_or_default();
+                println!("{at}  from {}  to {}\n  {}", m.source, m.to.join(", "), m.subject);
+                if full {
+                    println!("{}\n", m.body_text.lines().map(|l| format!("    {l}")).collect::<Vec<_>>().join("\n"));
+                }
+            }
+            println!("{} mail(s)", sent.len());
+            Ok(())
+        }
         Command::Up { addr, no_demo, keep_stack } => up(settings, addr, no_demo, keep_stack).await,
     }
 }
@@ -94,11 +119,23 @@ async fn up(
     let listener = tokio::net::TcpListener::bind(addr).await?;
     demo::print_guide(&format!("http://{}", listener.local_addr()?), demo_event.as_deref(), &user_token, &admin_token);
 
+    // The mail function, fed as Lambda's event source mapping would.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let poller = esm::Poller {
+        sqs: aws_sdk_sqs::Client::new(&sdk),
+        queue_url: queues.queue_url.clone(),
+        mail: functions.mail.clone(),
+        batch_size: 10,
+    };
+    let polling = tokio::spawn(poller.run(4, stop_rx));
+
     let front = Arc::new(Front { functions, authorizer });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };
     server::serve(listener, front, shutdown).await?;
+    let _ = stop_tx.send(true);
+    let _ = polling.await;
     if started_stack && !keep_stack {
         eprintln!("stopping the local stack...");
         stack::run("stop")?;

@@ -76,6 +76,15 @@ pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> Res
 }
 
 pub async fn ensure_queues(client: &aws_sdk_sqs::Client, queue: &str) -> Result<(String, String), ProvisionError> {
+    ensure_queues_with(client, queue, VISIBILITY_TIMEOUT_SECONDS).await
+}
+
+/// The orders queue and its DLQ with another visibility timeout (tests that watch redelivery).
+pub async fn ensure_queues_with(
+    client: &aws_sdk_sqs::Client,
+    queue: &str,
+    visibility_timeout_seconds: u32,
+) -> Result<(String, String), ProvisionError> {
     let sqs_err =
         |e: aws_sdk_sqs::error::SdkError<_>| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
     let dlq_url = client
@@ -102,7 +111,7 @@ pub async fn ensure_queues(client: &aws_sdk_sqs::Client, queue: &str) -> Result<
     let queue_url = client
         .create_queue()
         .queue_name(queue)
-        .attributes(QueueAttributeName::VisibilityTimeout, VISIBILITY_TIMEOUT_SECONDS.to_string())
+        .attributes(QueueAttributeName::VisibilityTimeout, visibility_timeout_seconds.to_string())
         .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
         .send()
         .await

@@ -25,6 +25,8 @@ pub struct LocalSettings {
     pub hash: HashSettings,
     pub jwt_secret: String,
     pub policy: GrabPolicy,
+    /// A `SENDING` mail claim older than this is taken over (the sender crashed).
+    pub mail_claim_timeout: Duration,
 }
 
 fn var(name: &str, default: &str) -> String {
@@ -50,6 +52,7 @@ impl LocalSettings {
             hash,
             jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
+            mail_claim_timeout: Duration::from_secs(var("MAIL_CLAIM_TIMEOUT_SECONDS", "90").parse().unwrap_or(90)),
         })
     }
 

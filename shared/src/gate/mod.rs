@@ -208,6 +208,12 @@ impl Gate {
         })
     }
 
+    /// Removes an order's outbox entry once DynamoDB holds the order.
+    pub async fn remove_from_outbox(&self, event: &EventId, entry: &str) -> Result<(), GateError> {
+        let _: u32 = self.conn.clone().zrem(keys::outbox(event), entry).await?;
+        Ok(())
+    }
+
     /// The order a user holds in the cache, as `(order id, ticket number)`.
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
         let held: Option<String> = self.conn.clone().hget(keys::buyers(event), user.as_str()).await?;

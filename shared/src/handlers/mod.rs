@@ -2,6 +2,7 @@
 //! dependencies are a struct built once per execution environment and lent to every request.
 
 pub mod grab;
+pub mod mail;
 pub mod query;
 pub mod release;
 pub mod verify_hash;

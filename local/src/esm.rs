@@ -1,0 +1,111 @@
+//! Plays the SQS event source mapping: polls the orders queue in batches of up to 10, hands each
+//! batch to the mail handler as an SQS event, deletes the messages that succeeded and leaves the
+//! failed ones, so SQS delivers them again after the visibility timeout and, after the redrive's
+//! receives, moves them to the DLQ.
+
+use std::time::Duration;
+
+use aws_lambda_events::sqs::SqsEvent;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
+use serde_json::{Value, json};
+use shared::handlers::mail::Mail;
+
+pub struct Poller {
+    pub sqs: aws_sdk_sqs::Client,
+    pub queue_url: String,
+    pub mail: Mail,
+    pub batch_size: i32,
+}
+
+impl Poller {
+    /// Polls until `stop` turns true; `pollers` batches are in flight at once, as Lambda scales.
+    pub async fn run(self, pollers: usize, stop: tokio::sync::watch::Receiver<bool>) {
+        let this = std::sync::Arc::new(self);
+        let tasks: Vec<_> = (0..pollers)
+            .map(|_| {
+                let this = this.clone();
+                let mut stop = stop.clone();
+                tokio::spawn(async move {
+                    while !*stop.borrow() {
+                        tokio::select! {
+                            _ = stop.changed() => {}
+                            polled = this.poll_once() => {
+                                if let Err(e) = polled {
+                                    tracing::warn!(error = %e, "polling the orders queue failed");
+                                    tokio::time::sleep(Duration::from_millis(500)).await;
+                                }
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Receives one batch and handles it. Returns how many messages it received.
+    pub async fn poll_once(&self) -> Result<usize, String> {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue_url)
+            .max_number_of_messages(self.batch_size)
+            .wait_time_seconds(1)
+            .message_system_attribute_names(MessageSystemAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let records: Vec<Value> = messages
+            .iter()
+            .map(|m| {
+                let attributes: serde_json::Map<String, Value> = m
+                    .attributes()
+                    .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), json!(v))).collect())
+                    .unwrap_or_default();
+                json!({
+                    "messageId": m.message_id(),
+                    "receiptHandle": m.receipt_handle(),
+                    "body": m.body(),
+                    "md5OfBody": m.md5_of_body(),
+                    "attributes": attributes,
+                    "messageAttributes": {},
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": format!("arn:aws:sqs:local:000000000000:{}", self.queue_url.rsplit('/').next().unwrap_or_default()),
+                    "awsRegion": "us-east-1",
+                })
+            })
+            .collect();
+        let event: SqsEvent = serde_json::from_value(json!({ "Records": records })).map_err(|e| e.to_string())?;
+        let response = self.mail.handle_batch(event).await;
+        let failed: std::collections::HashSet<&str> =
+            response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+        let done: Vec<DeleteMessageBatchRequestEntry> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| !failed.contains(m.message_id().unwrap_or_default()))
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if !done.is_empty() {
+            self.sqs
+                .delete_message_batch()
+                .queue_url(&self.queue_url)
+                .set_entries(Some(done))
+                .send()
+                .await
+                .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
+        }
+        Ok(messages.len())
+    }
+}

@@ -1,0 +1,232 @@
+//! mail: the SQS consumer. Each message becomes a durable order in DynamoDB (one conditional
+//! transaction), then exactly one confirmation through SES, then its outbox entry leaves Redis.
+//!
+//! A batch is handled concurrently with a bound; the reply names only the messages that failed,
+//! so SQS redelivers those alone and, after the redrive's receives, moves them to the DLQ.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::StreamExt;
+use time::OffsetDateTime;
+use tokio::sync::Mutex;
+use tracing::Instrument;
+
+use crate::{
+    config::{ConfigError, GateSettings, StoreSettings},
+    domain::{Event, EventId, OrderMessage, OrderStatus, confirmation},
+    gate::{Gate, GateError},
+    mailer::{MailError, Mailer},
+    store::{
+        Store, StoreError,
+        orders::{MailClaim, Persisted},
+    },
+};
+
+/// How the consumer behaves; read once at cold start.
+#[derive(Debug, Clone)]
+pub struct MailSettings {
+    pub from: String,
+    /// Messages of one batch handled at once.
+    pub concurrency: usize,
+    /// A `SENDING` claim older than this belongs to a sender that crashed; it is taken over. Longer
+    /// than the function timeout, so a live send is never doubled.
+    pub claim_timeout: Duration,
+}
+
+impl MailSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let from = std::env::var("MAIL_FROM")
+            .ok()
+            .filter(|v| !v.trim().is_empty())
+            .ok_or(ConfigError::Missing("MAIL_FROM"))?;
+        crate::domain::Email::parse(&from)
+            .map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
+        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
+            match std::env::var(name) {
+                Ok(v) if !v.trim().is_empty() => v
+                    .trim()
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| ConfigError::Malformed { name, reason: e.to_string() }),
+                _ => Ok(default),
+            }
+        };
+        Ok(Self {
+            from,
+            concurrency: number("MAIL_CONCURRENCY", 8)?.max(1) as usize,
+            claim_timeout: Duration::from_secs(number("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
+        })
+    }
+}
+
+/// Why one message could not be finished; SQS will deliver it again.
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error("malformed message: {0}")]
+    Malformed(String),
+    #[error("the order's event {0} is not stored")]
+    UnknownEvent(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Mail(#[from] MailError),
+    #[error("another delivery is sending this order's mail")]
+    MailInProgress,
+}
+
+/// What became of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    /// Stored `CONFIRMED` and its mail sent.
+    ConfirmedAndMailed,
+    /// Already stored and mailed: nothing to do.
+    AlreadyDone,
+    /// Stored `REJECTED`: the ticket number was held by another order.
+    Rejected,
+    /// A second order for the same user: dropped.
+    DroppedSecondOrder,
+}
+
+#[derive(Clone)]
+pub struct Mail {
+    store: Store,
+    gate: Gate,
+    mailer: Mailer,
+    settings: MailSettings,
+    /// Events never change after release, so each is read once per execution environment.
+    events: Arc<Mutex<HashMap<String, Arc<Event>>>>,
+}
+
+impl Mail {
+    pub fn new(store: Store, gate: Gate, mailer: Mailer, settings: MailSettings) -> Self {
+        Self { store, gate, mailer, settings, events: Arc::default() }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let settings = MailSettings::from_env()?;
+        let store_settings = StoreSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
+            gate,
+            Mailer::new(aws_sdk_sesv2::Client::new(&sdk), settings.from.clone()),
+            settings,
+        ))
+    }
+
+    /// One SQS batch: every message concurrently (bounded); the failed ones, and only those, are
+    /// named in the reply.
+    pub async fn handle_batch(&self, batch: SqsEvent) -> SqsBatchResponse {
+        let failures: Vec<BatchItemFailure> = futures::stream::iter(batch.records)
+            .map(|record| self.handle_record(record))
+            .buffer_unordered(self.settings.concurrency)
+            .filter_map(|failed| async move { failed })
+            .map(|id| {
+                let mut failure = BatchItemFailure::default();
+                failure.item_identifier = id;
+                failure
+            })
+            .collect()
+            .await;
+        let mut response = SqsBatchResponse::default();
+        response.batch_item_failures = failures;
+        response
+    }
+
+    /// The message id when the message failed.
+    async fn handle_record(&self, record: SqsMessage) -> Option<String> {
+        let id = record.message_id.clone().unwrap_or_default();
+        let span = tracing::info_span!("message", message_id = %id);
+        let started = std::time::Instant::now();
+        let result = self.handle_body(record.body.as_deref().unwrap_or_default()).instrument(span).await;
+        let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+        match result {
+            Ok(outcome) => {
+                tracing::info!(message_id = %id, outcome = ?outcome, latency_ms, "message handled");
+                None
+            }
+            Err(e) => {
+                tracing::warn!(message_id = %id, error = %e, latency_ms, "message failed; SQS will deliver it again");
+                Some(id)
+            }
+        }
+    }
+
+    /// One message body: persist, mail once, clear the outbox entry.
+    pub async fn handle_body(&self, body: &str) -> Result<Handled, MessageError> {
+        let order = OrderMessage::parse(body).map_err(MessageError::Malformed)?;
+        let now = OffsetDateTime::now_utc();
+        let persisted = self.store.persist_order(&order, now).await?;
+        // Durable from here on: the outbox entry has done its job whatever happens next.
+        self.clear_outbox(&order, body).await;
+        match persisted {
+            Persisted::Confirmed | Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => {
+                self.mail_once(&order, now).await
+            }
+            Persisted::Redelivered { .. } => Ok(Handled::AlreadyDone),
+            Persisted::SecondOrder { existing_order_id } => {
+                tracing::warn!(
+                    order_id = %order.order_id, existing_order_id, event_id = %order.event_id, user_id = %order.user_id,
+                    "second order for a user dropped (the cache drifted)"
+                );
+                Ok(Handled::DroppedSecondOrder)
+            }
+            Persisted::Rejected { held_by } => {
+                tracing::warn!(
+                    order_id = %order.order_id, held_by, ticket_no = order.ticket_no, event_id = %order.event_id,
+                    "order rejected: its ticket number is held by another order (the cache drifted)"
+                );
+                Ok(Handled::Rejected)
+            }
+        }
+    }
+
+    async fn mail_once(&self, order: &OrderMessage, now: OffsetDateTime) -> Result<Handled, MessageError> {
+        let stale_before = now - self.settings.claim_timeout;
+        match self.store.claim_mail(order, now, stale_before).await? {
+            MailClaim::Claimed => {}
+            MailClaim::AlreadySent | MailClaim::NotDue => return Ok(Handled::AlreadyDone),
+            MailClaim::InProgress => return Err(MessageError::MailInProgress),
+        }
+        let event = match self.event(&order.event_id).await {
+            Ok(event) => event,
+            Err(e) => {
+                self.store.release_mail_claim(order).await?;
+                return Err(e);
+            }
+        };
+        let mail = confirmation::compose(&event, order);
+        match self.mailer.send(&order.email, &mail).await {
+            Ok(message_id) => {
+                self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;
+                Ok(Handled::ConfirmedAndMailed)
+            }
+            Err(e) => {
+                // Hand the claim back so the redelivery sends at once instead of after the timeout.
+                self.store.release_mail_claim(order).await?;
+                Err(e.into())
+            }
+        }
+    }
+
+    async fn event(&self, id: &str) -> Result<Arc<Event>, MessageError> {
+        if let Some(event) = self.events.lock().await.get(id) {
+            return Ok(event.clone());
+        }
+        let event_id = EventId::parse(id).map_err(|e| MessageError::Malformed(e.to_string()))?;
+        let stored = self.store.get_event(&event_id).await?.ok_or_else(|| MessageError::UnknownEvent(id.to_owned()))?;
+        let event = Arc::new(stored.event);
+        self.events.lock().await.insert(id.to_owned(), event.clone());
+        Ok(event)
+    }
+
+    /// Best effort: reconcile removes what is left.
+    async fn clear_outbox(&self, order: &OrderMessage, body: &str) {
+        let Ok(event) = EventId::parse(&order.event_id) else { return };
+        if let Err(e) = self.gate.remove_from_outbox(&event, body).await {
+            let e: GateError = e;
+            tracing::warn!(order_id = %order.order_id, error = %e, "outbox entry left for reconcile");
+        }
+    }
+}
