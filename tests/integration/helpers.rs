@@ -24,6 +24,7 @@ pub struct TestApp {
     pub redis: ConnectionManager,
     pub sqs: aws_sdk_sqs::Client,
     pub queue_url: String,
+    pub sdk: aws_config::SdkConfig,
 }
 
 /// A reply as a client sees it.
@@ -43,6 +44,37 @@ impl Reply {
 }
 
 impl TestApp {
+    /// A consumer test: its own queue (redelivery after `visibility` seconds) and its own verified
+    /// sender, so the mail it counts is its own.
+    pub async fn for_mail(visibility: u32) -> Self {
+        let mut app = Self::build(GrabPolicy::default(), true).await;
+        let (queue_url, _) =
+            provision::ensure_queues_with(&app.sqs, &format!("m-{}", uuid::Uuid::now_v7().simple()), visibility)
+                .await
+                .expect("test queue");
+        app.queue_url = queue_url;
+        app.settings.mail_from = format!("tickets-{}@example.com", uuid::Uuid::now_v7().simple());
+        app.ses()
+            .create_email_identity()
+            .email_identity(&app.settings.mail_from)
+            .send()
+            .await
+            .expect("sender identity");
+        app.functions = Functions::build(&app.settings, &app.queue_url).await.expect("functions");
+        app
+    }
+
+    pub fn ses(&self) -> aws_sdk_sesv2::Client {
+        aws_sdk_sesv2::Client::new(&self.sdk)
+    }
+
+    /// The mail this test's sender sent.
+    pub async fn sent_mail(&self) -> Vec<local_runner::mailbox::SentMail> {
+        let mut sent = local_runner::mailbox::sent(&self.settings.aws_endpoint).await.expect("read sent mail");
+        sent.retain(|m| m.source == self.settings.mail_from);
+        sent
+    }
+
     /// The default grab policy and the shared orders queue.
     pub async fn new() -> Self {
         Self::build(LocalSettings::from_env().expect("settings").policy, false).await
@@ -75,7 +107,7 @@ impl TestApp {
         };
         let functions = Functions::build(&settings, &queue_url).await.expect("functions");
         let redis = functions.gate.connection();
-        Self { settings, functions, redis, sqs, queue_url }
+        Self { settings, functions, redis, sqs, queue_url, sdk }
     }
 
     /// Calls a function with an HTTP API event, as Lambda (or the runner) would.
@@ -133,8 +165,13 @@ impl TestApp {
         self.call(Function::Grab, for_user(with_body(for_event(fixture("grab.json"), event), &body), user)).await
     }
 
-    /// Every message on this test's queue, received and deleted.
+    /// Every message on this test's queue, received and deleted, as parsed JSON.
     pub async fn drain_queue(&self) -> Vec<Value> {
+        self.drain_queue_raw().await.iter().map(|b| serde_json::from_str(b).expect("message body is JSON")).collect()
+    }
+
+    /// Every message body on this test's queue, received and deleted, exactly as sent.
+    pub async fn drain_queue_raw(&self) -> Vec<String> {
         let mut bodies = Vec::new();
         loop {
             let out = self
@@ -151,7 +188,7 @@ impl TestApp {
                 return bodies;
             }
             for m in messages {
-                bodies.push(serde_json::from_str(m.body().unwrap_or_default()).expect("message body is JSON"));
+                bodies.push(m.body().unwrap_or_default().to_owned());
                 self.sqs
                     .delete_message()
                     .queue_url(&self.queue_url)

@@ -4,5 +4,6 @@ mod concurrency;
 mod fixtures;
 mod grab_script;
 mod helpers;
+mod mail;
 mod routes;
 mod runner;

@@ -13,7 +13,7 @@ use time::{Duration, OffsetDateTime};
 
 use crate::helpers::*;
 
-async fn start_runner(app: &TestApp) -> (String, tokio::sync::oneshot::Sender<()>) {
+pub async fn start_runner(app: &TestApp) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let front =

@@ -13,7 +13,10 @@ use super::{
     codec::{Item, get_s},
     schema::{GSI2_SHARDS, attr},
 };
-use crate::domain::{MailStatus, OrderMessage, OrderStatus, event::rfc3339};
+use crate::domain::{
+    MailStatus, OrderMessage, OrderStatus,
+    event::{epoch_ms, rfc3339},
+};
 
 /// What persisting an order message found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -221,8 +224,9 @@ impl Store {
             .expression_attribute_values(":pending", s(MailStatus::Pending.as_str()))
             .expression_attribute_values(":confirmed", s(OrderStatus::Confirmed.as_str()))
             .expression_attribute_values(":order", s(&m.order_id))
-            .expression_attribute_values(":now", s(rfc3339(now)))
-            .expression_attribute_values(":stale", s(rfc3339(stale_before)))
+            // Epoch milliseconds: numbers compare correctly, RFC 3339 strings of varying precision do not.
+            .expression_attribute_values(":now", n(epoch_ms(now)))
+            .expression_attribute_values(":stale", n(epoch_ms(stale_before)))
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
             .await;

@@ -1,0 +1,378 @@
+//! The mail consumer against DynamoDB, SES and SQS in MiniStack and Redis: one order and one mail
+//! per message whatever the delivery pattern, drift never oversells, failures retry to one mail.
+
+use std::{collections::HashSet, time::Duration};
+
+use aws_lambda_events::sqs::SqsEvent;
+use aws_sdk_dynamodb::types::AttributeValue;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use shared::{
+    domain::{EventId, MailStatus, OrderId, OrderMessage, OrderStatus, event::epoch_ms},
+    gate::keys,
+    handlers::mail::{Handled, MessageError},
+    http::routes::Function,
+};
+use time::OffsetDateTime;
+
+use crate::helpers::*;
+
+/// A real grab and the message it put on this test's queue.
+async fn grabbed(app: &TestApp, event: &EventId, user: &str) -> String {
+    assert_eq!(app.grab(event, user).await.status, 202);
+    let messages = app.drain_queue_raw().await;
+    assert_eq!(messages.len(), 1);
+    messages.into_iter().next().unwrap()
+}
+
+async fn mail_status(app: &TestApp, event: &EventId, user: &str) -> (OrderStatus, String) {
+    let item = app
+        .functions
+        .store
+        .client()
+        .get_item()
+        .table_name(app.functions.store.table())
+        .key("PK", AttributeValue::S(format!("ORDER#{event}#{user}")))
+        .key("SK", AttributeValue::S("ORDER".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the order is stored");
+    let status = OrderStatus::parse(item["status"].as_s().unwrap()).unwrap();
+    (status, item["mail_status"].as_s().unwrap().clone())
+}
+
+async fn ticket_holder(app: &TestApp, event: &EventId, ticket: u32) -> Option<String> {
+    app.functions
+        .store
+        .client()
+        .get_item()
+        .table_name(app.functions.store.table())
+        .key("PK", AttributeValue::S(format!("TICKET#{event}#{ticket}")))
+        .key("SK", AttributeValue::S("TICKET".into()))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .map(|i| i["order_id"].as_s().unwrap().clone())
+}
+
+fn drifted(body: &str, user: &str, ticket_no: u32) -> String {
+    let mut m = OrderMessage::parse(body).unwrap();
+    m.user_id = user.to_owned();
+    m.email = format!("{user}@example.com");
+    m.order_id = OrderId::generate().to_string();
+    m.ticket_no = ticket_no;
+    serde_json::to_string(&m).unwrap()
+}
+
+#[tokio::test]
+async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and_one_mail() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+
+    let at_once = futures::future::join_all((0..3).map(|_| app.functions.mail.handle_body(&body))).await;
+    // One delivery sends; a concurrent one may find the send in progress and fail, to be retried.
+    let sent_now = at_once.iter().filter(|r| matches!(r, Ok(Handled::ConfirmedAndMailed))).count();
+    assert_eq!(sent_now, 1, "{at_once:?}");
+    for r in &at_once {
+        assert!(matches!(r, Ok(_) | Err(MessageError::MailInProgress)), "{r:?}");
+    }
+    for _ in 0..3 {
+        assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+    }
+    // And three copies in one batch.
+    let batch = sqs_batch(&[("a", &body), ("b", &body), ("c", &body)]);
+    assert!(app.functions.mail.handle_batch(batch).await.batch_item_failures.is_empty());
+
+    assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "SENT".into()));
+    let mail = app.sent_mail().await;
+    assert_eq!(mail.len(), 1, "one mail");
+    assert_eq!(mail[0].to, ["u1@example.com"]);
+    let order = OrderMessage::parse(&body).unwrap();
+    assert!(mail[0].body_text.contains(&order.order_id) && mail[0].subject.contains(&format!("#{}", order.ticket_no)));
+    let mut r = app.redis.clone();
+    assert_eq!(r.zcard::<_, u32>(keys::outbox(&event)).await.unwrap(), 0, "the outbox entry is gone once durable");
+}
+
+#[tokio::test]
+async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropped() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    let first = OrderMessage::parse(&body).unwrap();
+
+    // Redis drifted and handed u2 the same ticket number.
+    let clash = drifted(&body, "u2", first.ticket_no);
+    assert_eq!(app.functions.mail.handle_body(&clash).await.unwrap(), Handled::Rejected);
+    assert_eq!(
+        app.functions.mail.handle_body(&clash).await.unwrap(),
+        Handled::AlreadyDone,
+        "a redelivery changes nothing"
+    );
+    assert_eq!(
+        ticket_holder(&app, &event, first.ticket_no).await.as_deref(),
+        Some(first.order_id.as_str()),
+        "never oversold"
+    );
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u2")).await;
+    assert_eq!((reply.status, reply.body["status"].as_str()), (200, Some("REJECTED")), "{}", reply.body);
+    assert!(reply.body["reason"].as_str().unwrap().contains("held by another order"));
+
+    // ...and u1 a second order with another number.
+    let second = drifted(&body, "u1", 7);
+    assert_eq!(app.functions.mail.handle_body(&second).await.unwrap(), Handled::DroppedSecondOrder);
+    assert_eq!(ticket_holder(&app, &event, 7).await, None, "the dropped order holds no ticket");
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u1")).await;
+    assert_eq!(
+        (reply.body["status"].as_str(), reply.body["order_id"].as_str()),
+        (Some("CONFIRMED"), Some(first.order_id.as_str()))
+    );
+
+    let attendees = app.call(Function::Query, for_event(fixture("query-attendees.json"), &event)).await;
+    assert_eq!(attendees.body["orders"].as_array().unwrap().len(), 1, "only the holder is an attendee");
+    let mail = app.sent_mail().await;
+    assert_eq!(
+        mail.iter().map(|m| m.to.clone()).collect::<Vec<_>>(),
+        [vec!["u1@example.com".to_owned()]],
+        "no mail for rejected or dropped orders"
+    );
+}
+
+#[tokio::test]
+async fn ses_failing_then_recovering_sends_exactly_one_mail() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    app.ses().delete_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
+
+    for _ in 0..2 {
+        let failed = app.functions.mail.handle_body(&body).await;
+        assert!(matches!(failed, Err(MessageError::Mail(_))), "{failed:?}");
+        assert_eq!(
+            mail_status(&app, &event, "u1").await,
+            (OrderStatus::Confirmed, "PENDING".into()),
+            "durable, mail still due"
+        );
+    }
+    assert!(app.sent_mail().await.is_empty());
+
+    app.ses().create_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
+    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+    assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "SENT".into()));
+    assert_eq!(app.sent_mail().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_crash_between_claim_and_send_ends_in_one_mail() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    let order = OrderMessage::parse(&body).unwrap();
+    let now = OffsetDateTime::now_utc();
+    // The crashed delivery: stored and claimed, nothing sent.
+    app.functions.store.persist_order(&order, now).await.unwrap();
+    let claim = app.functions.store.claim_mail(&order, now, now - time::Duration::minutes(10)).await.unwrap();
+    assert_eq!(claim, shared::store::orders::MailClaim::Claimed);
+
+    // A redelivery while the claim is fresh does not send: the claimant may still be sending.
+    assert!(matches!(app.functions.mail.handle_body(&body).await, Err(MessageError::MailInProgress)));
+    assert!(app.sent_mail().await.is_empty());
+
+    // Once the claim is older than the timeout it is taken over.
+    let old = epoch_ms(now - time::Duration::minutes(10));
+    app.functions
+        .store
+        .client()
+        .update_item()
+        .table_name(app.functions.store.table())
+        .key("PK", AttributeValue::S(format!("ORDER#{event}#u1")))
+        .key("SK", AttributeValue::S("ORDER".into()))
+        .update_expression("SET mail_claimed_at = :old")
+        .expression_attribute_values(":old", AttributeValue::N(old.to_string()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+    assert_eq!(app.sent_mail().await.len(), 1);
+    assert_eq!(mail_status(&app, &event, "u1").await.1, MailStatus::Sent.as_str());
+}
+
+fn sqs_batch(records: &[(&str, &str)]) -> SqsEvent {
+    let records: Vec<Value> = records
+        .iter()
+        .map(|(id, body)| json!({ "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs" }))
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+#[tokio::test]
+async fn a_batch_of_ten_with_two_malformed_bodies_fails_exactly_those_two() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(10).await;
+    let mut bodies = Vec::new();
+    for i in 0..8 {
+        bodies.push(grabbed(&app, &event, &format!("b{i}")).await);
+    }
+    let mut batch: Vec<(String, String)> =
+        bodies.iter().enumerate().map(|(i, b)| (format!("ok-{i}"), b.clone())).collect();
+    batch.insert(3, ("bad-json".into(), "{not json".into()));
+    let mut bad_field: Value = serde_json::from_str(&bodies[0]).unwrap();
+    bad_field["event_id"] = json!("no#such{event}");
+    batch.insert(7, ("bad-id".into(), bad_field.to_string()));
+    let refs: Vec<(&str, &str)> = batch.iter().map(|(i, b)| (i.as_str(), b.as_str())).collect();
+
+    let response = app.functions.mail.handle_batch(sqs_batch(&refs)).await;
+    let failed: HashSet<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
+    assert_eq!(failed, HashSet::from(["bad-json", "bad-id"]));
+    for i in 0..8 {
+        assert_eq!(mail_status(&app, &event, &format!("b{i}")).await, (OrderStatus::Confirmed, "SENT".into()));
+    }
+    assert_eq!(app.sent_mail().await.len(), 8);
+}
+
+#[tokio::test]
+async fn a_malformed_message_ends_in_the_dlq_after_the_redrive_receives_and_never_blocks_others() {
+    let app = TestApp::for_mail(1).await;
+    let event = app.open_event(10).await;
+    let good = grabbed(&app, &event, "u1").await;
+    let dlq_url = format!("{}-dlq", app.queue_url);
+    for body in ["{not json", good.as_str()] {
+        app.sqs.send_message().queue_url(&app.queue_url).message_body(body).send().await.unwrap();
+    }
+    let poller = local_runner::esm::Poller {
+        sqs: app.sqs.clone(),
+        queue_url: app.queue_url.clone(),
+        mail: app.functions.mail.clone(),
+        batch_size: 10,
+    };
+    // Poll as the event source mapping does until SQS moves the message (bounded).
+    let mut in_dlq: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while in_dlq.is_empty() && tokio::time::Instant::now() < deadline {
+        poller.poll_once().await.unwrap();
+        let out = app.sqs.receive_message().queue_url(&dlq_url).max_number_of_messages(10).send().await.unwrap();
+        in_dlq.extend(out.messages.unwrap_or_default().into_iter().map(|m| m.body.unwrap_or_default()));
+    }
+    let moved = !in_dlq.is_empty();
+    assert!(moved, "the malformed message reached the DLQ");
+    assert_eq!(in_dlq, ["{not json"]);
+    assert_eq!(
+        mail_status(&app, &event, "u1").await,
+        (OrderStatus::Confirmed, "SENT".into()),
+        "its neighbour went through"
+    );
+    assert_eq!(app.sent_mail().await.len(), 1);
+    let left = app.sqs.receive_message().queue_url(&app.queue_url).max_number_of_messages(10).send().await.unwrap();
+    assert!(left.messages.unwrap_or_default().is_empty(), "nothing acknowledged silently, nothing left behind");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding() {
+    let app = std::sync::Arc::new(TestApp::for_mail(30).await);
+    let event = app.open_event(100).await;
+    let (base, _stop) = crate::runner::start_runner(&app).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let poller = local_runner::esm::Poller {
+        sqs: app.sqs.clone(),
+        queue_url: app.queue_url.clone(),
+        mail: app.functions.mail.clone(),
+        batch_size: 10,
+    };
+    let polling = tokio::spawn(poller.run(4, stop_rx));
+
+    let http = reqwest::Client::new();
+    let auth = local_runner::authorizer::Authorizer::new(&app.settings.jwt_secret);
+    let started = std::time::Instant::now();
+    let tasks: Vec<_> = (0..2_000)
+        .map(|i| {
+            let (http, base, event) = (http.clone(), base.clone(), event.clone());
+            let user = format!("s{i:04}-{}", &app.settings.mail_from[8..16]);
+            let token =
+                auth.mint(&user, Some(&format!("{user}@example.com")), false, Duration::from_secs(600)).unwrap();
+            tokio::spawn(async move {
+                let hash: Value = http
+                    .get(format!("{base}/events/{event}/verify-hash"))
+                    .bearer_auth(&token)
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let reply = http
+                    .post(format!("{base}/events/{event}/grab"))
+                    .bearer_auth(&token)
+                    .json(&json!({ "hash": hash["hash"] }))
+                    .send()
+                    .await
+                    .unwrap();
+                let status = reply.status().as_u16();
+                (user, status, reply.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    for task in tasks {
+        let (user, status, body) = task.await.unwrap();
+        match status {
+            202 => winners.push((user, body["order_id"].as_str().unwrap().to_owned())),
+            409 => assert_eq!(body["code"], "SOLD_OUT"),
+            other => panic!("{other}: {body}"),
+        }
+    }
+    let grabbed_in = started.elapsed();
+    assert_eq!(winners.len(), 100);
+
+    // Drained: every winner's order durable and mailed, the outbox empty.
+    let mut r = app.redis.clone();
+    let drained = eventually(Duration::from_secs(120), || {
+        let (app, mut r, event) = (app.clone(), r.clone(), event.clone());
+        async move { r.zcard::<_, u32>(keys::outbox(&event)).await.unwrap() == 0 && app.sent_mail().await.len() >= 100 }
+    })
+    .await;
+    let drain = started.elapsed();
+    let _ = stop_tx.send(true);
+    polling.await.unwrap();
+    assert!(drained, "the queue drained within 120 s");
+    println!(
+        "2,000 users / 100 tickets through the runner: grabs answered in {grabbed_in:?}, drained (100 durable, 100 mails, outbox empty) in {drain:?}"
+    );
+
+    // DynamoDB: 100 CONFIRMED, distinct ticket numbers in 1..100, one per winner, the order ids replied.
+    let list = app
+        .call(Function::Query, with_query(for_event(fixture("query-attendees.json"), &event), &[("limit", "500")]))
+        .await;
+    let orders = list.body["orders"].as_array().unwrap();
+    assert_eq!(orders.len(), 100);
+    assert!(orders.iter().all(|o| o["status"] == "CONFIRMED"));
+    let tickets: HashSet<u64> = orders.iter().map(|o| o["ticket_no"].as_u64().unwrap()).collect();
+    assert_eq!(tickets, (1..=100).collect());
+    let stored: HashSet<(String, String)> = orders
+        .iter()
+        .map(|o| (o["user_id"].as_str().unwrap().to_owned(), o["order_id"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(stored, winners.iter().cloned().collect(), "every OK reply is exactly one durable order");
+
+    // Mail: one per confirmed order, to the winners' addresses.
+    let mail = app.sent_mail().await;
+    let to: Vec<String> = mail.iter().flat_map(|m| m.to.clone()).collect();
+    assert_eq!(to.len(), 100);
+    assert_eq!(
+        to.iter().cloned().collect::<HashSet<_>>(),
+        winners.iter().map(|(u, _)| format!("{u}@example.com")).collect()
+    );
+
+    // Redis: free + buyers = capacity, outbox empty.
+    let free: u32 = r.llen(keys::seats(&event)).await.unwrap();
+    let buyers: u32 = r.hlen(keys::buyers(&event)).await.unwrap();
+    let outbox: u32 = r.zcard(keys::outbox(&event)).await.unwrap();
+    assert_eq!((free, buyers, outbox), (0, 100, 0));
+}
