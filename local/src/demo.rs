@@ -44,6 +44,8 @@ ticket-grab local runner on {base}
   curl -s {base}/events/{ev}/order -H "Authorization: Bearer $TOKEN"
   # the attendee list (admin)
   curl -s {base}/admin/events/{ev}/orders -H "Authorization: Bearer $ADMIN"
+  # the confirmation mail the local SES accepted
+  cargo run -q -p local-runner -- mail --full
 "#
     );
 }
