@@ -7,12 +7,14 @@ use shared::{
         grab::Grab,
         mail::{Mail, MailSettings},
         query::Query,
+        reconcile::{Reconcile, ReconcileSettings},
         release::Release,
         verify_hash::VerifyHash,
     },
     http::routes::Function,
     mailer::Mailer,
     queue::OrderQueue,
+    recovery::Rebuilder,
     store::Store,
 };
 
@@ -25,6 +27,7 @@ pub struct Functions {
     pub verify_hash: VerifyHash,
     pub grab: Grab,
     pub mail: Mail,
+    pub reconcile: Reconcile,
     pub gate: Gate,
     pub store: Store,
     pub queue: OrderQueue,
@@ -40,11 +43,26 @@ impl Functions {
         })?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
         Ok(Self {
             release: Release::new(store.clone(), gate.clone()),
-            query: Query::new(store.clone(), gate.clone()),
-            verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone()),
-            grab: Grab::new(gate.clone(), queue.clone(), store.clone(), settings.hash.clone(), settings.policy),
+            query: Query::new(store.clone(), gate.clone(), rebuilder.clone()),
+            verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone(), rebuilder),
+            grab: Grab::new(
+                gate.clone(),
+                OrderQueue::for_grab(&sdk, queue_url),
+                store.clone(),
+                settings.hash.clone(),
+                settings.policy,
+                settings.rebuild,
+            ),
+            reconcile: Reconcile::new(
+                store.clone(),
+                gate.clone(),
+                queue.clone(),
+                settings.rebuild,
+                ReconcileSettings { outbox_age: settings.outbox_age },
+            ),
             mail: Mail::new(
                 store.clone(),
                 gate.clone(),

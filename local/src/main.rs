@@ -31,6 +31,9 @@ enum Command {
         /// Leave a stack this command started running on exit.
         #[arg(long)]
         keep_stack: bool,
+        /// How often reconcile runs (the schedule is one minute in AWS).
+        #[arg(long, env = "RECONCILE_EVERY", default_value = "60s", value_parser = parse_ttl)]
+        reconcile_every: std::time::Duration,
     },
     /// Mint a development token for the local authorizer.
     Token {
@@ -91,7 +94,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("{} mail(s)", sent.len());
             Ok(())
         }
-        Command::Up { addr, no_demo, keep_stack } => up(settings, addr, no_demo, keep_stack).await,
+        Command::Up { addr, no_demo, keep_stack, reconcile_every } => {
+            up(settings, addr, no_demo, keep_stack, reconcile_every).await
+        }
     }
 }
 
@@ -100,6 +105,7 @@ async fn up(
     addr: SocketAddr,
     no_demo: bool,
     keep_stack: bool,
+    reconcile_every: std::time::Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
     shared::telemetry::init();
     let started_stack = !stack::is_up(&settings).await;
@@ -128,6 +134,16 @@ async fn up(
         batch_size: 10,
     };
     let polling = tokio::spawn(poller.run(4, stop_rx));
+    // reconcile, as the EventBridge schedule runs it.
+    let reconcile = functions.reconcile.clone();
+    let reconciling = tokio::spawn(async move {
+        let mut timer = tokio::time::interval(reconcile_every.max(std::time::Duration::from_secs(1)));
+        timer.tick().await;
+        loop {
+            timer.tick().await;
+            reconcile.run().await;
+        }
+    });
 
     let front = Arc::new(Front { functions, authorizer });
     let shutdown = async {
@@ -136,6 +152,7 @@ async fn up(
     server::serve(listener, front, shutdown).await?;
     let _ = stop_tx.send(true);
     let _ = polling.await;
+    reconciling.abort();
     if started_stack && !keep_stack {
         eprintln!("stopping the local stack...");
         stack::run("stop")?;

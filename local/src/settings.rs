@@ -27,6 +27,9 @@ pub struct LocalSettings {
     pub policy: GrabPolicy,
     /// A `SENDING` mail claim older than this is taken over (the sender crashed).
     pub mail_claim_timeout: Duration,
+    pub rebuild: shared::recovery::RebuildSettings,
+    /// Outbox entries older than this are re-driven by reconcile.
+    pub outbox_age: Duration,
 }
 
 fn var(name: &str, default: &str) -> String {
@@ -53,6 +56,8 @@ impl LocalSettings {
             jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             mail_claim_timeout: Duration::from_secs(var("MAIL_CLAIM_TIMEOUT_SECONDS", "90").parse().unwrap_or(90)),
+            rebuild: shared::config::rebuild_settings()?,
+            outbox_age: Duration::from_secs(var("RECONCILE_OUTBOX_AGE_SECONDS", "30").parse().unwrap_or(30)),
         })
     }
 

@@ -142,3 +142,11 @@ impl std::fmt::Debug for HashSettings {
             .finish()
     }
 }
+
+/// How a lost cache is rebuilt (see `recovery`).
+pub fn rebuild_settings() -> Result<crate::recovery::RebuildSettings, ConfigError> {
+    Ok(crate::recovery::RebuildSettings {
+        lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
+        max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
+    })
+}

@@ -9,6 +9,7 @@
 //! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
+//! - [`recovery`]: rebuilding a lost cache from DynamoDB;
 //! - [`config`]: typed settings read once at cold start; [`aws`]: the SDK configuration;
 //!   [`telemetry`]: JSON logs.
 
@@ -20,5 +21,6 @@ pub mod handlers;
 pub mod http;
 pub mod mailer;
 pub mod queue;
+pub mod recovery;
 pub mod store;
 pub mod telemetry;

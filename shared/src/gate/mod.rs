@@ -16,6 +16,8 @@ use crate::{
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
 static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
 
+static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
+
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
 
@@ -37,6 +39,14 @@ pub mod keys {
     }
     pub fn rate(e: &EventId, u: &UserId) -> String {
         format!("ev:{{{e}}}:rl:{u}")
+    }
+    /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
+    pub fn lost_since(e: &EventId) -> String {
+        format!("ev:{{{e}}}:lost")
+    }
+    /// Held while the event's cache is rebuilt from DynamoDB.
+    pub fn rebuild_lock(e: &EventId) -> String {
+        format!("ev:{{{e}}}:lock")
     }
 }
 
@@ -148,27 +158,95 @@ impl Gate {
     /// outbox. One `MULTI` so a grab never sees half an event; `meta` goes last because its presence
     /// is what "warmed" means.
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
-        let e = &event.id;
         let mut pipe = redis::pipe();
-        pipe.atomic().del(keys::seats(e)).ignore().del(keys::buyers(e)).ignore().del(keys::outbox(e)).ignore();
-        let mut first = 1;
-        while first <= event.capacity {
-            let last = (first + WARM_CHUNK - 1).min(event.capacity);
-            pipe.rpush(keys::seats(e), (first..=last).collect::<Vec<u32>>()).ignore();
-            first = last + 1;
-        }
-        pipe.hset_multiple(
-            keys::meta(e),
-            &[
-                ("capacity", event.capacity.to_string()),
-                ("start", epoch_ms(event.sale_start).to_string()),
-                ("end", epoch_ms(event.sale_end).to_string()),
-                ("state", "open".to_owned()),
-            ],
-        )
-        .ignore();
+        pipe.atomic().del(keys::outbox(&event.id)).ignore();
+        fill(&mut pipe, event, &Holdings::default());
         pipe.query_async::<()>(&mut self.conn.clone()).await?;
         Ok(())
+    }
+
+    /// Rebuilds a lost cache exactly from what DynamoDB holds: buyers from the stored orders, free
+    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while `meta` is
+    /// still missing, in one `MULTI`: a concurrent rebuild or grab cannot double anything. The
+    /// outbox is left as it is. Returns false when another rebuild holds the lock or the cache is
+    /// already there.
+    pub async fn rebuild(
+        &self,
+        event: &Event,
+        holdings: &Holdings,
+        lock_ttl: std::time::Duration,
+    ) -> Result<bool, GateError> {
+        let e = &event.id;
+        let token = uuid::Uuid::now_v7().to_string();
+        let mut conn = self.conn.clone();
+        let locked: Option<String> = redis::cmd("SET")
+            .arg(keys::rebuild_lock(e))
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(lock_ttl.as_millis() as u64)
+            .query_async(&mut conn)
+            .await?;
+        if locked.is_none() {
+            return Ok(false);
+        }
+        let result = async {
+            if conn.exists::<_, bool>(keys::meta(e)).await? {
+                return Ok(false);
+            }
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            fill(&mut pipe, event, holdings);
+            pipe.del(keys::lost_since(e)).ignore();
+            pipe.query_async::<()>(&mut conn).await?;
+            Ok(true)
+        }
+        .await;
+        let _: i64 = UNLOCK_SCRIPT.key(keys::rebuild_lock(e)).arg(&token).invoke_async(&mut conn).await?;
+        result
+    }
+
+    /// Records when the cache was first seen lost and returns that time (epoch ms). The mark
+    /// expires by itself; a rebuild removes it.
+    pub async fn mark_lost(&self, event: &EventId, now_ms: i64) -> Result<i64, GateError> {
+        let mut conn = self.conn.clone();
+        let (_, since): ((), Option<i64>) = redis::pipe()
+            .cmd("SET")
+            .arg(keys::lost_since(event))
+            .arg(now_ms)
+            .arg("NX")
+            .arg("PX")
+            .arg(600_000)
+            .cmd("GET")
+            .arg(keys::lost_since(event))
+            .query_async(&mut conn)
+            .await?;
+        Ok(since.unwrap_or(now_ms))
+    }
+
+    /// Outbox entries older than `age` on the server's clock, oldest first, at most `limit`.
+    pub async fn outbox_due(
+        &self,
+        event: &EventId,
+        age: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<String>, GateError> {
+        let mut conn = self.conn.clone();
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
+        let cutoff = secs * 1000 + micros / 1000 - age.as_millis() as i64;
+        Ok(redis::cmd("ZRANGEBYSCORE")
+            .arg(keys::outbox(event))
+            .arg("-inf")
+            .arg(cutoff)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    pub async fn outbox_len(&self, event: &EventId) -> Result<u64, GateError> {
+        Ok(self.conn.clone().zcard(keys::outbox(event)).await?)
     }
 
     /// Free ticket numbers left, or `None` when the event is not in the cache.
@@ -225,6 +303,40 @@ impl Gate {
 /// spliced in. It is also the SQS body, so the consumer can remove the entry by what it received.
 pub fn outbox_entry(head: &str, ticket_no: u32) -> String {
     format!("{head},\"ticket_no\":{ticket_no}}}")
+}
+
+/// Who holds what, as DynamoDB says: the input of a rebuild.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// user id -> (order id, ticket number), for every stored order (rejected ones too, so their
+    /// users see their order rather than grab again).
+    pub buyers: Vec<(String, String, u32)>,
+    /// Ticket numbers held by confirmed orders.
+    pub held: std::collections::HashSet<u32>,
+}
+
+/// The commands that lay down an event's meta, free numbers and buyers (inside a `MULTI`).
+fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
+    let e = &event.id;
+    pipe.del(keys::seats(e)).ignore().del(keys::buyers(e)).ignore();
+    let free: Vec<u32> = (1..=event.capacity).filter(|n| !holdings.held.contains(n)).collect();
+    for chunk in free.chunks(WARM_CHUNK as usize) {
+        pipe.rpush(keys::seats(e), chunk).ignore();
+    }
+    for chunk in holdings.buyers.chunks(WARM_CHUNK as usize) {
+        let entries: Vec<(&str, String)> = chunk.iter().map(|(u, o, t)| (u.as_str(), format!("{o}:{t}"))).collect();
+        pipe.hset_multiple(keys::buyers(e), &entries).ignore();
+    }
+    pipe.hset_multiple(
+        keys::meta(e),
+        &[
+            ("capacity", event.capacity.to_string()),
+            ("start", epoch_ms(event.sale_start).to_string()),
+            ("end", epoch_ms(event.sale_end).to_string()),
+            ("state", "open".to_owned()),
+        ],
+    )
+    .ignore();
 }
 
 fn split_holding(held: &str) -> Result<(String, u32), GateError> {

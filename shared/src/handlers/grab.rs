@@ -20,6 +20,7 @@ use crate::{
         serve,
     },
     queue::OrderQueue,
+    recovery::{Rebuild, RebuildSettings, Rebuilder},
     store::Store,
 };
 
@@ -30,6 +31,7 @@ pub struct Grab {
     store: Store,
     hash: HashSettings,
     policy: GrabPolicy,
+    rebuilder: Rebuilder,
 }
 
 #[derive(Deserialize)]
@@ -39,8 +41,16 @@ struct GrabBody {
 }
 
 impl Grab {
-    pub fn new(gate: Gate, queue: OrderQueue, store: Store, hash: HashSettings, policy: GrabPolicy) -> Self {
-        Self { gate, queue, store, hash, policy }
+    pub fn new(
+        gate: Gate,
+        queue: OrderQueue,
+        store: Store,
+        hash: HashSettings,
+        policy: GrabPolicy,
+        rebuild: RebuildSettings,
+    ) -> Self {
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
+        Self { gate, queue, store, hash, policy, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -52,10 +62,11 @@ impl Grab {
         let sdk = crate::aws::sdk_config().await;
         Ok(Self::new(
             gate,
-            OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url),
+            OrderQueue::for_grab(&sdk, queue_settings.orders_queue_url),
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             hash,
             policy,
+            crate::config::rebuild_settings()?,
         ))
     }
 
@@ -85,7 +96,15 @@ impl Grab {
             })
             .to_string();
             let attempt = GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
-            let outcome = self.gate.grab(&attempt, self.policy).await?;
+            let mut outcome = self.gate.grab(&attempt, self.policy).await?;
+            if outcome == GrabOutcome::NotFound {
+                // Unknown, or a cache that was lost: DynamoDB knows which. Rebuild once and retry.
+                let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                match self.rebuilder.rebuild(&stored.event).await? {
+                    Rebuild::Done | Rebuild::Present => outcome = self.gate.grab(&attempt, self.policy).await?,
+                    Rebuild::Busy => return Err(ApiError::Busy),
+                }
+            }
             let code = outcome.code();
             match outcome {
                 GrabOutcome::Granted { order_id, ticket_no, stock_left, message } => {

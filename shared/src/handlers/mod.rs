@@ -4,6 +4,7 @@
 pub mod grab;
 pub mod mail;
 pub mod query;
+pub mod reconcile;
 pub mod release;
 pub mod verify_hash;
 

@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
-    config::{GateSettings, StoreSettings},
+    config::{GateSettings, QueueSettings, StoreSettings},
     domain::{EventId, OrderId, OrderStatus, order::OrderView},
     gate::Gate,
     http::{
@@ -14,6 +14,8 @@ use crate::{
         reply::{event_id, query_param, route_key},
         serve,
     },
+    queue::OrderQueue,
+    recovery::{Rebuild, Rebuilder},
     store::{Store, StoredEvent},
 };
 
@@ -24,6 +26,7 @@ const MAX_PAGE: usize = 500;
 pub struct Query {
     store: Store,
     gate: Gate,
+    rebuilder: Rebuilder,
 }
 
 /// Where a `remaining` figure came from.
@@ -35,15 +38,19 @@ enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate) -> Self {
-        Self { store, gate }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
+        Self { store, gate, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let store_settings = StoreSettings::from_env()?;
+        let queue_settings = QueueSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), gate))
+        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
+        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        Ok(Self::new(store, gate, rebuilder))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -104,6 +111,14 @@ impl Query {
 
     async fn event(&self, id: &EventId) -> Result<Value, ApiError> {
         let stored = self.store.get_event(id).await?.ok_or(ApiError::EventNotFound)?;
+        // An event DynamoDB knows but Redis does not lost its cache: rebuild it once, best effort
+        // (the snapshot answers meanwhile).
+        if matches!(self.gate.stock(id).await, Ok(None)) {
+            match self.rebuilder.rebuild(&stored.event).await {
+                Ok(Rebuild::Done | Rebuild::Present | Rebuild::Busy) => {}
+                Err(e) => tracing::warn!(event_id = %id, error = %e, "rebuild from query failed"),
+            }
+        }
         Ok(self.with_stock(vec![stored]).await.remove(0))
     }
 

@@ -6,10 +6,12 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, HashSettings, StoreSettings},
+    config::{GateSettings, HashSettings, QueueSettings, StoreSettings},
     domain::event::{epoch_ms, from_epoch_ms, rfc3339},
     gate::{Gate, Window},
     http::{ApiError, Caller, json, reply::event_id, serve},
+    queue::OrderQueue,
+    recovery::Rebuilder,
     store::Store,
 };
 
@@ -18,19 +20,24 @@ pub struct VerifyHash {
     gate: Gate,
     store: Store,
     hash: HashSettings,
+    rebuilder: Rebuilder,
 }
 
 impl VerifyHash {
-    pub fn new(gate: Gate, store: Store, hash: HashSettings) -> Self {
-        Self { gate, store, hash }
+    pub fn new(gate: Gate, store: Store, hash: HashSettings, rebuilder: Rebuilder) -> Self {
+        Self { gate, store, hash, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let hash = HashSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
+        let queue_settings = QueueSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(gate, Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), hash))
+        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
+        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        Ok(Self::new(gate, store, hash, rebuilder))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -42,6 +49,10 @@ impl VerifyHash {
                 Some(w) => w,
                 None => {
                     let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    // A lost cache: start its rebuild now so the grab that follows finds it.
+                    if let Err(e) = self.rebuilder.rebuild(&stored.event).await {
+                        tracing::warn!(event_id = %event, error = %e, "rebuild from verify-hash failed");
+                    }
                     Window {
                         start_ms: epoch_ms(stored.event.sale_start),
                         end_ms: epoch_ms(stored.event.sale_end),

@@ -18,8 +18,40 @@ impl OrderQueue {
         Self { client, url: url.into() }
     }
 
+    /// The client grab uses: short timeouts and one retry, because a grab that already holds a
+    /// ticket must answer fast; an order whose send fails waits in the outbox for reconcile.
+    pub fn for_grab(sdk: &aws_config::SdkConfig, url: impl Into<String>) -> Self {
+        let config = aws_sdk_sqs::config::Builder::from(sdk)
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .connect_timeout(std::time::Duration::from_millis(300))
+                    .operation_attempt_timeout(std::time::Duration::from_millis(700))
+                    .operation_timeout(std::time::Duration::from_millis(1500))
+                    .build(),
+            )
+            .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
+            .build();
+        Self::new(Client::from_conf(config), url)
+    }
+
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// Messages on the queue not yet consumed: visible, in flight and delayed.
+    pub async fn in_flight(&self) -> Result<u64, QueueError> {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = self
+            .client
+            .get_queue_attributes()
+            .queue_url(&self.url)
+            .attribute_names(A::ApproximateNumberOfMessages)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .attribute_names(A::ApproximateNumberOfMessagesDelayed)
+            .send()
+            .await
+            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+        Ok(out.attributes().map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum()).unwrap_or(0))
     }
 
     /// Sends one order message; the SDK's standard retries run before this gives up.

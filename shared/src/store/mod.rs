@@ -189,6 +189,78 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected)
+    /// and the ticket numbers confirmed orders hold. Reads every GSI2 shard to its end.
+    pub async fn holdings(&self, event: &EventId) -> Result<crate::gate::Holdings, StoreError> {
+        let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| format!("EVENT#{event}#{shard}")).collect();
+        partitions.push(orders::rejected_partition(event.as_str()));
+        let reads = partitions.into_iter().map(|partition| async move {
+            let mut items = Vec::new();
+            let mut start = None;
+            loop {
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(GSI2)
+                    .key_condition_expression("#pk = :p")
+                    .expression_attribute_names("#pk", attr::GSI2PK)
+                    .expression_attribute_values(":p", s(partition.clone()))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await?;
+                items.extend(out.items().iter().cloned());
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<_, StoreError>(items);
+                }
+            }
+        });
+        let mut holdings = crate::gate::Holdings::default();
+        for items in futures::future::try_join_all(reads).await? {
+            for item in items {
+                let order = order_from_item(&item)?;
+                holdings.buyers.push((codec::get_s(&item, "user_id")?, order.order_id.to_string(), order.ticket_no));
+                if order.status == OrderStatus::Confirmed {
+                    holdings.held.insert(order.ticket_no);
+                }
+            }
+        }
+        Ok(holdings)
+    }
+
+    /// Refreshes the event's `remaining` snapshot, served while Redis cannot answer.
+    pub async fn set_remaining(&self, event: &EventId, remaining: u32) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(format!("EVENT#{event}")))
+            .key(attr::SK, s("META"))
+            .update_expression("SET remaining = :r")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":r", AttributeValue::N(remaining.to_string()))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Every event, page by page to the end (reconcile's walk).
+    pub async fn all_events(&self) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut events = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page =
+                self.list_events(100, cursor.as_deref()).await?.map_err(|e| StoreError::Malformed(e.to_string()))?;
+            events.extend(page.items);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(events),
+            }
+        }
+    }
+}
+
 /// One line of the attendee list. The e-mail is included: the organiser needs it at the door.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AttendeeRow {

@@ -77,11 +77,19 @@ fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Ite
             item.insert(attr::GSI2PK.into(), s(format!("EVENT#{}#{}", m.event_id, m.ticket_no % GSI2_SHARDS)));
             item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
+        // Rejected orders sit in a GSI2 partition of their own: off the attendee list, but found
+        // when the cache is rebuilt, so their users see their order instead of grabbing again.
         _ => {
             item.insert("mail_status".into(), s(MailStatus::None.as_str()));
+            item.insert(attr::GSI2PK.into(), s(rejected_partition(&m.event_id)));
+            item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
     }
     item
+}
+
+pub(super) fn rejected_partition(event: &str) -> String {
+    format!("EVENT#{event}#REJECTED")
 }
 
 fn put(table: &str, item: Item) -> Result<TransactWriteItem, StoreError> {

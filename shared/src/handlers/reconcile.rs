@@ -1,0 +1,162 @@
+//! reconcile, every minute: re-drives the outbox, rebuilds lost caches, refreshes the `remaining`
+//! snapshots (DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
+//! followed by the next one.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::{
+    config::{ConfigError, GateSettings, QueueSettings, StoreSettings},
+    domain::{OrderMessage, UserId, event::SalePhase},
+    gate::Gate,
+    queue::OrderQueue,
+    recovery::{Rebuild, RebuildSettings, Rebuilder},
+    store::{Store, StoredEvent},
+};
+
+/// Events whose sale ended longer ago than this are left alone.
+const QUIET_AFTER_END: time::Duration = time::Duration::days(1);
+/// Outbox entries handled per event per run.
+const OUTBOX_BATCH: usize = 1_000;
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReconcileSettings {
+    /// Outbox entries older than this whose order is not durable are sent again.
+    pub outbox_age: Duration,
+}
+
+impl ReconcileSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let secs = match std::env::var("RECONCILE_OUTBOX_AGE_SECONDS") {
+            Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|e: std::num::ParseIntError| {
+                ConfigError::Malformed { name: "RECONCILE_OUTBOX_AGE_SECONDS", reason: e.to_string() }
+            })?,
+            _ => 30,
+        };
+        Ok(Self { outbox_age: Duration::from_secs(secs) })
+    }
+}
+
+/// What one run did; logged and returned to the caller (the schedule, or an admin's invoke).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReconcileReport {
+    pub events: u32,
+    pub rebuilt: u32,
+    pub rebuild_waiting: u32,
+    pub redriven: u32,
+    pub cleared: u32,
+    pub outbox_left: u64,
+    pub snapshots: u32,
+    pub failures: u32,
+}
+
+#[derive(Clone)]
+pub struct Reconcile {
+    store: Store,
+    gate: Gate,
+    queue: OrderQueue,
+    rebuilder: Rebuilder,
+    settings: ReconcileSettings,
+}
+
+impl Reconcile {
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        queue: OrderQueue,
+        rebuild: RebuildSettings,
+        settings: ReconcileSettings,
+    ) -> Self {
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
+        Self { store, gate, queue, rebuilder, settings }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let settings = ReconcileSettings::from_env()?;
+        let rebuild = crate::config::rebuild_settings()?;
+        let store_settings = StoreSettings::from_env()?;
+        let queue_settings = QueueSettings::from_env()?;
+        let gate = Gate::new(&GateSettings::from_env()?)?;
+        let sdk = crate::aws::sdk_config().await;
+        Ok(Self::new(
+            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
+            gate,
+            OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url),
+            rebuild,
+            settings,
+        ))
+    }
+
+    pub async fn run(&self) -> ReconcileReport {
+        let started = std::time::Instant::now();
+        let mut report = ReconcileReport::default();
+        let events = match self.store.all_events().await {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile could not list events");
+                report.failures += 1;
+                return report;
+            }
+        };
+        let now = OffsetDateTime::now_utc();
+        for stored in events.iter().filter(|s| s.event.sale_end > now - QUIET_AFTER_END) {
+            report.events += 1;
+            if let Err(e) = self.event(stored, now, &mut report).await {
+                tracing::warn!(event_id = %stored.event.id, error = %e, "reconcile of an event failed; the next run retries");
+                report.failures += 1;
+            }
+        }
+        tracing::info!(report = ?report, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "reconcile run");
+        report
+    }
+
+    async fn event(
+        &self,
+        stored: &StoredEvent,
+        now: OffsetDateTime,
+        report: &mut ReconcileReport,
+    ) -> Result<(), String> {
+        let event = &stored.event;
+        // 1. a lost cache of a sale not yet over is rebuilt
+        let mut stock = self.gate.stock(&event.id).await.map_err(|e| e.to_string())?;
+        if stock.is_none() && event.sale_phase(now) != SalePhase::Ended {
+            match self.rebuilder.rebuild(event).await.map_err(|e| e.to_string())? {
+                Rebuild::Done => report.rebuilt += 1,
+                Rebuild::Busy => report.rebuild_waiting += 1,
+                Rebuild::Present => {}
+            }
+            stock = self.gate.stock(&event.id).await.map_err(|e| e.to_string())?;
+        }
+        // 2. the outbox: durable orders leave it, the others are sent again
+        for entry in
+            self.gate.outbox_due(&event.id, self.settings.outbox_age, OUTBOX_BATCH).await.map_err(|e| e.to_string())?
+        {
+            let durable = match OrderMessage::parse(&entry) {
+                Ok(order) => {
+                    let user = UserId::parse(&order.user_id).map_err(|e| e.to_string())?;
+                    self.store.get_order(&event.id, &user).await.map_err(|e| e.to_string())?.is_some()
+                }
+                Err(reason) => {
+                    tracing::error!(event_id = %event.id, reason, "malformed outbox entry removed");
+                    true
+                }
+            };
+            if durable {
+                self.gate.remove_from_outbox(&event.id, &entry).await.map_err(|e| e.to_string())?;
+                report.cleared += 1;
+            } else {
+                self.queue.send(&entry).await.map_err(|e| e.to_string())?;
+                report.redriven += 1;
+            }
+        }
+        report.outbox_left += self.gate.outbox_len(&event.id).await.map_err(|e| e.to_string())?;
+        // 3. the snapshot served while Redis is down
+        if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
+            self.store.set_remaining(&event.id, left).await.map_err(|e| e.to_string())?;
+            report.snapshots += 1;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,102 @@
+//! Rebuilding a lost cache (ElastiCache failover, restart, `FLUSHALL`) exactly from DynamoDB.
+//!
+//! DynamoDB is complete only once the orders still in flight on the queue are stored, so a rebuild
+//! waits for the queue to drain (answering "busy" meanwhile), for at most `max_wait` after the loss
+//! was first seen; past that it proceeds, and DynamoDB's conditions still turn any clash with a
+//! late order into a `REJECTED` order, never an oversold ticket.
+
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::{
+    domain::{Event, event::epoch_ms},
+    gate::{Gate, GateError},
+    queue::{OrderQueue, QueueError},
+    store::{Store, StoreError},
+};
+
+#[derive(Debug, Clone, Copy)]
+pub struct RebuildSettings {
+    /// How long the rebuild lock lives if its holder dies.
+    pub lock_ttl: Duration,
+    /// How long a rebuild waits for in-flight orders to be stored.
+    pub max_wait: Duration,
+}
+
+impl Default for RebuildSettings {
+    fn default() -> Self {
+        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30) }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Gate(#[from] GateError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+}
+
+impl From<RecoveryError> for crate::http::ApiError {
+    fn from(e: RecoveryError) -> Self {
+        match e {
+            RecoveryError::Gate(e) => e.into(),
+            RecoveryError::Store(e) => e.into(),
+            RecoveryError::Queue(e) => e.into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rebuild {
+    /// The cache was rebuilt now.
+    Done,
+    /// The cache is there (someone else rebuilt it, or it was never lost).
+    Present,
+    /// Another rebuild holds the lock, or orders are still in flight: ask again shortly.
+    Busy,
+}
+
+#[derive(Clone)]
+pub struct Rebuilder {
+    store: Store,
+    gate: Gate,
+    queue: OrderQueue,
+    settings: RebuildSettings,
+}
+
+impl Rebuilder {
+    pub fn new(store: Store, gate: Gate, queue: OrderQueue, settings: RebuildSettings) -> Self {
+        Self { store, gate, queue, settings }
+    }
+
+    pub async fn rebuild(&self, event: &Event) -> Result<Rebuild, RecoveryError> {
+        if self.gate.window(&event.id).await?.is_some() {
+            return Ok(Rebuild::Present);
+        }
+        let now = epoch_ms(OffsetDateTime::now_utc());
+        let lost_since = self.gate.mark_lost(&event.id, now).await?;
+        let waited = Duration::from_millis((now - lost_since).max(0) as u64);
+        if waited < self.settings.max_wait {
+            let in_flight = self.queue.in_flight().await?;
+            if in_flight > 0 {
+                tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
+                return Ok(Rebuild::Busy);
+            }
+        }
+        let holdings = self.store.holdings(&event.id).await?;
+        if self.gate.rebuild(event, &holdings, self.settings.lock_ttl).await? {
+            tracing::warn!(
+                event_id = %event.id,
+                buyers = holdings.buyers.len(),
+                held = holdings.held.len(),
+                "cache rebuilt from DynamoDB"
+            );
+            return Ok(Rebuild::Done);
+        }
+        Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy })
+    }
+}
