@@ -24,17 +24,14 @@ impl Poller {
         let tasks: Vec<_> = (0..pollers)
             .map(|_| {
                 let this = this.clone();
-                let mut stop = stop.clone();
+                let stop = stop.clone();
                 tokio::spawn(async move {
+                    // A batch in hand is always finished: dropping it mid-way would be a crash
+                    // between the mail claim and the send.
                     while !*stop.borrow() {
-                        tokio::select! {
-                            _ = stop.changed() => {}
-                            polled = this.poll_once() => {
-                                if let Err(e) = polled {
-                                    tracing::warn!(error = %e, "polling the orders queue failed");
-                                    tokio::time::sleep(Duration::from_millis(500)).await;
-                                }
-                            }
+                        if let Err(e) = this.poll_once().await {
+                            tracing::warn!(error = %e, "polling the orders queue failed");
+                            tokio::time::sleep(Duration::from_millis(500)).await;
                         }
                     }
                 })

@@ -47,7 +47,17 @@ impl TestApp {
     /// A consumer test: its own queue (redelivery after `visibility` seconds) and its own verified
     /// sender, so the mail it counts is its own.
     pub async fn for_mail(visibility: u32) -> Self {
+        Self::for_mail_with(visibility, |_| {}).await
+    }
+
+    /// [`Self::for_mail`] with settings of the test's own (another Redis, shorter waits).
+    pub async fn for_mail_with(visibility: u32, adjust: impl FnOnce(&mut LocalSettings)) -> Self {
         let mut app = Self::build(GrabPolicy::default(), true).await;
+        adjust(&mut app.settings);
+        app.redis = {
+            let client = redis::Client::open(app.settings.redis_url.as_str()).unwrap();
+            ConnectionManager::new(client).await.expect("redis")
+        };
         let (queue_url, _) =
             provision::ensure_queues_with(&app.sqs, &format!("m-{}", uuid::Uuid::now_v7().simple()), visibility)
                 .await
@@ -112,8 +122,21 @@ impl TestApp {
 
     /// Calls a function with an HTTP API event, as Lambda (or the runner) would.
     pub async fn call(&self, function: Function, event: Value) -> Reply {
+        call_with(&self.functions, function, event).await
+    }
+
+    /// A grab event for `user` with a valid hash.
+    pub fn grab_event(&self, event: &EventId, user: &str) -> Value {
+        let body = json!({ "hash": self.hash_for(event, user) });
+        for_user(with_body(for_event(fixture("grab.json"), event), &body), user)
+    }
+}
+
+/// Calls a function of a given set (e.g. one built against a broken dependency).
+pub async fn call_with(functions: &Functions, function: Function, event: Value) -> Reply {
+    {
         let event: ApiGatewayV2httpRequest = serde_json::from_value(event).expect("a valid HTTP API event");
-        let response = self.functions.call(function, apigw::into_request(event)).await;
+        let response = functions.call(function, apigw::into_request(event)).await;
         let header = |name: &str| response.headers().get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let (content_type, cache_control, retry_after) =
             (header("content-type"), header("cache-control"), header("retry-after"));
@@ -129,7 +152,9 @@ impl TestApp {
             body,
         }
     }
+}
 
+impl TestApp {
     /// Stores and warms an event without the release rules, so tests can make windows in the past.
     pub async fn put_event(&self, capacity: u32, start: OffsetDateTime, end: OffsetDateTime) -> EventId {
         let event = Event {

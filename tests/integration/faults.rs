@@ -1,0 +1,454 @@
+//! The fault matrix: real processes failing during a running sale (2,000 users, 100 tickets,
+//! grabs still arriving), then recovery, then every invariant of DESIGN.md section 13 checked by
+//! reading DynamoDB, Redis and the sent mail. Each scenario appends its row to
+//! `target/fault-matrix.md`, from which `docs/RELIABILITY.md` is written.
+
+use std::{
+    collections::{HashMap, HashSet},
+    io::Write,
+    process::{Child, Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use redis::AsyncCommands;
+use shared::{domain::EventId, gate::keys, http::routes::Function};
+
+use crate::helpers::*;
+
+const USERS: usize = 2_000;
+const TICKETS: u32 = 100;
+
+/// A redis-server of the test's own, so killing it disturbs no other test.
+struct PrivateRedis {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl PrivateRedis {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut redis = Self { port, child: None };
+        redis.restart().await;
+        redis
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL: no shutdown, no save, everything in memory gone.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// A new, empty server on the same port.
+    async fn restart(&mut self) {
+        let port = self.port.to_string();
+        let child = Command::new("redis-server")
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (scripts/stack install)");
+        self.child = Some(child);
+        let url = self.url();
+        let up = eventually(Duration::from_secs(10), || {
+            let url = url.clone();
+            async move {
+                let Ok(client) = redis::Client::open(url.as_str()) else { return false };
+                let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return false };
+                redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
+            }
+        })
+        .await;
+        assert!(up, "private redis-server did not start");
+    }
+}
+
+impl Drop for PrivateRedis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Everything the users were told.
+#[derive(Default)]
+struct Replies {
+    by_status: HashMap<u16, u32>,
+    /// user -> every order id an OK (202/200) reply named
+    ok: HashMap<String, HashSet<String>>,
+}
+
+impl Replies {
+    fn add(&mut self, user: &str, reply: &Reply) {
+        *self.by_status.entry(reply.status).or_default() += 1;
+        if reply.status == 202 || reply.status == 200 {
+            self.ok.entry(user.to_owned()).or_default().insert(reply.body["order_id"].as_str().unwrap().to_owned());
+        }
+    }
+
+    fn seen(&self) -> String {
+        let mut statuses: Vec<_> = self.by_status.iter().collect();
+        statuses.sort();
+        statuses.iter().map(|(s, n)| format!("{n}x{s}")).collect::<Vec<_>>().join(" ")
+    }
+}
+
+/// One wave of grabs, all at once, through the given functions; returns the users left without a
+/// definitive answer (503).
+async fn wave(
+    functions: &local_runner::Functions,
+    app: &Arc<TestApp>,
+    event: &EventId,
+    users: &[String],
+    replies: &mut Replies,
+) -> Vec<String> {
+    let tasks: Vec<_> = users
+        .iter()
+        .map(|user| {
+            let (functions, grab, user) = (functions.clone(), app.grab_event(event, user), user.clone());
+            tokio::spawn(async move { (user, call_with(&functions, Function::Grab, grab).await) })
+        })
+        .collect();
+    let mut unanswered = Vec::new();
+    for task in tasks {
+        let (user, reply) = task.await.unwrap();
+        replies.add(&user, &reply);
+        match reply.status {
+            202 | 200 | 409 => {}
+            503 => unanswered.push(user),
+            other => panic!("unexpected {other}: {}", reply.body),
+        }
+    }
+    unanswered
+}
+
+/// Clients retry a 503 until they get an answer (bounded).
+async fn retry(
+    functions: &local_runner::Functions,
+    app: &Arc<TestApp>,
+    event: &EventId,
+    mut users: Vec<String>,
+    replies: &mut Replies,
+) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !users.is_empty() {
+        assert!(Instant::now() < deadline, "{} users never got an answer", users.len());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        users = wave(functions, app, event, &users, replies).await;
+    }
+}
+
+/// Runs the mail consumer and reconcile until everything granted is durable and mailed.
+async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
+    let started = Instant::now();
+    let poller = local_runner::esm::Poller {
+        sqs: app.sqs.clone(),
+        queue_url: app.queue_url.clone(),
+        mail: app.functions.mail.clone(),
+        batch_size: 10,
+    };
+    let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < deadline, "did not drain within 120 s");
+        while poller.poll_once().await.unwrap() > 0 {}
+        app.functions.reconcile.run().await;
+        let mut r = app.redis.clone();
+        // The connection may still be finding a restarted server: not drained yet.
+        let outbox: u64 = r.zcard(keys::outbox(event)).await.unwrap_or(u64::MAX);
+        if outbox == 0 && queue.in_flight().await.unwrap() == 0 {
+            return started.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct Checked {
+    confirmed: usize,
+    rejected: usize,
+    lost: usize,
+    oversold: usize,
+    double_mail: usize,
+}
+
+/// DESIGN.md section 13, from DynamoDB, Redis and the sent mail.
+async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies) -> Checked {
+    let list = app
+        .call(Function::Query, with_query(for_event(fixture("query-attendees.json"), event), &[("limit", "500")]))
+        .await;
+    let orders = list.body["orders"].as_array().unwrap().clone();
+    assert!(list.body["next_cursor"].is_null());
+    let confirmed = orders.len();
+    assert!(confirmed <= TICKETS as usize, "oversold: {confirmed} confirmed orders");
+    let tickets: HashSet<u64> = orders.iter().map(|o| o["ticket_no"].as_u64().unwrap()).collect();
+    assert_eq!(tickets.len(), confirmed, "a ticket number held twice");
+    assert!(tickets.iter().all(|t| (1..=u64::from(TICKETS)).contains(t)));
+    let users: HashSet<&str> = orders.iter().map(|o| o["user_id"].as_str().unwrap()).collect();
+    assert_eq!(users.len(), confirmed, "a user with two confirmed orders");
+
+    // Every OK reply names exactly one order, and it is stored (CONFIRMED, or REJECTED with a reason).
+    let mut rejected = 0;
+    let mut lost = 0;
+    for (user, order_ids) in &replies.ok {
+        assert_eq!(order_ids.len(), 1, "user {user} was told of two orders: {order_ids:?}");
+        let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), event), user)).await;
+        match reply.body["status"].as_str() {
+            Some("CONFIRMED") => assert!(order_ids.contains(reply.body["order_id"].as_str().unwrap())),
+            Some("REJECTED") => {
+                assert!(reply.body["reason"].is_string());
+                rejected += 1;
+            }
+            _ => lost += 1,
+        }
+    }
+    assert_eq!(lost, 0, "orders told OK but not stored");
+    assert_eq!(replies.ok.len(), confirmed + rejected);
+
+    // One mail per confirmed order, to its user.
+    let mail = app.sent_mail().await;
+    let to: Vec<String> = mail.iter().flat_map(|m| m.to.clone()).collect();
+    let distinct: HashSet<&String> = to.iter().collect();
+    assert_eq!(distinct.len(), to.len(), "a second mail to one address");
+    assert_eq!(to.len(), confirmed, "mails sent = confirmed orders");
+    let winners: HashSet<String> =
+        orders.iter().map(|o| format!("{}@example.com", o["user_id"].as_str().unwrap())).collect();
+    assert_eq!(to.iter().cloned().collect::<HashSet<_>>(), winners);
+
+    // Redis, intact again: free + confirmed = capacity, outbox empty.
+    let mut r = app.redis.clone();
+    let free: u32 = r.llen(keys::seats(event)).await.unwrap();
+    let outbox: u32 = r.zcard(keys::outbox(event)).await.unwrap();
+    assert_eq!(free as usize + confirmed, TICKETS as usize, "free numbers = capacity - confirmed");
+    assert_eq!(outbox, 0);
+    Checked {
+        confirmed,
+        rejected,
+        lost,
+        oversold: confirmed.saturating_sub(TICKETS as usize),
+        double_mail: to.len() - distinct.len(),
+    }
+}
+
+fn record(fault: &str, saw: &str, checked: &Checked, recover: Duration) {
+    let row = format!(
+        "| {fault} | {saw} | {} confirmed, {} rejected | {} | {} | {} | {:.1} s |\n",
+        checked.confirmed,
+        checked.rejected,
+        checked.lost,
+        checked.oversold,
+        checked.double_mail,
+        recover.as_secs_f64()
+    );
+    println!("fault-matrix {row}");
+    let path = repo_root().join("target").join("fault-matrix.md");
+    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+        let _ = f.write_all(row.as_bytes());
+    }
+}
+
+fn users(tag: &str) -> Vec<String> {
+    (0..USERS).map(|i| format!("{tag}-{i:04}")).collect()
+}
+
+/// A sale on a private Redis: 50 users grab first, then the fault, 50 users grab during it, the
+/// system is restored, then the other 1,900 arrive at once.
+async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
+    let url = redis.url();
+    Arc::new(
+        TestApp::for_mail_with(1, move |s| {
+            s.redis_url = url;
+            s.outbox_age = Duration::ZERO;
+            s.rebuild.max_wait = Duration::from_secs(5);
+            // As in production, a crashed mail claim must go stale before the redrive's five
+            // receives (here 1 s apart) run out.
+            s.mail_claim_timeout = Duration::from_secs(2);
+        })
+        .await,
+    )
+}
+
+async fn cache_lost_mid_sale(fault: &str, kill: bool) {
+    let mut redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    let event = app.open_event(TICKETS).await;
+    let users = users(if kill { "k" } else { "f" });
+    let mut replies = Replies::default();
+    let f = app.functions.clone();
+    for chunk in users[..50].chunks(25) {
+        assert!(wave(&f, &app, &event, chunk, &mut replies).await.is_empty());
+    }
+    // Orders granted before the fault are on their way to DynamoDB.
+    let mut during = Replies::default();
+    let pending = if kill {
+        redis.kill();
+        let pending = wave(&f, &app, &event, &users[50..100], &mut during).await;
+        assert_eq!(pending.len(), 50, "every grab while Redis is down is 503 BUSY");
+        redis.restart().await;
+        pending
+    } else {
+        let mut r = app.redis.clone();
+        let _: () = redis::cmd("FLUSHALL").query_async(&mut r).await.unwrap();
+        wave(&f, &app, &event, &users[50..100], &mut during).await
+    };
+    let restored = Instant::now();
+    // The mail consumer keeps running while clients retry; the rebuild waits for it.
+    let poller = local_runner::esm::Poller {
+        sqs: app.sqs.clone(),
+        queue_url: app.queue_url.clone(),
+        mail: app.functions.mail.clone(),
+        batch_size: 10,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let polling = tokio::spawn(poller.run(2, stop_rx));
+    retry(&f, &app, &event, pending, &mut during).await;
+    let rest = wave(&f, &app, &event, &users[100..], &mut during).await;
+    retry(&f, &app, &event, rest, &mut during).await;
+    let _ = stop_tx.send(true);
+    polling.await.unwrap();
+    drain(&app, &event).await;
+    let recover = restored.elapsed();
+    let saw = format!("during: {}; overall: ", during.seen());
+    for (u, ids) in during.ok.drain() {
+        replies.ok.entry(u).or_default().extend(ids);
+    }
+    for (s, n) in during.by_status {
+        *replies.by_status.entry(s).or_default() += n;
+    }
+    let checked = check_invariants(&app, &event, &replies).await;
+    assert_eq!(checked.confirmed, TICKETS as usize, "the sale sold out after the rebuild");
+    record(fault, &(saw + &replies.seen()), &checked, recover);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn redis_killed_mid_sale_and_restarted_empty() {
+    cache_lost_mid_sale("redis-server killed (SIGKILL) mid-sale, restarted empty", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn flushall_mid_sale() {
+    cache_lost_mid_sale("FLUSHALL mid-sale", false).await;
+}
+
+/// Grabs whose SQS send fails (the endpoint unreachable, or the queue gone: a crash between the
+/// script and the send) still answer 202 from the outbox; reconcile delivers every one once.
+async fn send_fails_mid_sale(fault: &str, broken: impl FnOnce(&mut local_runner::LocalSettings, &str) -> String) {
+    let redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    let event = app.open_event(TICKETS).await;
+    let users = users("q");
+    let mut replies = Replies::default();
+    assert!(wave(&app.functions, &app, &event, &users[..25], &mut replies).await.is_empty());
+
+    let mut settings = app.settings.clone();
+    let queue_url = broken(&mut settings, &app.queue_url);
+    let cut_off = local_runner::Functions::build(&settings, &queue_url).await.unwrap();
+    let mut during = Replies::default();
+    let started = Instant::now();
+    assert!(
+        wave(&cut_off, &app, &event, &users[25..75], &mut during).await.is_empty(),
+        "no 503 while SQS is unreachable"
+    );
+    let fault_latency = started.elapsed();
+    let mut r = app.redis.clone();
+    let parked: u32 = r.zcard(keys::outbox(&event)).await.unwrap();
+    assert!(parked >= 50, "the outbox holds the undelivered orders ({parked})");
+
+    let restored = Instant::now();
+    let rest = wave(&app.functions, &app, &event, &users[75..], &mut replies).await;
+    assert!(rest.is_empty());
+    drain(&app, &event).await;
+    let recover = restored.elapsed();
+    let saw = format!("during: {} (wave answered in {:.1} s); overall: ", during.seen(), fault_latency.as_secs_f64());
+    for (u, ids) in during.ok.drain() {
+        replies.ok.entry(u).or_default().extend(ids);
+    }
+    for (s, n) in during.by_status {
+        *replies.by_status.entry(s).or_default() += n;
+    }
+    let checked = check_invariants(&app, &event, &replies).await;
+    assert_eq!(checked.confirmed, TICKETS as usize);
+    record(fault, &(saw + &replies.seen()), &checked, recover);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqs_unreachable_mid_sale() {
+    send_fails_mid_sale("SQS unreachable mid-sale (grab's AWS endpoint a closed port)", |s, url| {
+        s.aws_endpoint = "http://127.0.0.1:1".into();
+        url.to_owned()
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sqs_send_dropped_after_the_script() {
+    send_fails_mid_sale("SQS send dropped after the script ran (crash between the two)", |_, url| {
+        format!("{url}-gone")
+    })
+    .await;
+}
+
+/// mail crashes after the DynamoDB commit and before SES, for every message of a first pass;
+/// SQS redelivers and each order gets one mail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mail_crashing_after_the_commit_before_ses() {
+    let redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    let event = app.open_event(TICKETS).await;
+    let users = users("m");
+    let mut replies = Replies::default();
+    assert!(wave(&app.functions, &app, &event, &users, &mut replies).await.is_empty());
+    // The crashing pass: each message is received and committed, then the process dies (no mail,
+    // no delete): the message comes back after the visibility timeout (1 s here).
+    let started = Instant::now();
+    let mut crashed = 0;
+    loop {
+        let out = app.sqs.receive_message().queue_url(&app.queue_url).max_number_of_messages(10).send().await.unwrap();
+        let messages = out.messages.unwrap_or_default();
+        if messages.is_empty() {
+            break;
+        }
+        for m in messages {
+            let order = shared::domain::OrderMessage::parse(m.body().unwrap()).unwrap();
+            app.functions.store.persist_order(&order, time::OffsetDateTime::now_utc()).await.unwrap();
+            crashed += 1;
+        }
+    }
+    assert_eq!(crashed, TICKETS);
+    assert!(app.sent_mail().await.is_empty());
+    drain(&app, &event).await;
+    let checked = check_invariants(&app, &event, &replies).await;
+    assert_eq!(checked.confirmed, TICKETS as usize);
+    record(
+        "mail crashes after the DynamoDB commit, before SES (every message once)",
+        &replies.seen(),
+        &checked,
+        started.elapsed(),
+    );
+}
+
+/// Every message delivered twice, in reverse order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_message_twice_and_out_of_order() {
+    let redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    let event = app.open_event(TICKETS).await;
+    let users = users("d");
+    let mut replies = Replies::default();
+    assert!(wave(&app.functions, &app, &event, &users, &mut replies).await.is_empty());
+    let started = Instant::now();
+    let mut bodies = app.drain_queue_raw().await;
+    assert_eq!(bodies.len(), TICKETS as usize);
+    bodies.reverse();
+    for body in bodies.iter().chain(bodies.iter().rev()) {
+        app.sqs.send_message().queue_url(&app.queue_url).message_body(body).send().await.unwrap();
+    }
+    drain(&app, &event).await;
+    let checked = check_invariants(&app, &event, &replies).await;
+    assert_eq!(checked.confirmed, TICKETS as usize);
+    record("every message delivered twice, out of order", &replies.seen(), &checked, started.elapsed());
+}
