@@ -4,7 +4,7 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use aws_lambda_events::{apigw::ApiGatewayV2httpRequest, sqs::SqsEvent};
 use local_runner::{Functions, LocalSettings, provision};
 use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
@@ -44,8 +44,8 @@ impl Reply {
 }
 
 impl TestApp {
-    /// A consumer test: its own queue (redelivery after `visibility` seconds) and its own verified
-    /// sender, so the mail it counts is its own.
+    /// A consumer test: its own queue (redelivery after `visibility` seconds), its own table and its
+    /// own verified sender, so the orders and mail it counts are its own.
     pub async fn for_mail(visibility: u32) -> Self {
         Self::for_mail_with(visibility, |_| {}).await
     }
@@ -63,6 +63,12 @@ impl TestApp {
                 .await
                 .expect("test queue");
         app.queue_url = queue_url;
+        // A table of its own too: reconcile walks every event of its table, and must not re-drive or
+        // rebuild the events of tests running beside this one.
+        app.settings.table_name = format!("t-{}", uuid::Uuid::now_v7().simple());
+        provision::ensure_table(&aws_sdk_dynamodb::Client::new(&app.sdk), &app.settings.table_name)
+            .await
+            .expect("test table");
         app.settings.mail_from = format!("tickets-{}@example.com", uuid::Uuid::now_v7().simple());
         app.ses()
             .create_email_identity()
@@ -297,4 +303,13 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     false
+}
+
+/// An SQS batch as the event source mapping hands it to mail: (message id, body) pairs.
+pub fn sqs_batch(records: &[(&str, &str)]) -> SqsEvent {
+    let records: Vec<Value> = records
+        .iter()
+        .map(|(id, body)| json!({ "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs" }))
+        .collect();
+    serde_json::from_value(json!({ "Records": records })).unwrap()
 }

@@ -3,7 +3,6 @@
 
 use std::{collections::HashSet, time::Duration};
 
-use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_dynamodb::types::AttributeValue;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
@@ -203,14 +202,6 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
     assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
     assert_eq!(app.sent_mail().await.len(), 1);
     assert_eq!(mail_status(&app, &event, "u1").await.1, MailStatus::Sent.as_str());
-}
-
-fn sqs_batch(records: &[(&str, &str)]) -> SqsEvent {
-    let records: Vec<Value> = records
-        .iter()
-        .map(|(id, body)| json!({ "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs" }))
-        .collect();
-    serde_json::from_value(json!({ "Records": records })).unwrap()
 }
 
 #[tokio::test]

@@ -6,5 +6,6 @@ mod fixtures;
 mod grab_script;
 mod helpers;
 mod mail;
+mod reconcile;
 mod routes;
 mod runner;

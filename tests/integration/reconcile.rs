@@ -1,0 +1,247 @@
+//! reconcile and the cache rebuild against the real stack: a lost cache comes back exactly as
+//! DynamoDB says, concurrent rebuilds and grabs double nothing, a rebuild waits for orders still on
+//! the queue, the outbox re-drive sends only what is not durable, and query serves the `remaining`
+//! snapshot while Redis is unreachable.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use redis::AsyncCommands;
+use shared::{
+    domain::EventId,
+    gate::keys,
+    http::routes::Function,
+    recovery::{Rebuild, Rebuilder},
+};
+
+use crate::helpers::*;
+
+/// A consumer test whose reconcile re-drives at once and whose rebuild waits at most 5 s.
+async fn app() -> Arc<TestApp> {
+    Arc::new(
+        TestApp::for_mail_with(1, |s| {
+            s.outbox_age = Duration::ZERO;
+            s.rebuild.max_wait = Duration::from_secs(5);
+        })
+        .await,
+    )
+}
+
+fn poller(app: &TestApp) -> local_runner::esm::Poller {
+    local_runner::esm::Poller {
+        sqs: app.sqs.clone(),
+        queue_url: app.queue_url.clone(),
+        mail: app.functions.mail.clone(),
+        batch_size: 10,
+    }
+}
+
+/// Runs the mail consumer until the queue is empty.
+async fn consume(app: &TestApp) {
+    let poller = poller(app);
+    while poller.poll_once().await.unwrap() > 0 {}
+}
+
+/// The cache of one event as it is: buyers (user -> "order:ticket") and the free numbers.
+async fn cache(app: &TestApp, event: &EventId) -> (HashMap<String, String>, HashSet<u32>) {
+    let mut r = app.redis.clone();
+    let buyers: HashMap<String, String> = r.hgetall(keys::buyers(event)).await.unwrap();
+    let free: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();
+    let distinct: HashSet<u32> = free.iter().copied().collect();
+    assert_eq!(distinct.len(), free.len(), "a free number listed twice: {free:?}");
+    (buyers, distinct)
+}
+
+/// The cache of one event lost, as after a failover or a `FLUSHALL` (the outbox goes too).
+async fn lose_cache(app: &TestApp, event: &EventId) {
+    let mut r = app.redis.clone();
+    let _: () =
+        r.del(&[keys::meta(event), keys::seats(event), keys::buyers(event), keys::outbox(event)]).await.unwrap();
+}
+
+fn rebuilder(app: &TestApp) -> Rebuilder {
+    Rebuilder::new(
+        app.functions.store.clone(),
+        app.functions.gate.clone(),
+        app.functions.queue.clone(),
+        app.settings.rebuild,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_cache_is_rebuilt_exactly_as_dynamodb_holds_it() {
+    let app = app().await;
+    let event = app.open_event(20).await;
+    for i in 0..8 {
+        assert_eq!(app.grab(&event, &format!("u{i}")).await.status, 202);
+    }
+    consume(&app).await;
+    let before = cache(&app, &event).await;
+    assert_eq!((before.0.len(), before.1.len()), (8, 12));
+
+    lose_cache(&app, &event).await;
+    let report = app.functions.reconcile.run().await;
+    assert_eq!((report.events, report.rebuilt, report.failures), (1, 1, 0), "{report:?}");
+    assert_eq!(cache(&app, &event).await, before, "same buyers, same free numbers");
+
+    // The sale goes on: a buyer of before gets the same order, a newcomer a free number.
+    let again = app.grab(&event, "u3").await;
+    assert_eq!(again.status, 200);
+    assert_eq!(format!("{}:{}", again.body["order_id"].as_str().unwrap(), again.body["ticket_no"]), before.0["u3"]);
+    let fresh = app.grab(&event, "newcomer").await;
+    assert_eq!(fresh.status, 202);
+    assert!(before.1.contains(&(fresh.body["ticket_no"].as_u64().unwrap() as u32)));
+    // A second run finds nothing to rebuild.
+    assert_eq!(app.functions.reconcile.run().await.rebuilt, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_rebuilds_and_grabs_never_hand_out_a_number_twice() {
+    let app = app().await;
+    let event = app.open_event(50).await;
+    for i in 0..10 {
+        assert_eq!(app.grab(&event, &format!("early{i}")).await.status, 202);
+    }
+    consume(&app).await;
+    let held: HashSet<u32> =
+        cache(&app, &event).await.0.values().map(|v| v.split(':').nth(1).unwrap().parse().unwrap()).collect();
+    lose_cache(&app, &event).await;
+
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+    let rebuilds: Vec<_> = (0..8)
+        .map(|_| {
+            let (rebuilder, stored) = (rebuilder(&app), stored.clone());
+            tokio::spawn(async move { rebuilder.rebuild(&stored).await.unwrap() })
+        })
+        .collect();
+    let grabs: Vec<_> = (0..40)
+        .map(|i| {
+            let app = app.clone();
+            let event = event.clone();
+            tokio::spawn(async move {
+                let user = format!("late{i}");
+                // A grab that met the rebuild under way is told 503 BUSY and retries, as a client does.
+                for _ in 0..100 {
+                    let reply = app.grab(&event, &user).await;
+                    if reply.status != 503 {
+                        return reply;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                panic!("{user} was never answered");
+            })
+        })
+        .collect();
+    let mut done = 0;
+    for r in rebuilds {
+        if r.await.unwrap() == Rebuild::Done {
+            done += 1;
+        }
+    }
+    assert_eq!(done, 1, "exactly one of eight concurrent rebuilds wrote the cache");
+    let mut granted = HashSet::new();
+    for g in grabs {
+        let reply = g.await.unwrap();
+        assert_eq!(reply.status, 202, "{:?}", reply.body);
+        let ticket = reply.body["ticket_no"].as_u64().unwrap() as u32;
+        assert!(!held.contains(&ticket), "ticket {ticket} was already held before the loss");
+        assert!(granted.insert(ticket), "ticket {ticket} handed out twice");
+    }
+    let (buyers, free) = cache(&app, &event).await;
+    assert_eq!(buyers.len() + free.len(), 50, "free numbers + buyers = capacity");
+    assert!(free.is_disjoint(&granted) && free.is_disjoint(&held));
+
+    consume(&app).await;
+    let list = app
+        .call(Function::Query, with_query(for_event(fixture("query-attendees.json"), &event), &[("limit", "100")]))
+        .await;
+    let tickets: HashSet<u64> =
+        list.body["orders"].as_array().unwrap().iter().map(|o| o["ticket_no"].as_u64().unwrap()).collect();
+    assert_eq!(tickets.len(), 50, "every order confirmed, each with its own number");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_waits_for_orders_still_on_the_queue_then_includes_them() {
+    let app = app().await;
+    let event = app.open_event(10).await;
+    let granted = app.grab(&event, "in-flight").await;
+    assert_eq!(granted.status, 202);
+    lose_cache(&app, &event).await;
+
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+    assert_eq!(rebuilder(&app).rebuild(&stored).await.unwrap(), Rebuild::Busy, "the order is not in DynamoDB yet");
+    let reply = app.grab(&event, "someone").await;
+    assert_eq!((reply.status, reply.code()), (503, "BUSY"), "no grab is answered from a half-known cache");
+
+    consume(&app).await;
+    assert_eq!(rebuilder(&app).rebuild(&stored).await.unwrap(), Rebuild::Done);
+    let (buyers, free) = cache(&app, &event).await;
+    let ticket = granted.body["ticket_no"].as_u64().unwrap() as u32;
+    assert_eq!(buyers["in-flight"], format!("{}:{ticket}", granted.body["order_id"].as_str().unwrap()));
+    assert!(!free.contains(&ticket));
+    assert_eq!(free.len(), 9);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
+    let app = app().await;
+    let event = app.open_event(10).await;
+    // u1's order is durable, but its outbox entry stayed (the consumer's best-effort removal failed).
+    assert_eq!(app.grab(&event, "u1").await.status, 202);
+    let durable = app.drain_queue_raw().await.pop().unwrap();
+    let mut r = app.redis.clone();
+    let _: () = r.zadd(keys::outbox(&event), &durable, 1).await.unwrap();
+    app.functions.mail.handle_batch(sqs_batch(&[("m1", durable.as_str())])).await;
+    let _: () = r.zadd(keys::outbox(&event), &durable, 1).await.unwrap();
+    // u2's send was lost between the script and SQS.
+    assert_eq!(app.grab(&event, "u2").await.status, 202);
+    let lost = app.drain_queue_raw().await.pop().unwrap();
+
+    let report = app.functions.reconcile.run().await;
+    assert_eq!((report.redriven, report.cleared, report.outbox_left), (1, 1, 1), "{report:?}");
+    assert_eq!(app.drain_queue_raw().await, [lost.clone()], "exactly the lost order, byte for byte");
+    let left: Vec<String> = r.zrange(keys::outbox(&event), 0, -1).await.unwrap();
+    assert_eq!(left, [lost.clone()], "a re-driven entry stays until its order is durable");
+
+    app.functions.mail.handle_batch(sqs_batch(&[("m2", lost.as_str())])).await;
+    let report = app.functions.reconcile.run().await;
+    assert_eq!((report.redriven, report.outbox_left), (0, 0), "{report:?}");
+    assert_eq!(app.sent_mail().await.len(), 2, "one mail per order");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn query_serves_the_snapshot_while_redis_is_down_and_grab_answers_busy_fast() {
+    let app = app().await;
+    let event = app.open_event(10).await;
+    for i in 0..3 {
+        assert_eq!(app.grab(&event, &format!("u{i}")).await.status, 202);
+    }
+    consume(&app).await;
+    let report = app.functions.reconcile.run().await;
+    assert_eq!(report.snapshots, 1, "{report:?}");
+
+    let mut broken = app.settings.clone();
+    broken.redis_url = "redis://127.0.0.1:1".into();
+    let down = local_runner::Functions::build(&broken, &app.queue_url).await.unwrap();
+    let shown = call_with(&down, Function::Query, for_event(fixture("query-event.json"), &event)).await;
+    assert_eq!(shown.status, 200, "{:?}", shown.body);
+    assert_eq!(
+        (shown.body["remaining"].as_u64(), shown.body["remaining_source"].as_str()),
+        (Some(7), Some("snapshot"))
+    );
+
+    for (function, request) in [
+        (Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &event), "u9")),
+        (Function::Grab, app.grab_event(&event, "u9")),
+    ] {
+        let started = Instant::now();
+        let reply = call_with(&down, function, request).await;
+        assert_eq!((reply.status, reply.code()), (503, "BUSY"), "{function:?}");
+        assert_eq!(reply.retry_after.as_deref(), Some("1"));
+        assert!(reply.body["detail"].as_str().is_none_or(|d| !d.contains("127.0.0.1")), "no internal detail");
+        assert!(started.elapsed() < Duration::from_secs(3), "{function:?} took {:?}", started.elapsed());
+    }
+}
