@@ -8,10 +8,17 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_sqs::types::QueueAttributeName;
 use shared::store::schema::{INDEXES, KEY_ATTRIBUTES, attr};
 
-/// Seconds a received message stays invisible: at least six times the mail function's timeout.
-pub const VISIBILITY_TIMEOUT_SECONDS: u32 = 60;
+/// Seconds a received message stays invisible: six times the mail function's timeout (30 s), as in
+/// `template.yaml`.
+pub const VISIBILITY_TIMEOUT_SECONDS: u32 = 180;
 /// Receives before SQS moves a message to the DLQ.
 pub const MAX_RECEIVE_COUNT: u32 = 5;
+/// How long the DLQ keeps a message: the maximum, 14 days, so an operator has time to redrive.
+pub const DLQ_RETENTION_SECONDS: u32 = 1_209_600;
+/// The DLQ's name beside its queue's.
+pub fn dead_letter_queue_name(queue: &str) -> String {
+    format!("{queue}-dlq")
+}
 
 #[derive(Debug, thiserror::Error)]
 #[error("provisioning {what}: {detail}")]
@@ -89,8 +96,8 @@ pub async fn ensure_queues_with(
         |e: aws_sdk_sqs::error::SdkError<_>| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
     let dlq_url = client
         .create_queue()
-        .queue_name(format!("{queue}-dlq"))
-        .attributes(QueueAttributeName::MessageRetentionPeriod, "1209600")
+        .queue_name(dead_letter_queue_name(queue))
+        .attributes(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_SECONDS.to_string())
         .send()
         .await
         .map_err(sqs_err)?

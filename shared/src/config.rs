@@ -11,6 +11,8 @@ pub enum ConfigError {
     Missing(&'static str),
     #[error("environment variable {name} is malformed: {reason}")]
     Malformed { name: &'static str, reason: String },
+    #[error("the secret named by {name} cannot be read: {reason}")]
+    SecretUnreadable { name: &'static str, reason: String },
 }
 
 fn required(name: &'static str) -> Result<String, ConfigError> {
@@ -121,8 +123,17 @@ pub struct HashSettings {
 }
 
 impl HashSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let secret = required("HASH_SECRET")?;
+    /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets) or else from
+    /// `HASH_SECRET` (a development value), read once at cold start.
+    pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        let secret = match env::var("HASH_SECRET_ARN") {
+            Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, "HASH_SECRET_ARN", arn.trim()).await?,
+            _ => required("HASH_SECRET")?,
+        };
+        Self::with_secret(&secret)
+    }
+
+    fn with_secret(secret: &str) -> Result<Self, ConfigError> {
         let secret = crate::domain::verify_hash::HashKey::new(secret.as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?;
         Ok(Self {

@@ -10,7 +10,8 @@
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB;
-//! - [`config`]: typed settings read once at cold start; [`aws`]: the SDK configuration;
+//! - [`config`]: typed settings read once at cold start ([`secrets`]: the HMAC key from Secrets
+//!   Manager); [`aws`]: the SDK configuration;
 //!   [`telemetry`]: JSON logs.
 
 pub mod aws;
@@ -22,5 +23,6 @@ pub mod http;
 pub mod mailer;
 pub mod queue;
 pub mod recovery;
+pub mod secrets;
 pub mod store;
 pub mod telemetry;

@@ -1,10 +1,18 @@
-//! The sample events in `events/` are what `cargo lambda invoke`, `sam local invoke` and these
-//! tests use: each must be a valid HTTP API event for a real route, or a release payload.
+//! The sample events in `events/` are what `cargo lambda invoke`, `sam local invoke`,
+//! `sam remote invoke` and these tests use: each must be a valid HTTP API event for a real route,
+//! a release payload, an SQS batch for mail or a reconcile trigger; the `-bad` ones must be refused.
 
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-use shared::{domain::EventDraft, http::routes};
+use std::collections::BTreeSet;
 
-use crate::helpers::{fixture, repo_root};
+use aws_lambda_events::{apigw::ApiGatewayV2httpRequest, sqs::SqsEvent};
+use shared::{
+    domain::{EventDraft, OrderMessage},
+    handlers::reconcile::Trigger,
+    http::routes,
+};
+use time::OffsetDateTime;
+
+use crate::helpers::{TestApp, fixture, repo_root};
 
 #[test]
 fn every_sample_event_parses_and_names_a_real_route() {
@@ -13,9 +21,21 @@ fn every_sample_event_parses_and_names_a_real_route() {
         let name = entry.unwrap().file_name().into_string().unwrap();
         let value = fixture(&name);
         seen += 1;
+        let bad = name.contains("bad");
         if name.starts_with("release-direct") {
             let parsed = EventDraft::from_json(&value);
-            assert_eq!(parsed.is_ok(), !name.contains("bad"), "{name}: {parsed:?}");
+            assert_eq!(parsed.is_ok(), !bad, "{name}: {parsed:?}");
+            continue;
+        }
+        if name.starts_with("reconcile") {
+            let parsed = Trigger::parse(&value);
+            assert_eq!(parsed.is_ok(), !bad, "{name}: {parsed:?}");
+            continue;
+        }
+        if name.starts_with("mail") {
+            let batch: SqsEvent = serde_json::from_value(value).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let malformed = batch.records.iter().filter(|r| OrderMessage::parse(r.body.as_deref().unwrap_or("")).is_err());
+            assert_eq!(malformed.count() > 0, bad, "{name}");
             continue;
         }
         let event: ApiGatewayV2httpRequest = serde_json::from_value(value).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -27,5 +47,62 @@ fn every_sample_event_parses_and_names_a_real_route() {
         assert_eq!(route.key(), key, "{name}");
         assert_eq!(event.route_key.as_deref(), Some(key.as_str()), "{name}");
     }
-    assert!(seen >= 12, "only {seen} sample events");
+    assert!(seen >= 17, "only {seen} sample events");
+}
+
+/// Every function has a sample and a bad sample.
+#[test]
+fn every_function_has_a_sample_and_a_bad_one() {
+    let names: BTreeSet<String> = std::fs::read_dir(repo_root().join("events"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    for function in ["release", "query", "verify-hash", "grab", "mail", "reconcile"] {
+        let of = |bad: bool| names.iter().any(|n| n.starts_with(function) && (n.contains("bad") || n.contains("no-claims")) == bad);
+        assert!(of(false) && of(true), "{function}: a sample and a bad sample in events/");
+    }
+}
+
+/// The SQS samples through the mail handler on the real stack: the good batch stores and mails
+/// both orders; the bad batch fails exactly its two malformed messages, and its good one is mailed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mail_batch_samples_do_what_they_say_on_the_real_stack() {
+    let app = TestApp::for_mail(30).await;
+    let now = OffsetDateTime::now_utc();
+    let draft = EventDraft::from_json(&fixture("release-direct.json")).unwrap();
+    let event = shared::domain::Event {
+        id: draft.id.clone().unwrap(),
+        title: draft.title.clone(),
+        capacity: draft.capacity,
+        sale_start: now - time::Duration::minutes(1),
+        sale_end: now + time::Duration::hours(1),
+        venue: None,
+        starts_at: None,
+        description: None,
+        created_at: now,
+    };
+    app.functions.store.put_event(&event).await.unwrap();
+
+    let good: SqsEvent = serde_json::from_value(fixture("mail-batch.json")).unwrap();
+    assert!(app.functions.mail.handle_batch(good).await.batch_item_failures.is_empty());
+    let bad: SqsEvent = serde_json::from_value(fixture("mail-batch-bad.json")).unwrap();
+    let failed: BTreeSet<String> = app
+        .functions
+        .mail
+        .handle_batch(bad.clone())
+        .await
+        .batch_item_failures
+        .into_iter()
+        .map(|f| f.item_identifier)
+        .collect();
+    let malformed: BTreeSet<String> = bad
+        .records
+        .iter()
+        .filter(|r| OrderMessage::parse(r.body.as_deref().unwrap()).is_err())
+        .map(|r| r.message_id.clone().unwrap())
+        .collect();
+    assert_eq!(failed, malformed);
+    let mut to: Vec<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
+    to.sort();
+    assert_eq!(to, ["student-1@example.com", "student-2@example.com", "student-3@example.com"]);
 }

@@ -9,3 +9,4 @@ mod mail;
 mod reconcile;
 mod routes;
 mod runner;
+mod template;

@@ -54,12 +54,12 @@ impl Grab {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let hash = HashSettings::from_env()?;
         let policy = GrabPolicy::from_env()?;
         let queue_settings = QueueSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let hash = HashSettings::load(&sdk).await?;
         Ok(Self::new(
             gate,
             OrderQueue::for_grab(&sdk, queue_settings.orders_queue_url),

@@ -39,6 +39,37 @@ impl ReconcileSettings {
     }
 }
 
+/// What started a run: the EventBridge schedule, or an admin's invoke with `{}`. Anything else is
+/// refused, naming what arrived, so a mistaken payload is not taken for a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    Schedule { time: String },
+    Manual,
+}
+
+impl Trigger {
+    pub fn parse(payload: &serde_json::Value) -> Result<Self, String> {
+        let Some(fields) = payload.as_object() else {
+            return Err(format!("reconcile takes the schedule's event or {{}}, not {payload}"));
+        };
+        if fields.is_empty() {
+            return Ok(Self::Manual);
+        }
+        let source = fields.get("source").and_then(|v| v.as_str());
+        let kind = fields.get("detail-type").and_then(|v| v.as_str());
+        if source == Some("aws.events") && kind == Some("Scheduled Event") {
+            let time = fields.get("time").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+            return Ok(Self::Schedule { time });
+        }
+        let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        Err(format!(
+            "reconcile takes the schedule's event (source \"aws.events\", detail-type \"Scheduled Event\") or {{}}; got an object with {}",
+            names.join(", ")
+        ))
+    }
+}
+
 /// What one run did; logged and returned to the caller (the schedule, or an admin's invoke).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct ReconcileReport {
@@ -158,5 +189,23 @@ impl Reconcile {
             report.snapshots += 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::Trigger;
+
+    #[test]
+    fn the_schedule_and_an_empty_object_start_a_run_and_nothing_else_does() {
+        let schedule = json!({"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-22T10:00:00Z"});
+        assert_eq!(Trigger::parse(&schedule), Ok(Trigger::Schedule { time: "2026-11-22T10:00:00Z".into() }));
+        assert_eq!(Trigger::parse(&json!({})), Ok(Trigger::Manual));
+        let err = Trigger::parse(&json!({"title": "x", "capacity": 3})).unwrap_err();
+        assert!(err.contains("capacity, title"), "{err}");
+        assert!(Trigger::parse(&json!("run")).is_err());
+        assert!(Trigger::parse(&json!({"source": "aws.s3", "detail-type": "Scheduled Event"})).is_err());
     }
 }

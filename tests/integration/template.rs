@@ -1,0 +1,199 @@
+//! `template.yaml` against the code: the deployment and the local runner must provision the same
+//! table, the same queues and the same routes. The template is read, never copied: a change on
+//! one side without the other fails here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+use shared::{
+    http::routes::ROUTES,
+    store::schema::{INDEXES, KEY_ATTRIBUTES, attr},
+};
+
+use crate::helpers::repo_root;
+
+/// The template as JSON, with the short intrinsic forms (`!Ref X`) turned into their long ones
+/// (`{"Ref": "X"}`), as CloudFormation reads them.
+fn template() -> Value {
+    let text = std::fs::read_to_string(repo_root().join("template.yaml")).expect("template.yaml");
+    let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("template.yaml is YAML");
+    to_json(yaml)
+}
+
+fn to_json(v: serde_yaml_ng::Value) -> Value {
+    use serde_yaml_ng::Value as Y;
+    match v {
+        Y::Null => Value::Null,
+        Y::Bool(b) => json!(b),
+        Y::Number(n) => serde_json::to_value(n).unwrap(),
+        Y::String(s) => json!(s),
+        Y::Sequence(items) => Value::Array(items.into_iter().map(to_json).collect()),
+        Y::Mapping(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (k.as_str().expect("string keys").to_owned(), to_json(v)))
+                .collect(),
+        ),
+        Y::Tagged(t) => {
+            let tag = t.tag.to_string();
+            let name = tag.trim_start_matches('!');
+            let inner = to_json(t.value);
+            let inner = match (name, inner) {
+                ("GetAtt", Value::String(s)) => json!(s.splitn(2, '.').collect::<Vec<_>>()),
+                (_, other) => other,
+            };
+            let key = if name == "Ref" || name == "Condition" { name.to_owned() } else { format!("Fn::{name}") };
+            json!({ key: inner })
+        }
+    }
+}
+
+fn resources_of_type<'a>(t: &'a Value, kind: &str) -> Vec<(&'a String, &'a Value)> {
+    t["Resources"].as_object().unwrap().iter().filter(|(_, r)| r["Type"] == kind).collect()
+}
+
+/// `Fn::Sub` of `${AWS::StackName}-suffix` with the given stack name.
+fn with_stack(v: &Value, stack: &str) -> String {
+    v["Fn::Sub"].as_str().unwrap_or_else(|| panic!("expected !Sub, got {v}")).replace("${AWS::StackName}", stack)
+}
+
+/// The default environment's stack name in samconfig.toml.
+fn default_stack_name() -> String {
+    let text = std::fs::read_to_string(repo_root().join("samconfig.toml")).expect("samconfig.toml");
+    let section = text.split("[default.global.parameters]").nth(1).expect("[default.global.parameters]");
+    let line = section.lines().find(|l| l.trim_start().starts_with("stack_name")).expect("stack_name");
+    line.split('"').nth(1).unwrap().to_owned()
+}
+
+#[test]
+fn the_table_has_the_keys_and_indexes_the_code_uses() {
+    let t = template();
+    let table = &t["Resources"]["Table"]["Properties"];
+    let declared: BTreeMap<String, String> = table["AttributeDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["AttributeName"].as_str().unwrap().to_owned(), a["AttributeType"].as_str().unwrap().to_owned()))
+        .collect();
+    let wanted: BTreeMap<String, String> =
+        KEY_ATTRIBUTES.iter().map(|(n, k)| ((*n).to_owned(), (*k).to_owned())).collect();
+    assert_eq!(declared, wanted);
+    assert_eq!(
+        table["KeySchema"],
+        json!([{"AttributeName": attr::PK, "KeyType": "HASH"}, {"AttributeName": attr::SK, "KeyType": "RANGE"}])
+    );
+    let indexes = table["GlobalSecondaryIndexes"].as_array().unwrap();
+    assert_eq!(indexes.len(), INDEXES.len());
+    for (name, pk, sk) in INDEXES {
+        let index = indexes.iter().find(|i| i["IndexName"] == name).unwrap_or_else(|| panic!("index {name}"));
+        assert_eq!(
+            index["KeySchema"],
+            json!([{"AttributeName": pk, "KeyType": "HASH"}, {"AttributeName": sk, "KeyType": "RANGE"}])
+        );
+        assert_eq!(index["Projection"]["ProjectionType"], "ALL", "the local runner projects everything");
+    }
+    assert_eq!(table["BillingMode"], "PAY_PER_REQUEST");
+    assert_eq!(table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"], true);
+    assert_eq!(table["DeletionProtectionEnabled"], json!({"Ref": "TableDeletionProtection"}));
+}
+
+#[test]
+fn the_queues_are_named_and_redriven_as_the_runner_provisions_them() {
+    let t = template();
+    let stack = default_stack_name();
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let queue = &t["Resources"]["OrdersQueue"]["Properties"];
+    let dlq = &t["Resources"]["OrdersDeadLetterQueue"]["Properties"];
+    assert_eq!(with_stack(&queue["QueueName"], &stack), "ticketgrab-orders");
+    assert_eq!(with_stack(&queue["QueueName"], &stack), settings.queue_name, "the runner's default queue");
+    assert_eq!(
+        with_stack(&dlq["QueueName"], &stack),
+        local_runner::provision::dead_letter_queue_name(&settings.queue_name)
+    );
+    assert_eq!(queue["VisibilityTimeout"], local_runner::provision::VISIBILITY_TIMEOUT_SECONDS);
+    assert_eq!(queue["RedrivePolicy"]["maxReceiveCount"], local_runner::provision::MAX_RECEIVE_COUNT);
+    assert_eq!(queue["RedrivePolicy"]["deadLetterTargetArn"], json!({"Fn::GetAtt": ["OrdersDeadLetterQueue", "Arn"]}));
+    assert_eq!(dlq["MessageRetentionPeriod"], local_runner::provision::DLQ_RETENTION_SECONDS);
+
+    // Visibility at least six times the consumer's timeout, so a slow batch is not delivered twice.
+    let mail_timeout = t["Resources"]["MailFunction"]["Properties"]["Timeout"].as_u64().unwrap();
+    assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * mail_timeout);
+    let orders = &t["Resources"]["MailFunction"]["Properties"]["Events"]["Orders"];
+    assert_eq!(orders["Type"], "SQS");
+    assert_eq!(orders["Properties"]["Queue"], json!({"Fn::GetAtt": ["OrdersQueue", "Arn"]}));
+    assert_eq!(orders["Properties"]["FunctionResponseTypes"], json!(["ReportBatchItemFailures"]));
+    assert_eq!(orders["Properties"]["ScalingConfig"]["MaximumConcurrency"], json!({"Ref": "MailMaximumConcurrency"}));
+}
+
+#[test]
+fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
+    let t = template();
+    let resources = &t["Resources"];
+    let mut declared = BTreeMap::new();
+    for (name, route) in resources_of_type(&t, "AWS::ApiGatewayV2::Route") {
+        let p = &route["Properties"];
+        assert_eq!(p["AuthorizationType"], "JWT", "{name}");
+        assert_eq!(p["AuthorizerId"], json!({"Ref": "JwtAuthorizer"}), "{name}");
+        let integration = p["Target"]["Fn::Sub"].as_str().unwrap().trim_start_matches("integrations/${").trim_end_matches('}');
+        let integration = &resources[integration]["Properties"];
+        assert_eq!(integration["IntegrationType"], "AWS_PROXY");
+        assert_eq!(integration["PayloadFormatVersion"], "2.0", "the handlers read payload 2.0");
+        let function = integration["IntegrationUri"]["Fn::GetAtt"][0].as_str().unwrap();
+        let binary = resources[function]["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
+        declared.insert(p["RouteKey"].as_str().unwrap().to_owned(), binary.to_owned());
+    }
+    let wanted: BTreeMap<String, String> = ROUTES.iter().map(|r| (r.key(), r.function.name().to_owned())).collect();
+    assert_eq!(declared, wanted);
+
+    let authorizer = &resources["JwtAuthorizer"]["Properties"];
+    assert_eq!(authorizer["AuthorizerType"], "JWT");
+    assert_eq!(authorizer["JwtConfiguration"]["Audience"], json!([{"Ref": "UserPoolClient"}]));
+    assert_eq!(resources["AdminGroup"]["Properties"]["GroupName"], "admin", "the group the handlers look for");
+    // Every function behind the API may be invoked by it.
+    let invokable: BTreeSet<&str> = resources_of_type(&t, "AWS::Lambda::Permission")
+        .iter()
+        .map(|(_, p)| p["Properties"]["FunctionName"]["Ref"].as_str().unwrap())
+        .collect();
+    for (_, i) in resources_of_type(&t, "AWS::ApiGatewayV2::Integration") {
+        assert!(invokable.contains(i["Properties"]["IntegrationUri"]["Fn::GetAtt"][0].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn every_function_is_a_workspace_binary_built_by_cargo_lambda() {
+    let t = template();
+    let members: BTreeSet<String> = std::fs::read_dir(repo_root().join("functions"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let mut built = BTreeSet::new();
+    for (name, f) in resources_of_type(&t, "AWS::Serverless::Function") {
+        assert_eq!(f["Metadata"]["BuildMethod"], "rust-cargolambda", "{name}");
+        built.insert(f["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(built, members, "one function per functions/ member, and no other");
+    let globals = &t["Globals"]["Function"];
+    assert_eq!(globals["Runtime"], "provided.al2023");
+    assert_eq!(globals["Handler"], "bootstrap");
+    assert_eq!(globals["Architectures"], json!([{"Ref": "Architecture"}]));
+    assert_eq!(t["Parameters"]["Architecture"]["Default"], "arm64");
+}
+
+#[test]
+fn env_json_sets_only_variables_the_template_declares() {
+    let t = template();
+    let env: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("env.json")).expect("env.json")).unwrap();
+    let global: BTreeSet<&String> = t["Globals"]["Function"]["Environment"]["Variables"].as_object().unwrap().keys().collect();
+    for (function, vars) in env.as_object().unwrap() {
+        let own: BTreeSet<&String> = if function == "Parameters" {
+            BTreeSet::new()
+        } else {
+            let f = &t["Resources"][function];
+            assert_eq!(f["Type"], "AWS::Serverless::Function", "env.json names {function}, not a function of the template");
+            f["Properties"]["Environment"]["Variables"].as_object().map(|m| m.keys().collect()).unwrap_or_default()
+        };
+        for var in vars.as_object().unwrap().keys() {
+            assert!(global.contains(var) || own.contains(var), "env.json sets {var} for {function}, which the template does not declare");
+        }
+    }
+}
