@@ -92,17 +92,8 @@ pub async fn ensure_queues_with(
     queue: &str,
     visibility_timeout_seconds: u32,
 ) -> Result<(String, String), ProvisionError> {
-    let sqs_err =
-        |e: aws_sdk_sqs::error::SdkError<_>| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string());
-    let dlq_url = client
-        .create_queue()
-        .queue_name(dead_letter_queue_name(queue))
-        .attributes(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_SECONDS.to_string())
-        .send()
-        .await
-        .map_err(sqs_err)?
-        .queue_url
-        .unwrap_or_default();
+    let dlq_attributes = [(QueueAttributeName::MessageRetentionPeriod, DLQ_RETENTION_SECONDS.to_string())];
+    let dlq_url = ensure_queue(client, &dead_letter_queue_name(queue), &dlq_attributes).await?;
     let dlq_arn = client
         .get_queue_attributes()
         .queue_url(&dlq_url)
@@ -115,17 +106,45 @@ pub async fn ensure_queues_with(
         .unwrap_or_default();
     let redrive =
         serde_json::json!({ "deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_RECEIVE_COUNT.to_string() });
-    let queue_url = client
-        .create_queue()
-        .queue_name(queue)
-        .attributes(QueueAttributeName::VisibilityTimeout, visibility_timeout_seconds.to_string())
-        .attributes(QueueAttributeName::RedrivePolicy, redrive.to_string())
-        .send()
-        .await
-        .map_err(|e| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
-        .queue_url
-        .unwrap_or_default();
+    let attributes = [
+        (QueueAttributeName::VisibilityTimeout, visibility_timeout_seconds.to_string()),
+        (QueueAttributeName::RedrivePolicy, redrive.to_string()),
+    ];
+    let queue_url = ensure_queue(client, queue, &attributes).await?;
     Ok((queue_url, dlq_url))
+}
+
+/// Creates the queue, or brings an existing one (an older stack's state) to these attributes.
+async fn ensure_queue(
+    client: &aws_sdk_sqs::Client,
+    name: &str,
+    attributes: &[(QueueAttributeName, String)],
+) -> Result<String, ProvisionError> {
+    let sqs_err = |e: String| fail("queues")(e);
+    let mut create = client.create_queue().queue_name(name);
+    for (k, v) in attributes {
+        create = create.attributes(k.clone(), v);
+    }
+    match create.send().await {
+        Ok(out) => Ok(out.queue_url.unwrap_or_default()),
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_queue_name_exists()) => {
+            let url = client
+                .get_queue_url()
+                .queue_name(name)
+                .send()
+                .await
+                .map_err(|e| sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
+                .queue_url
+                .unwrap_or_default();
+            let mut set = client.set_queue_attributes().queue_url(&url);
+            for (k, v) in attributes {
+                set = set.attributes(k.clone(), v);
+            }
+            set.send().await.map_err(|e| sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+            Ok(url)
+        }
+        Err(e) => Err(sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())),
+    }
 }
 
 pub async fn ensure_sender(client: &aws_sdk_sesv2::Client, sender: &str) -> Result<(), ProvisionError> {

@@ -6,7 +6,10 @@ use crate::config::ConfigError;
 /// The value never reaches a log or an error message.
 pub async fn read(sdk: &aws_config::SdkConfig, name: &'static str, id: &str) -> Result<String, ConfigError> {
     let out = aws_sdk_secretsmanager::Client::new(sdk).get_secret_value().secret_id(id).send().await.map_err(|e| {
-        ConfigError::SecretUnreadable { name, reason: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string() }
+        ConfigError::SecretUnreadable {
+            name,
+            reason: aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string(),
+        }
     })?;
     out.secret_string
         .filter(|s| !s.is_empty())

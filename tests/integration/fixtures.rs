@@ -34,7 +34,8 @@ fn every_sample_event_parses_and_names_a_real_route() {
         }
         if name.starts_with("mail") {
             let batch: SqsEvent = serde_json::from_value(value).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let malformed = batch.records.iter().filter(|r| OrderMessage::parse(r.body.as_deref().unwrap_or("")).is_err());
+            let malformed =
+                batch.records.iter().filter(|r| OrderMessage::parse(r.body.as_deref().unwrap_or("")).is_err());
             assert_eq!(malformed.count() > 0, bad, "{name}");
             continue;
         }
@@ -58,7 +59,9 @@ fn every_function_has_a_sample_and_a_bad_one() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     for function in ["release", "query", "verify-hash", "grab", "mail", "reconcile"] {
-        let of = |bad: bool| names.iter().any(|n| n.starts_with(function) && (n.contains("bad") || n.contains("no-claims")) == bad);
+        let of = |bad: bool| {
+            names.iter().any(|n| n.starts_with(function) && (n.contains("bad") || n.contains("no-claims")) == bad)
+        };
         assert!(of(false) && of(true), "{function}: a sample and a bad sample in events/");
     }
 }

@@ -29,9 +29,7 @@ fn to_json(v: serde_yaml_ng::Value) -> Value {
         Y::String(s) => json!(s),
         Y::Sequence(items) => Value::Array(items.into_iter().map(to_json).collect()),
         Y::Mapping(m) => Value::Object(
-            m.into_iter()
-                .map(|(k, v)| (k.as_str().expect("string keys").to_owned(), to_json(v)))
-                .collect(),
+            m.into_iter().map(|(k, v)| (k.as_str().expect("string keys").to_owned(), to_json(v))).collect(),
         ),
         Y::Tagged(t) => {
             let tag = t.tag.to_string();
@@ -133,7 +131,8 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
         let p = &route["Properties"];
         assert_eq!(p["AuthorizationType"], "JWT", "{name}");
         assert_eq!(p["AuthorizerId"], json!({"Ref": "JwtAuthorizer"}), "{name}");
-        let integration = p["Target"]["Fn::Sub"].as_str().unwrap().trim_start_matches("integrations/${").trim_end_matches('}');
+        let integration =
+            p["Target"]["Fn::Sub"].as_str().unwrap().trim_start_matches("integrations/${").trim_end_matches('}');
         let integration = &resources[integration]["Properties"];
         assert_eq!(integration["IntegrationType"], "AWS_PROXY");
         assert_eq!(integration["PayloadFormatVersion"], "2.0", "the handlers read payload 2.0");
@@ -183,17 +182,24 @@ fn env_json_sets_only_variables_the_template_declares() {
     let t = template();
     let env: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_root().join("env.json")).expect("env.json")).unwrap();
-    let global: BTreeSet<&String> = t["Globals"]["Function"]["Environment"]["Variables"].as_object().unwrap().keys().collect();
+    let global: BTreeSet<&String> =
+        t["Globals"]["Function"]["Environment"]["Variables"].as_object().unwrap().keys().collect();
     for (function, vars) in env.as_object().unwrap() {
         let own: BTreeSet<&String> = if function == "Parameters" {
             BTreeSet::new()
         } else {
             let f = &t["Resources"][function];
-            assert_eq!(f["Type"], "AWS::Serverless::Function", "env.json names {function}, not a function of the template");
+            assert_eq!(
+                f["Type"], "AWS::Serverless::Function",
+                "env.json names {function}, not a function of the template"
+            );
             f["Properties"]["Environment"]["Variables"].as_object().map(|m| m.keys().collect()).unwrap_or_default()
         };
         for var in vars.as_object().unwrap().keys() {
-            assert!(global.contains(var) || own.contains(var), "env.json sets {var} for {function}, which the template does not declare");
+            assert!(
+                global.contains(var) || own.contains(var),
+                "env.json sets {var} for {function}, which the template does not declare"
+            );
         }
     }
 }

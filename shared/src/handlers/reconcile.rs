@@ -200,7 +200,8 @@ mod tests {
 
     #[test]
     fn the_schedule_and_an_empty_object_start_a_run_and_nothing_else_does() {
-        let schedule = json!({"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-22T10:00:00Z"});
+        let schedule =
+            json!({"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-22T10:00:00Z"});
         assert_eq!(Trigger::parse(&schedule), Ok(Trigger::Schedule { time: "2026-11-22T10:00:00Z".into() }));
         assert_eq!(Trigger::parse(&json!({})), Ok(Trigger::Manual));
         let err = Trigger::parse(&json!({"title": "x", "capacity": 3})).unwrap_err();
