@@ -12,7 +12,7 @@
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB;
 //! - [`config`]: typed settings read once at cold start ([`secrets`]: the HMAC key from Secrets
 //!   Manager); [`aws`]: the SDK configuration;
-//!   [`telemetry`]: JSON logs.
+//!   [`telemetry`]: JSON logs; [`metrics`]: CloudWatch metrics in Embedded Metric Format.
 
 pub mod aws;
 pub mod config;
@@ -21,6 +21,7 @@ pub mod gate;
 pub mod handlers;
 pub mod http;
 pub mod mailer;
+pub mod metrics;
 pub mod queue;
 pub mod recovery;
 pub mod secrets;

@@ -87,6 +87,18 @@ pub enum Handled {
     DroppedSecondOrder,
 }
 
+impl Handled {
+    /// The outcome's name in logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ConfirmedAndMailed => "CONFIRMED_AND_MAILED",
+            Self::AlreadyDone => "ALREADY_DONE",
+            Self::Rejected => "REJECTED",
+            Self::DroppedSecondOrder => "DROPPED_SECOND_ORDER",
+        }
+    }
+}
+
 #[derive(Clone)]
 pub struct Mail {
     store: Store,
@@ -144,10 +156,12 @@ impl Mail {
         match result {
             Ok(outcome) => {
                 tracing::info!(message_id = %id, outcome = ?outcome, latency_ms, "message handled");
+                crate::metrics::outcome("mail", outcome.as_str(), latency_ms);
                 None
             }
             Err(e) => {
                 tracing::warn!(message_id = %id, error = %e, latency_ms, "message failed; SQS will deliver it again");
+                crate::metrics::outcome("mail", "FAILED", latency_ms);
                 Some(id)
             }
         }

@@ -140,6 +140,16 @@ impl Reconcile {
             }
         }
         tracing::info!(report = ?report, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "reconcile run");
+        crate::metrics::counts(
+            "reconcile",
+            &[
+                ("OutboxSize", report.outbox_left),
+                ("Redriven", report.redriven.into()),
+                ("Cleared", report.cleared.into()),
+                ("Rebuilt", report.rebuilt.into()),
+                ("Failures", report.failures.into()),
+            ],
+        );
         report
     }
 

@@ -63,13 +63,8 @@ where
             (e.into_response(), code)
         }
     };
-    tracing::info!(
-        function,
-        route = %route,
-        status = response.status().as_u16(),
-        code,
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "request"
-    );
+    let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(function, route = %route, status = response.status().as_u16(), code, latency_ms, "request");
+    crate::metrics::outcome(function, code, latency_ms);
     response
 }
