@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn an_outcome_line_declares_its_metrics_and_carries_their_values() {
-        let line = outcome_line("grab", "SOLD_OUT", 2.71828, 1_795_000_000_000);
+        let line = outcome_line("grab", "SOLD_OUT", 12.34567, 1_795_000_000_000);
         let spec = &line["_aws"]["CloudWatchMetrics"][0];
         assert_eq!(line["_aws"]["Timestamp"], 1_795_000_000_000_i64);
         assert_eq!(spec["Namespace"], "TicketGrab");
@@ -90,7 +90,7 @@ mod tests {
             assert!(line[m["Name"].as_str().unwrap()].is_number(), "{m}");
         }
         assert_eq!((line["Function"].as_str(), line["Outcome"].as_str()), (Some("grab"), Some("SOLD_OUT")));
-        assert_eq!(line["Latency"], 2.718);
+        assert_eq!(line["Latency"], 12.346);
     }
 
     #[test]
