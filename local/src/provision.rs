@@ -31,6 +31,10 @@ fn fail(what: &'static str) -> impl FnOnce(String) -> ProvisionError {
     move |detail| ProvisionError { what, detail }
 }
 
+fn queues_failed<E: std::error::Error>(e: E) -> ProvisionError {
+    fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())
+}
+
 pub struct Provisioned {
     pub queue_url: String,
     pub dlq_url: String,
@@ -100,7 +104,7 @@ pub async fn ensure_queues_with(
         .attribute_names(QueueAttributeName::QueueArn)
         .send()
         .await
-        .map_err(|e| fail("queues")(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
+        .map_err(queues_failed)?
         .attributes
         .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
         .unwrap_or_default();
@@ -120,7 +124,6 @@ async fn ensure_queue(
     name: &str,
     attributes: &[(QueueAttributeName, String)],
 ) -> Result<String, ProvisionError> {
-    let sqs_err = |e: String| fail("queues")(e);
     let mut create = client.create_queue().queue_name(name);
     for (k, v) in attributes {
         create = create.attributes(k.clone(), v);
@@ -133,17 +136,17 @@ async fn ensure_queue(
                 .queue_name(name)
                 .send()
                 .await
-                .map_err(|e| sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?
+                .map_err(queues_failed)?
                 .queue_url
                 .unwrap_or_default();
             let mut set = client.set_queue_attributes().queue_url(&url);
             for (k, v) in attributes {
                 set = set.attributes(k.clone(), v);
             }
-            set.send().await.map_err(|e| sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+            set.send().await.map_err(queues_failed)?;
             Ok(url)
         }
-        Err(e) => Err(sqs_err(aws_sdk_sqs::error::DisplayErrorContext(e).to_string())),
+        Err(e) => Err(queues_failed(e)),
     }
 }
 

@@ -12,7 +12,7 @@ use shared::{
 };
 use time::OffsetDateTime;
 
-use crate::helpers::{TestApp, fixture, repo_root};
+use crate::helpers::{TestApp, fixture, repo_root, test_event};
 
 #[test]
 fn every_sample_event_parses_and_names_a_real_route() {
@@ -73,17 +73,8 @@ async fn the_mail_batch_samples_do_what_they_say_on_the_real_stack() {
     let app = TestApp::for_mail(30).await;
     let now = OffsetDateTime::now_utc();
     let draft = EventDraft::from_json(&fixture("release-direct.json")).unwrap();
-    let event = shared::domain::Event {
-        id: draft.id.clone().unwrap(),
-        title: draft.title.clone(),
-        capacity: draft.capacity,
-        sale_start: now - time::Duration::minutes(1),
-        sale_end: now + time::Duration::hours(1),
-        venue: None,
-        starts_at: None,
-        description: None,
-        created_at: now,
-    };
+    let event =
+        test_event(draft.id.unwrap(), draft.capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1));
     app.functions.store.put_event(&event).await.unwrap();
 
     let good: SqsEvent = serde_json::from_value(fixture("mail-batch.json")).unwrap();

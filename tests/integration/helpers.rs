@@ -163,17 +163,7 @@ pub async fn call_with(functions: &Functions, function: Function, event: Value) 
 impl TestApp {
     /// Stores and warms an event without the release rules, so tests can make windows in the past.
     pub async fn put_event(&self, capacity: u32, start: OffsetDateTime, end: OffsetDateTime) -> EventId {
-        let event = Event {
-            id: fresh_event_id(),
-            title: "Test lecture".into(),
-            capacity,
-            sale_start: start,
-            sale_end: end,
-            venue: None,
-            starts_at: None,
-            description: None,
-            created_at: OffsetDateTime::now_utc(),
-        };
+        let event = test_event(fresh_event_id(), capacity, start, end);
         self.functions.store.put_event(&event).await.expect("put event");
         self.functions.gate.warm(&event).await.expect("warm event");
         event.id
@@ -229,6 +219,21 @@ impl TestApp {
                     .expect("delete");
             }
         }
+    }
+}
+
+/// A test lecture with the given id, capacity and sale window.
+pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: OffsetDateTime) -> Event {
+    Event {
+        id,
+        title: "Test lecture".into(),
+        capacity,
+        sale_start: start,
+        sale_end: end,
+        venue: None,
+        starts_at: None,
+        description: None,
+        created_at: OffsetDateTime::now_utc(),
     }
 }
 

@@ -62,6 +62,16 @@ async fn lose_cache(app: &TestApp, event: &EventId) {
         r.del(&[keys::meta(event), keys::seats(event), keys::buyers(event), keys::outbox(event)]).await.unwrap();
 }
 
+/// An open event of `capacity` tickets where users `<prefix>0..<prefix>n` hold stored orders.
+async fn with_stored_orders(app: &TestApp, capacity: u32, prefix: &str, n: u32) -> EventId {
+    let event = app.open_event(capacity).await;
+    for i in 0..n {
+        assert_eq!(app.grab(&event, &format!("{prefix}{i}")).await.status, 202);
+    }
+    consume(app).await;
+    event
+}
+
 fn rebuilder(app: &TestApp) -> Rebuilder {
     Rebuilder::new(
         app.functions.store.clone(),
@@ -74,11 +84,7 @@ fn rebuilder(app: &TestApp) -> Rebuilder {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_lost_cache_is_rebuilt_exactly_as_dynamodb_holds_it() {
     let app = app().await;
-    let event = app.open_event(20).await;
-    for i in 0..8 {
-        assert_eq!(app.grab(&event, &format!("u{i}")).await.status, 202);
-    }
-    consume(&app).await;
+    let event = with_stored_orders(&app, 20, "u", 8).await;
     let before = cache(&app, &event).await;
     assert_eq!((before.0.len(), before.1.len()), (8, 12));
 
@@ -101,11 +107,7 @@ async fn a_lost_cache_is_rebuilt_exactly_as_dynamodb_holds_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_rebuilds_and_grabs_never_hand_out_a_number_twice() {
     let app = app().await;
-    let event = app.open_event(50).await;
-    for i in 0..10 {
-        assert_eq!(app.grab(&event, &format!("early{i}")).await.status, 202);
-    }
-    consume(&app).await;
+    let event = with_stored_orders(&app, 50, "early", 10).await;
     let held: HashSet<u32> =
         cache(&app, &event).await.0.values().map(|v| v.split(':').nth(1).unwrap().parse().unwrap()).collect();
     lose_cache(&app, &event).await;
@@ -230,11 +232,7 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn query_serves_the_snapshot_while_redis_is_down_and_grab_answers_busy_fast() {
     let app = app().await;
-    let event = app.open_event(10).await;
-    for i in 0..3 {
-        assert_eq!(app.grab(&event, &format!("u{i}")).await.status, 202);
-    }
-    consume(&app).await;
+    let event = with_stored_orders(&app, 10, "u", 3).await;
     let report = app.functions.reconcile.run().await;
     assert_eq!(report.snapshots, 1, "{report:?}");
 
