@@ -1,0 +1,134 @@
+//! `loadgen`: one sale of the seeds' sizes against a base URL, a report, and a non-zero exit when
+//! an invariant does not hold.
+
+use std::{path::PathBuf, time::Duration};
+
+use clap::{Parser, ValueEnum};
+use loadgen::{
+    api::Api,
+    run::{Plan, Users, run},
+};
+use local_runner::authorizer::Authorizer;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Scenario {
+    /// The campus lecture: 2,000 students, 100 tickets.
+    Lecture,
+    /// The red-packet drop: 30,000 users, 20,000 packets.
+    Redpacket,
+    /// One user firing 200 grabs at once.
+    HotUser,
+    /// --users and --tickets of your own.
+    Custom,
+}
+
+#[derive(Parser)]
+#[command(version, about = "Runs a ticket sale against the local runner or a deployed API and checks every invariant")]
+struct Cli {
+    #[arg(value_enum)]
+    scenario: Scenario,
+    /// The API's base URL.
+    #[arg(long, env = "LOADGEN_BASE_URL", default_value = "http://127.0.0.1:3000")]
+    base_url: String,
+    /// Users (default: the scenario's).
+    #[arg(long)]
+    users: Option<usize>,
+    /// Tickets (default: the scenario's).
+    #[arg(long)]
+    tickets: Option<u32>,
+    /// Requests in flight at once (default 64; the hot user's 200).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Mint HS256 tokens with this secret (the local runner's authorizer).
+    #[arg(long, env = "LOCAL_JWT_SECRET", default_value = "local-dev-jwt-secret-not-for-production")]
+    jwt_secret: String,
+    /// Pre-issued user tokens for a deployed API, one per line (then --admin-token too).
+    #[arg(long, requires = "admin_token")]
+    tokens_file: Option<PathBuf>,
+    /// An admin's token for a deployed API.
+    #[arg(long, env = "LOADGEN_ADMIN_TOKEN")]
+    admin_token: Option<String>,
+    /// Seconds from the release to the opening of the sale.
+    #[arg(long, default_value_t = 2.0)]
+    lead_seconds: f64,
+    /// How long to wait for every winner to be confirmed and mailed.
+    #[arg(long, default_value_t = 900.0)]
+    confirm_timeout_seconds: f64,
+    /// MiniStack's URL: also count the mail the local SES really accepted.
+    #[arg(long)]
+    mailbox: Option<String>,
+    /// Write the report as JSON here too.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // reqwest's rustls with the SDK's crypto provider: one TLS stack in the workspace.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let cli = Cli::parse();
+    let (users, tickets, grabs_per_user, concurrency) = match cli.scenario {
+        Scenario::Lecture => (2_000, 100, 1, 64),
+        Scenario::Redpacket => (30_000, 20_000, 1, 64),
+        Scenario::HotUser => (1, 100, 200, 200),
+        Scenario::Custom => {
+            let (Some(users), Some(tickets)) = (cli.users, cli.tickets) else {
+                return Err("custom needs --users and --tickets".into());
+            };
+            (users, tickets, 1, 64)
+        }
+    };
+    let users = cli.users.unwrap_or(users);
+    let tickets = cli.tickets.unwrap_or(tickets);
+    let concurrency = cli.concurrency.unwrap_or(concurrency).max(1);
+    let scenario = format!("{:?}", cli.scenario).to_lowercase();
+
+    let participants = match (&cli.tokens_file, &cli.admin_token) {
+        (Some(file), Some(admin)) => {
+            let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+            let tokens: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).take(users).collect();
+            if tokens.len() < users {
+                return Err(format!("{} holds {} tokens; {users} users need as many", file.display(), tokens.len()).into());
+            }
+            Users { admin: admin.clone(), emails: vec![None; tokens.len()], tokens }
+        }
+        _ => mint(&cli.jwt_secret, users)?,
+    };
+    let plan = Plan {
+        scenario,
+        tickets,
+        concurrency,
+        grabs_per_user,
+        lead: Duration::from_secs_f64(cli.lead_seconds.max(0.0)),
+        confirm_timeout: Duration::from_secs_f64(cli.confirm_timeout_seconds.max(1.0)),
+        mailbox: cli.mailbox.clone(),
+    };
+    let api = Api::new(&cli.base_url, concurrency)?;
+    let mut report = run(&api, &participants, &plan).await?;
+    report.base_url = cli.base_url.clone();
+    print!("{}", report.render());
+    if let Some(path) = &cli.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    if !report.passed {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Development tokens for `users` users of this run (fresh ids, so runs never meet) and an admin.
+fn mint(secret: &str, users: usize) -> Result<Users, Box<dyn std::error::Error>> {
+    let auth = Authorizer::new(secret);
+    let run = &uuid::Uuid::now_v7().simple().to_string()[20..];
+    let day = Duration::from_secs(86_400);
+    let admin = auth.mint(&format!("lg-{run}-admin"), Some("organiser@example.com"), true, day)?;
+    let mut tokens = Vec::with_capacity(users);
+    let mut emails = Vec::with_capacity(users);
+    for i in 0..users {
+        let sub = format!("lg-{run}-{i}");
+        let email = format!("{sub}@example.com");
+        tokens.push(auth.mint(&sub, Some(&email), false, day)?);
+        emails.push(Some(email));
+    }
+    Ok(Users { admin, tokens, emails })
+}

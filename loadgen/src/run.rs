@@ -1,0 +1,404 @@
+//! One sale, start to finish: release, wait for the opening, verify hashes, grabs, the wait for
+//! every winner to be confirmed and mailed, and the invariants checked over HTTP.
+
+use std::{
+    collections::{BTreeMap, HashMap, HashSet},
+    time::{Duration, Instant, SystemTime},
+};
+
+use futures::StreamExt;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+use crate::{
+    api::{Answer, Api, Attendee},
+    report::{Check, Confirmation, GrabPhase, HashPhase, Latency, Report},
+};
+
+/// A client gives up on one user after this many retried answers.
+const MAX_ATTEMPTS: usize = 60;
+/// The longest a client waits before asking again, whatever `Retry-After` says.
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// Who takes part: tokens for each user and for the organiser.
+pub struct Users {
+    pub admin: String,
+    pub tokens: Vec<String>,
+    /// The e-mail each token carries, where known (minted tokens), for the mailbox check.
+    pub emails: Vec<Option<String>>,
+}
+
+/// What to run.
+pub struct Plan {
+    pub scenario: String,
+    pub tickets: u32,
+    pub concurrency: usize,
+    /// Grab requests per user, all at once (the hot-user scenario sends 200 for one user).
+    pub grabs_per_user: usize,
+    /// How long after the release the sale opens.
+    pub lead: Duration,
+    pub confirm_timeout: Duration,
+    /// MiniStack's base URL: where the mail the local SES accepted can be counted.
+    pub mailbox: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Api(#[from] crate::api::Unexpected),
+    #[error("{0}")]
+    Setup(String),
+}
+
+/// What one user was told, over all their grab requests.
+#[derive(Default, Clone)]
+struct Told {
+    /// Order ids named by a 202 or 200.
+    orders: HashSet<String>,
+    won: bool,
+}
+
+pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunError> {
+    let n = users.tokens.len();
+    let event = format!("lg-{}-{}", plan.scenario, uuid::Uuid::now_v7().simple());
+    let now = OffsetDateTime::now_utc();
+    let opens = now + plan.lead;
+    let mut report = Report {
+        scenario: plan.scenario.clone(),
+        base_url: String::new(),
+        event_id: event.clone(),
+        users: n,
+        tickets: plan.tickets,
+        concurrency: plan.concurrency,
+        started_at: now.format(&Rfc3339).unwrap_or_default(),
+        ..Report::default()
+    };
+
+    let released = api
+        .release(
+            &users.admin,
+            &json!({
+                "id": event,
+                "title": format!("loadgen {}", plan.scenario),
+                "capacity": plan.tickets,
+                "sale_start": opens.format(&Rfc3339).unwrap_or_default(),
+                "sale_end": (opens + time::Duration::hours(1)).format(&Rfc3339).unwrap_or_default(),
+            }),
+        )
+        .await;
+    if released.status != 201 {
+        return Err(RunError::Setup(format!("release answered {}: {}", released.status, released.body)));
+    }
+
+    // 1. every user's verify hash (available a few seconds before the opening)
+    let started = Instant::now();
+    let bar = progress(n as u64, "verify-hash");
+    let results: Vec<(String, Vec<Duration>)> = futures::stream::iter(users.tokens.iter())
+        .map(|token| {
+            let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
+            async move {
+                let (last, latencies, _) = with_retries(|| api.verify_hash(token, &event)).await;
+                bar.inc(1);
+                (last.body["hash"].as_str().unwrap_or_default().to_owned(), latencies)
+            }
+        })
+        .buffered(plan.concurrency)
+        .collect()
+        .await;
+    bar.finish_and_clear();
+    let hash_latencies: Vec<Duration> = results.iter().flat_map(|(_, l)| l.iter().copied()).collect();
+    report.hashes = HashPhase {
+        requests: hash_latencies.len(),
+        seconds: started.elapsed().as_secs_f64(),
+        latency: Latency::of(&hash_latencies),
+    };
+    let hashes: Vec<String> = results.into_iter().map(|(h, _)| h).collect();
+    if let Some(missing) = hashes.iter().position(String::is_empty) {
+        return Err(RunError::Setup(format!("user {missing} got no verify hash")));
+    }
+
+    // 2. the opening second
+    let wait = opens - OffsetDateTime::now_utc();
+    if wait.is_positive() {
+        tokio::time::sleep(wait.unsigned_abs()).await;
+    }
+
+    // 3. the grabs: every user (or the hot user's burst) at once, `concurrency` in flight
+    let jobs: Vec<usize> = (0..n).flat_map(|u| std::iter::repeat_n(u, plan.grabs_per_user)).collect();
+    let bar = progress(jobs.len() as u64, "grab");
+    let first_grab = SystemTime::now();
+    let started = Instant::now();
+    let hot = plan.grabs_per_user > 1;
+    let answers: Vec<(usize, Answer, Vec<Duration>, Vec<String>)> = futures::stream::iter(jobs)
+        .map(|u| {
+            let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
+            let (token, hash) = (&users.tokens[u], &hashes[u]);
+            async move {
+                // The hot user's 429s are the point of that scenario: counted, not retried.
+                let (last, latencies, retried) = if hot {
+                    let a = api.grab(token, &event, hash).await;
+                    let l = a.latency;
+                    (a, vec![l], Vec::new())
+                } else {
+                    with_retries(|| api.grab(token, &event, hash)).await
+                };
+                bar.inc(1);
+                (u, last, latencies, retried)
+            }
+        })
+        .buffer_unordered(plan.concurrency)
+        .collect()
+        .await;
+    let grab_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+
+    let mut told: HashMap<usize, Told> = HashMap::new();
+    let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
+    let (mut all, mut won, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+    for (u, last, latencies, retried) in &answers {
+        all.extend(latencies.iter().copied());
+        for code in retried {
+            *grabs.retried.entry(code.clone()).or_default() += 1;
+        }
+        *grabs.outcomes.entry(last.outcome()).or_default() += 1;
+        match last.status {
+            202 => won.push(last.latency),
+            409 => refused.push(last.latency),
+            _ => {}
+        }
+        if matches!(last.status, 200 | 202) {
+            let entry = told.entry(*u).or_default();
+            entry.won |= last.status == 202;
+            if let Some(order) = last.body["order_id"].as_str() {
+                entry.orders.insert(order.to_owned());
+            }
+        }
+    }
+    grabs.requests = all.len();
+    grabs.grabs_per_sec = all.len() as f64 / grab_seconds.max(1e-9);
+    grabs.latency = Latency::of(&all);
+    grabs.latency_won = Latency::of(&won);
+    grabs.latency_refused = Latency::of(&refused);
+    report.grabs = grabs;
+
+    // 4. every winner confirmed and mailed
+    let winners: HashMap<String, usize> =
+        told.iter().flat_map(|(u, t)| t.orders.iter().map(move |o| (o.clone(), *u))).collect();
+    let (rows, confirmation) = wait_for_confirmation(api, users, plan, &event, &winners, first_grab).await?;
+    report.confirmation = confirmation;
+
+    // 5. the invariants
+    report.checks = check(api, users, plan, &event, &answers, &told, &rows, &report.confirmation).await?;
+    report.passed = report.checks.iter().all(|c| c.pass);
+    Ok(report)
+}
+
+/// Asks until the answer is final (not 503, 429, a transport failure or "not started yet"),
+/// waiting as `Retry-After` says (capped). Returns the final answer, every request's latency and
+/// the outcomes that were retried.
+async fn with_retries<F, Fut>(mut ask: F) -> (Answer, Vec<Duration>, Vec<String>)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Answer>,
+{
+    let mut latencies = Vec::new();
+    let mut retried = Vec::new();
+    loop {
+        let answer = ask().await;
+        latencies.push(answer.latency);
+        if !answer.retryable() || latencies.len() >= MAX_ATTEMPTS {
+            return (answer, latencies, retried);
+        }
+        retried.push(answer.outcome());
+        let pause = match answer.code() {
+            "SALE_NOT_STARTED" => Duration::from_millis(20),
+            _ => answer.retry_after.unwrap_or(Duration::from_millis(100)).min(MAX_BACKOFF),
+        };
+        tokio::time::sleep(pause).await;
+    }
+}
+
+/// Polls the attendee list until every winner is `CONFIRMED` and mailed. The list is read as
+/// seldom as possible (it is not free for the emulator that is draining the queue): the next read
+/// is when the orders seen so far say the rest will be in.
+async fn wait_for_confirmation(
+    api: &Api,
+    users: &Users,
+    plan: &Plan,
+    event: &str,
+    winners: &HashMap<String, usize>,
+    first_grab: SystemTime,
+) -> Result<(Vec<Attendee>, Confirmation), RunError> {
+    let started = Instant::now();
+    let spinner = ProgressBar::new_spinner();
+    spinner.enable_steady_tick(Duration::from_millis(200));
+    let mut polls = 0;
+    let mut rows;
+    loop {
+        rows = api.attendees(&users.admin, event).await?;
+        polls += 1;
+        let confirmed = rows.iter().filter(|r| r.status == "CONFIRMED").count();
+        let mailed = rows.iter().filter(|r| r.mail_status.as_deref() == Some("SENT")).count();
+        spinner.set_message(format!("{confirmed}/{} confirmed, {mailed} mailed", winners.len()));
+        let done = confirmed + mailed;
+        let goal = 2 * winners.len();
+        if done >= goal || started.elapsed() >= plan.confirm_timeout {
+            break;
+        }
+        let elapsed = started.elapsed().as_secs_f64();
+        let rate = done as f64 / elapsed.max(0.1);
+        let eta = if rate > 0.0 { (goal - done) as f64 / rate } else { 1.0 };
+        tokio::time::sleep(Duration::from_secs_f64(eta.clamp(0.5, 10.0))).await;
+    }
+    spinner.finish_and_clear();
+    let after = |stamp: &Option<String>| -> Option<f64> {
+        let t = OffsetDateTime::parse(stamp.as_deref()?, &Rfc3339).ok()?;
+        let first = OffsetDateTime::from(first_grab);
+        Some((t - first).as_seconds_f64())
+    };
+    let confirmed: Vec<&Attendee> = rows.iter().filter(|r| r.status == "CONFIRMED").collect();
+    let mut rejected = 0;
+    // Winners missing from the list: their own order query says whether they were rejected.
+    let listed: HashSet<&str> = rows.iter().map(|r| r.order_id.as_str()).collect();
+    for (order, user) in winners {
+        if !listed.contains(order.as_str()) {
+            let answer = api.order(&users.tokens[*user], event).await;
+            if answer.body["status"] == "REJECTED" {
+                rejected += 1;
+            }
+        }
+    }
+    let confirmation = Confirmation {
+        winners: winners.len(),
+        confirmed: confirmed.len(),
+        rejected,
+        mailed: confirmed.iter().filter(|r| r.mail_status.as_deref() == Some("SENT")).count(),
+        last_confirmed_after_s: confirmed.iter().filter_map(|r| after(&r.confirmed_at)).reduce(f64::max),
+        last_mail_after_s: confirmed.iter().filter_map(|r| after(&r.mailed_at)).reduce(f64::max),
+        waited_s: started.elapsed().as_secs_f64(),
+        polls,
+    };
+    Ok((rows, confirmation))
+}
+
+/// DESIGN.md section 13 as a client can see it: the replies, the attendee list, each user's order,
+/// the live stock, and (locally) the mail the emulator accepted.
+#[allow(clippy::too_many_arguments)]
+async fn check(
+    api: &Api,
+    users: &Users,
+    plan: &Plan,
+    event: &str,
+    answers: &[(usize, Answer, Vec<Duration>, Vec<String>)],
+    told: &HashMap<usize, Told>,
+    rows: &[Attendee],
+    confirmation: &Confirmation,
+) -> Result<Vec<Check>, RunError> {
+    let capacity = plan.tickets as usize;
+    let mut checks = Vec::new();
+
+    let unanswered: BTreeMap<String, usize> =
+        answers.iter().filter(|(_, a, ..)| !matches!(a.status, 200 | 202 | 409 | 429)).fold(
+            BTreeMap::new(),
+            |mut m, (_, a, ..)| {
+                *m.entry(a.outcome()).or_default() += 1;
+                m
+            },
+        );
+    checks.push(Check::new(
+        "every grab answered",
+        unanswered.is_empty(),
+        if unanswered.is_empty() { "202, 200, 409 or (hot user) 429 only".into() } else { format!("{unanswered:?}") },
+    ));
+
+    let two_orders = told.values().filter(|t| t.orders.len() > 1).count();
+    checks.push(Check::new(
+        "one order per user in the replies",
+        two_orders == 0,
+        format!("{} users told of an order, {two_orders} of more than one", told.len()),
+    ));
+
+    let winners = told.values().filter(|t| t.won).count();
+    let expected = if plan.grabs_per_user > 1 { 1 } else { users.tokens.len().min(capacity) };
+    checks.push(Check::new(
+        "every ticket sold while demand lasts, none twice",
+        winners == expected,
+        format!("{winners} users got 202, expected min(users, tickets) = {expected}"),
+    ));
+
+    let confirmed: Vec<&Attendee> = rows.iter().filter(|r| r.status == "CONFIRMED").collect();
+    let tickets: HashSet<u32> = confirmed.iter().map(|r| r.ticket_no).collect();
+    let holders: HashSet<&str> = confirmed.iter().map(|r| r.user_id.as_str()).collect();
+    let order_ids: HashSet<&str> = confirmed.iter().map(|r| r.order_id.as_str()).collect();
+    let in_range = confirmed.iter().all(|r| (1..=plan.tickets).contains(&r.ticket_no));
+    checks.push(Check::new(
+        "confirmed <= capacity",
+        confirmed.len() <= capacity,
+        format!("{} confirmed of {capacity}", confirmed.len()),
+    ));
+    checks.push(Check::new(
+        "ticket numbers distinct and within 1..capacity",
+        tickets.len() == confirmed.len() && in_range,
+        format!("{} distinct of {}", tickets.len(), confirmed.len()),
+    ));
+    checks.push(Check::new(
+        "no user holds two orders; order ids unique",
+        holders.len() == confirmed.len() && order_ids.len() == confirmed.len(),
+        format!("{} holders, {} order ids, {} orders", holders.len(), order_ids.len(), confirmed.len()),
+    ));
+
+    let promised: HashSet<&str> = told.values().flat_map(|t| t.orders.iter().map(String::as_str)).collect();
+    let missing = promised.iter().filter(|o| !order_ids.contains(**o)).count();
+    let lost = missing.saturating_sub(confirmation.rejected);
+    let unpromised = order_ids.iter().filter(|o| !promised.contains(**o)).count();
+    checks.push(Check::new(
+        "every OK reply is one durable order (CONFIRMED or REJECTED)",
+        lost == 0,
+        format!(
+            "{} promised: {} confirmed, {} rejected, {lost} not durable",
+            promised.len(),
+            promised.len() - missing,
+            confirmation.rejected
+        ),
+    ));
+    checks.push(Check::new(
+        "no confirmed order nobody was told of",
+        unpromised == 0,
+        format!("{unpromised} confirmed orders without a 202"),
+    ));
+    checks.push(Check::new(
+        "one confirmation mail per confirmed order",
+        confirmation.mailed == confirmed.len(),
+        format!("{} of {} confirmed orders mailed (mail_status SENT)", confirmation.mailed, confirmed.len()),
+    ));
+
+    let remaining = api.remaining(&users.tokens[0], event).await?;
+    checks.push(Check::new(
+        "free numbers = capacity - confirmed",
+        remaining as usize + confirmed.len() == capacity,
+        format!("remaining {remaining} + confirmed {} vs capacity {capacity}", confirmed.len()),
+    ));
+
+    if let Some(mailbox) = &plan.mailbox {
+        let sent = local_runner::mailbox::sent(mailbox).await.map_err(RunError::Setup)?;
+        let ours: HashSet<&str> = users.emails.iter().flatten().map(String::as_str).collect();
+        let to: Vec<&str> = sent.iter().flat_map(|m| m.to.iter().map(String::as_str)).filter(|t| ours.contains(t)).collect();
+        let distinct: HashSet<&str> = to.iter().copied().collect();
+        checks.push(Check::new(
+            "mail really sent: one per confirmed order (the local SES)",
+            to.len() == confirmed.len() && distinct.len() == to.len(),
+            format!("{} mails to {} addresses, {} confirmed", to.len(), distinct.len(), confirmed.len()),
+        ));
+    }
+    Ok(checks)
+}
+
+fn progress(len: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    if let Ok(style) = ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {per_sec} {elapsed}") {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(what.to_owned());
+    bar
+}
