@@ -1,0 +1,184 @@
+//! emulator-rates: MiniStack's own rate for each call an order makes, at a given concurrency, so
+//! that end-to-end figures can stand beside what the emulator allows.
+//!
+//! Per order, the product makes: one `SendMessage` (grab), then in the consumer one
+//! `TransactWriteItems` (order + ticket), the mail claim and the mail-sent `UpdateItem`s, one SES
+//! `SendEmail`, and a tenth of a `ReceiveMessage` and of a `DeleteMessageBatch` (batches of 10).
+//! The drain bound printed at the end adds up the time each call type takes at its measured rate
+//! (MiniStack serves calls one at a time, so times add).
+
+use std::time::Instant;
+
+use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
+use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message};
+use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+use clap::Parser;
+use futures::StreamExt;
+
+#[derive(Parser)]
+struct Args {
+    /// Calls per measurement.
+    #[arg(long, default_value_t = 2_000)]
+    calls: usize,
+    /// Calls in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// Write the rates as JSON here too.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+async fn rate<F, Fut>(args: &Args, calls: usize, f: F) -> Result<f64, Failure>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Failure>>,
+{
+    let started = Instant::now();
+    let results: Vec<Result<(), Failure>> =
+        futures::stream::iter(0..calls).map(f).buffer_unordered(args.concurrency).collect().await;
+    results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    Ok(calls as f64 / started.elapsed().as_secs_f64())
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Failure> {
+    let args = Args::parse();
+    let settings = local_runner::LocalSettings::from_env()?;
+    let sdk = settings.sdk_config().await;
+    let sqs = aws_sdk_sqs::Client::new(&sdk);
+    let ddb = aws_sdk_dynamodb::Client::new(&sdk);
+    let ses = aws_sdk_sesv2::Client::new(&sdk);
+    let run = uuid::Uuid::now_v7().simple().to_string();
+    let table = format!("rates-{run}");
+    local_runner::provision::ensure_table(&ddb, &table).await?;
+    let (queue, _) = local_runner::provision::ensure_queues(&sqs, &format!("rates-{run}")).await?;
+    let sender = "rates@example.com";
+    local_runner::provision::ensure_sender(&ses, sender).await?;
+    let body = format!(
+        r#"{{"v":1,"order_id":"0199a0b0-0000-7000-8000-000000000000","event_id":"rates","user_id":"u","email":"u@example.com","created_at":"2026-11-22T10:00:00Z","ticket_no":1}}"#
+    );
+    let n = args.calls;
+    println!("emulator-rates: MiniStack at {}, {n} calls each, {} in flight", settings.aws_endpoint, args.concurrency);
+
+    let send = rate(&args, n, |_| {
+        let (sqs, queue, body) = (&sqs, &queue, &body);
+        async move {
+            sqs.send_message().queue_url(queue).message_body(body).send().await?;
+            Ok(())
+        }
+    })
+    .await?;
+    // The queue now holds n messages: receive and delete them in batches of 10.
+    let receive = rate(&args, n / 10, |_| {
+        let (sqs, queue) = (&sqs, &queue);
+        async move {
+            let out = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await?;
+            let entries: Vec<DeleteMessageBatchRequestEntry> = out
+                .messages()
+                .iter()
+                .enumerate()
+                .filter_map(|(i, m)| {
+                    DeleteMessageBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(m.receipt_handle().unwrap_or_default())
+                        .build()
+                        .ok()
+                })
+                .collect();
+            if !entries.is_empty() {
+                sqs.delete_message_batch().queue_url(queue).set_entries(Some(entries)).send().await?;
+            }
+            Ok(())
+        }
+    })
+    .await?;
+    let s = |v: String| AttributeValue::S(v);
+    let transact = rate(&args, n, |i| {
+        let (ddb, table, s) = (&ddb, &table, &s);
+        async move {
+            let put = |pk: String| -> Result<TransactWriteItem, Failure> {
+                let put = Put::builder()
+                    .table_name(table)
+                    .item("PK", s(pk))
+                    .item("SK", s("X".into()))
+                    .item("order_id", s(format!("o{i}")))
+                    .condition_expression("attribute_not_exists(PK)")
+                    .build()?;
+                Ok(TransactWriteItem::builder().put(put).build())
+            };
+            ddb.transact_write_items()
+                .transact_items(put(format!("ORDER#{i}"))?)
+                .transact_items(put(format!("TICKET#{i}"))?)
+                .send()
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let update = rate(&args, n, |i| {
+        let (ddb, table, s) = (&ddb, &table, &s);
+        async move {
+            ddb.update_item()
+                .table_name(table)
+                .key("PK", s(format!("ORDER#{i}")))
+                .key("SK", s("X".into()))
+                .update_expression("SET mail_status = :m")
+                .condition_expression("order_id = :o")
+                .expression_attribute_values(":m", s("SENDING".into()))
+                .expression_attribute_values(":o", s(format!("o{i}")))
+                .send()
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+    let mail = rate(&args, n, |i| {
+        let ses = &ses;
+        async move {
+            let text = |t: &str| Content::builder().data(t).charset("UTF-8").build();
+            let message =
+                Message::builder().subject(text("rates")?).body(Body::builder().text(text("a mail")?).build()).build();
+            ses.send_email()
+                .from_email_address(sender)
+                .destination(Destination::builder().to_addresses(format!("rates-{i}@example.com")).build())
+                .content(EmailContent::builder().simple(message).build())
+                .send()
+                .await?;
+            Ok(())
+        }
+    })
+    .await?;
+
+    println!("{:<40} {:>10}", "call", "calls/s");
+    for (name, r) in [
+        ("SQS SendMessage", send),
+        ("SQS ReceiveMessage(10) + DeleteMessageBatch", receive),
+        ("DynamoDB TransactWriteItems (2 puts)", transact),
+        ("DynamoDB UpdateItem (conditional)", update),
+        ("SES SendEmail", mail),
+    ] {
+        println!("{name:<40} {r:>10.0}");
+    }
+    // Seconds of emulator time one order costs in the consumer, at these rates.
+    let per_order = |updates: f64| 1.0 / transact + updates / update + 1.0 / mail + 0.1 / receive;
+    println!();
+    println!("drain bound per 1,000 orders (consumer calls at these rates):");
+    println!("  2 UpdateItem per order (claim, sent): {:>6.2} s", 1000.0 * per_order(2.0));
+    println!("  1 UpdateItem per order (sent only):   {:>6.2} s", 1000.0 * per_order(1.0));
+    println!("grab bound per 1,000 winners (one SendMessage each): {:.2} s", 1000.0 / send);
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "concurrency": args.concurrency, "calls": n,
+            "sqs_send_per_s": send, "sqs_receive_delete_batches_per_s": receive,
+            "ddb_transact_per_s": transact, "ddb_update_per_s": update, "ses_send_per_s": mail,
+            "drain_s_per_1000_orders_two_updates": 1000.0 * per_order(2.0),
+            "drain_s_per_1000_orders_one_update": 1000.0 * per_order(1.0),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
+    sqs.delete_queue().queue_url(&queue).send().await?;
+    ddb.delete_table().table_name(&table).send().await?;
+    Ok(())
+}
