@@ -204,23 +204,18 @@ struct Context {
 
 impl Context {
     async fn new(args: &Args) -> Result<Self, Box<dyn std::error::Error>> {
-        let db = Pool::new(
-            mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&args.mysql_url)?).pool_opts(
-                mysql_async::PoolOpts::default()
-                    .with_constraints(mysql_async::PoolConstraints::new(1, args.concurrency.max(1)).ok_or("pool size")?),
-            ),
-        );
+        let db =
+            Pool::new(mysql_async::OptsBuilder::from_opts(mysql_async::Opts::from_url(&args.mysql_url)?).pool_opts(
+                mysql_async::PoolOpts::default().with_constraints(
+                    mysql_async::PoolConstraints::new(1, args.concurrency.max(1)).ok_or("pool size")?,
+                ),
+            ));
         db.get_conn().await?.query_drop("SELECT 1").await?;
 
         let settings = local_runner::LocalSettings::from_env()?;
         let sdk = settings.sdk_config().await;
-        let provisioned = local_runner::provision::all(
-            &sdk,
-            &settings.table_name,
-            &settings.queue_name,
-            &settings.mail_from,
-        )
-        .await?;
+        let provisioned =
+            local_runner::provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from).await?;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let (bench_queue, _) = local_runner::provision::ensure_queues(&sqs, "ticketgrab-bench-orders").await?;
         let real = local_runner::Functions::build(&settings, &provisioned.queue_url).await?;
@@ -399,7 +394,8 @@ impl Context {
                         let stock = match cached {
                             Some(s) => s,
                             None => {
-                                let s: Option<i64> = conn.query_first("SELECT remaining FROM t_lecture WHERE id = 1").await?;
+                                let s: Option<i64> =
+                                    conn.query_first("SELECT remaining FROM t_lecture WHERE id = 1").await?;
                                 let s = s.unwrap_or(0);
                                 let _: () = redis.set(stock_key, s).await?;
                                 s
@@ -424,8 +420,11 @@ impl Context {
                             (&user,),
                         )
                         .await?;
-                        tx.exec_drop("UPDATE t_lecture SET remaining = remaining - 1 WHERE id = 1 AND remaining > 0", ())
-                            .await?;
+                        tx.exec_drop(
+                            "UPDATE t_lecture SET remaining = remaining - 1 WHERE id = 1 AND remaining > 0",
+                            (),
+                        )
+                        .await?;
                         if tx.affected_rows() == 0 {
                             tx.rollback().await?;
                             return Ok(Told::SoldOut);
@@ -507,9 +506,8 @@ impl Context {
         if result.checks.is_ok() && (outbox != won || sent != won) {
             result.checks = Err(format!("{won} won, {outbox} in the outbox, {sent} sent"));
         }
-        let _: () = redis
-            .del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)])
-            .await?;
+        let _: () =
+            redis.del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)]).await?;
         if design == Design::OursSqs {
             self.sqs.purge_queue().queue_url(&self.bench_queue).send().await?;
         }
@@ -566,8 +564,12 @@ impl Context {
                 "email": caller.email, "created_at": rfc3339(OffsetDateTime::now_utc()),
             })
             .to_string();
-            let attempt =
-                GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
+            let attempt = GrabAttempt {
+                event: &event,
+                user: &caller.user,
+                order_id: &order_id,
+                message_without_ticket: &message,
+            };
             let GrabOutcome::Granted { message, .. } = self.real.gate.grab(&attempt, settings.policy).await? else {
                 return Err("the split's grab was not granted".into());
             };
@@ -576,7 +578,10 @@ impl Context {
             let t5 = Instant::now();
             real_queue.send(&message).await?;
             let t6 = Instant::now();
-            let whole = self.stub_grab.handle(apigw::into_request(serde_json::from_str(&request(&format!("whole-{u}")))?)).await;
+            let whole = self
+                .stub_grab
+                .handle(apigw::into_request(serde_json::from_str(&request(&format!("whole-{u}")))?))
+                .await;
             let t7 = Instant::now();
             if whole.status() != 202 {
                 return Err(format!("the split's whole grab answered {}", whole.status()).into());
@@ -605,9 +610,8 @@ impl Context {
             out.insert(name.into(), json!({ "p50_us": p50, "p99_us": p99 }));
         }
         let mut redis = self.redis.clone();
-        let _: () = redis
-            .del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)])
-            .await?;
+        let _: () =
+            redis.del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)]).await?;
         self.sqs.purge_queue().queue_url(&self.bench_queue).send().await?;
         Ok(Value::Object(out))
     }

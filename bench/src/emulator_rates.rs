@@ -56,14 +56,12 @@ async fn main() -> Result<(), Failure> {
     let (queue, _) = local_runner::provision::ensure_queues(&sqs, &format!("rates-{run}")).await?;
     let sender = "rates@example.com";
     local_runner::provision::ensure_sender(&ses, sender).await?;
-    let body = format!(
-        r#"{{"v":1,"order_id":"0199a0b0-0000-7000-8000-000000000000","event_id":"rates","user_id":"u","email":"u@example.com","created_at":"2026-11-22T10:00:00Z","ticket_no":1}}"#
-    );
+    let body = r#"{"v":1,"order_id":"0199a0b0-0000-7000-8000-000000000000","event_id":"rates","user_id":"u","email":"u@example.com","created_at":"2026-11-22T10:00:00Z","ticket_no":1}"#;
     let n = args.calls;
     println!("emulator-rates: MiniStack at {}, {n} calls each, {} in flight", settings.aws_endpoint, args.concurrency);
 
     let send = rate(&args, n, |_| {
-        let (sqs, queue, body) = (&sqs, &queue, &body);
+        let (sqs, queue) = (&sqs, &queue);
         async move {
             sqs.send_message().queue_url(queue).message_body(body).send().await?;
             Ok(())

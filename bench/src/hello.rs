@@ -5,6 +5,8 @@ use lambda_runtime::{Error, LambdaEvent, service_fn};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async move { Ok::<_, Error>(event.payload) }))
-        .await
+    lambda_runtime::run(service_fn(
+        |event: LambdaEvent<serde_json::Value>| async move { Ok::<_, Error>(event.payload) },
+    ))
+    .await
 }

@@ -67,7 +67,7 @@ pub struct Api {
 impl Api {
     /// A client keeping up to `connections` connections open, as that many browsers would.
     pub fn new(base: &str, connections: usize) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        let http = local_runner::client::builder()
             .pool_max_idle_per_host(connections)
             .tcp_nodelay(true)
             .timeout(Duration::from_secs(30))
@@ -124,13 +124,14 @@ impl Api {
             }
             let answer = self.send(self.http.get(url).bearer_auth(admin)).await;
             if answer.status != 200 {
-                return Err(Unexpected { what: "the attendee list", status: answer.status, body: answer.body.to_string() });
+                return Err(Unexpected {
+                    what: "the attendee list",
+                    status: answer.status,
+                    body: answer.body.to_string(),
+                });
             }
-            let page: Vec<Attendee> = serde_json::from_value(answer.body["orders"].clone()).map_err(|e| Unexpected {
-                what: "the attendee list",
-                status: 200,
-                body: e.to_string(),
-            })?;
+            let page: Vec<Attendee> = serde_json::from_value(answer.body["orders"].clone())
+                .map_err(|e| Unexpected { what: "the attendee list", status: 200, body: e.to_string() })?;
             rows.extend(page);
             match answer.body["next_cursor"].as_str() {
                 Some(next) => cursor = Some(next.to_owned()),

@@ -64,8 +64,6 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // reqwest's rustls with the SDK's crypto provider: one TLS stack in the workspace.
-    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let cli = Cli::parse();
     let (users, tickets, grabs_per_user, concurrency) = match cli.scenario {
         Scenario::Lecture => (2_000, 100, 1, 64),
@@ -86,9 +84,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let participants = match (&cli.tokens_file, &cli.admin_token) {
         (Some(file), Some(admin)) => {
             let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
-            let tokens: Vec<String> = text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).take(users).collect();
+            let tokens: Vec<String> =
+                text.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).take(users).collect();
             if tokens.len() < users {
-                return Err(format!("{} holds {} tokens; {users} users need as many", file.display(), tokens.len()).into());
+                return Err(
+                    format!("{} holds {} tokens; {users} users need as many", file.display(), tokens.len()).into()
+                );
             }
             Users { admin: admin.clone(), emails: vec![None; tokens.len()], tokens }
         }

@@ -120,7 +120,11 @@ impl Report {
             self.hashes.seconds,
             self.hashes.latency.line()
         );
-        let _ = writeln!(out, "  grab          {} requests in {:.2} s = {:.0} grabs/s", g.requests, g.seconds, g.grabs_per_sec);
+        let _ = writeln!(
+            out,
+            "  grab          {} requests in {:.2} s = {:.0} grabs/s",
+            g.requests, g.seconds, g.grabs_per_sec
+        );
         let _ = writeln!(out, "    all         {}", g.latency.line());
         let _ = writeln!(out, "    won (202)   {}", g.latency_won.line());
         let _ = writeln!(out, "    refused     {}", g.latency_refused.line());
@@ -144,7 +148,8 @@ impl Report {
         );
         let _ = writeln!(out, "  invariants (DESIGN.md section 13, over HTTP):");
         for check in &self.checks {
-            let _ = writeln!(out, "    [{}] {}: {}", if check.pass { "pass" } else { "FAIL" }, check.name, check.detail);
+            let _ =
+                writeln!(out, "    [{}] {}: {}", if check.pass { "pass" } else { "FAIL" }, check.name, check.detail);
         }
         let _ = writeln!(out, "  {}", if self.passed { "every check passed" } else { "SOME CHECKS FAILED" });
         out

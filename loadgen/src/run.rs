@@ -298,14 +298,13 @@ async fn check(
     let capacity = plan.tickets as usize;
     let mut checks = Vec::new();
 
-    let unanswered: BTreeMap<String, usize> =
-        answers.iter().filter(|(_, a, ..)| !matches!(a.status, 200 | 202 | 409 | 429)).fold(
-            BTreeMap::new(),
-            |mut m, (_, a, ..)| {
-                *m.entry(a.outcome()).or_default() += 1;
-                m
-            },
-        );
+    let unanswered: BTreeMap<String, usize> = answers
+        .iter()
+        .filter(|(_, a, ..)| !matches!(a.status, 200 | 202 | 409 | 429))
+        .fold(BTreeMap::new(), |mut m, (_, a, ..)| {
+            *m.entry(a.outcome()).or_default() += 1;
+            m
+        });
     checks.push(Check::new(
         "every grab answered",
         unanswered.is_empty(),
@@ -383,7 +382,8 @@ async fn check(
     if let Some(mailbox) = &plan.mailbox {
         let sent = local_runner::mailbox::sent(mailbox).await.map_err(RunError::Setup)?;
         let ours: HashSet<&str> = users.emails.iter().flatten().map(String::as_str).collect();
-        let to: Vec<&str> = sent.iter().flat_map(|m| m.to.iter().map(String::as_str)).filter(|t| ours.contains(t)).collect();
+        let to: Vec<&str> =
+            sent.iter().flat_map(|m| m.to.iter().map(String::as_str)).filter(|t| ours.contains(t)).collect();
         let distinct: HashSet<&str> = to.iter().copied().collect();
         checks.push(Check::new(
             "mail really sent: one per confirmed order (the local SES)",

@@ -7,9 +7,11 @@
 //! - [`authorizer`]: plays the HTTP API's JWT authorizer with HS256 development tokens;
 //! - [`server`]: plays API Gateway: routes, payload 2.0 events, the very handlers Lambda runs;
 //! - [`esm`]: plays the SQS event source mapping for the mail function; [`mailbox`]: sent mail;
-//! - [`functions`]: those handlers, built once; [`demo`]: the demo event and the curl guide.
+//! - [`functions`]: those handlers, built once; [`demo`]: the demo event and the curl guide;
+//! - [`client`]: HTTP clients for the tools and tests, on the SDK's TLS stack.
 
 pub mod authorizer;
+pub mod client;
 pub mod demo;
 pub mod esm;
 pub mod functions;

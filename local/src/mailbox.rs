@@ -29,7 +29,9 @@ struct Listing {
 /// Every mail the emulator accepted, all accounts.
 pub async fn sent(aws_endpoint: &str) -> Result<Vec<SentMail>, String> {
     let url = format!("{}/_ministack/ses/messages", aws_endpoint.trim_end_matches('/'));
-    let listing: Listing = reqwest::get(&url)
+    let listing: Listing = crate::client::new()
+        .get(&url)
+        .send()
         .await
         .map_err(|e| format!("{url}: {e}"))?
         .error_for_status()

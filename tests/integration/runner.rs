@@ -29,7 +29,7 @@ pub async fn start_runner(app: &TestApp) -> (String, tokio::sync::oneshot::Sende
 async fn token_release_verify_hash_grab_and_order_over_http() {
     let app = TestApp::new().await;
     let (base, _stop) = start_runner(&app).await;
-    let http = reqwest::Client::new();
+    let http = local_runner::client::new();
     let auth = Authorizer::new(&app.settings.jwt_secret);
     let admin = auth.mint("organiser-1", Some("organiser@example.com"), true, parse_ttl("1h").unwrap()).unwrap();
     let user = auth.mint("student-1", Some("student-1@example.com"), false, parse_ttl("1h").unwrap()).unwrap();
@@ -79,7 +79,7 @@ async fn token_release_verify_hash_grab_and_order_over_http() {
 async fn the_runner_authorizer_refuses_before_any_handler_runs() {
     let app = TestApp::new().await;
     let (base, _stop) = start_runner(&app).await;
-    let http = reqwest::Client::new();
+    let http = local_runner::client::new();
     let auth = Authorizer::new(&app.settings.jwt_secret);
     let an_hour_ago = OffsetDateTime::now_utc().unix_timestamp() as u64 - 3600;
     let expired = auth

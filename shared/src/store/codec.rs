@@ -28,7 +28,7 @@ pub fn get_s(item: &Item, name: &str) -> Result<String, StoreError> {
     }
 }
 
-fn opt_s(item: &Item, name: &str) -> Option<String> {
+pub fn opt_s(item: &Item, name: &str) -> Option<String> {
     match item.get(name) {
         Some(AttributeValue::S(v)) => Some(v.clone()),
         _ => None,

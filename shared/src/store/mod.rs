@@ -270,6 +270,11 @@ pub struct AttendeeRow {
     pub email: String,
     pub status: OrderStatus,
     pub created_at: String,
+    /// When the order became durable (`CONFIRMED`).
+    pub confirmed_at: Option<String>,
+    /// Where its confirmation mail stands (`PENDING`, `SENDING`, `SENT`), and when it was sent.
+    pub mail_status: Option<String>,
+    pub mailed_at: Option<String>,
 }
 
 impl AttendeeRow {
@@ -282,6 +287,9 @@ impl AttendeeRow {
             email: codec::get_s(item, "email")?,
             status: view.status,
             created_at: codec::get_s(item, "created_at")?,
+            confirmed_at: codec::opt_s(item, "stored_at"),
+            mail_status: codec::opt_s(item, "mail_status"),
+            mailed_at: codec::opt_s(item, "mail_sent_at"),
         })
     }
 }
