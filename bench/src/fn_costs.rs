@@ -113,7 +113,7 @@ struct Cold {
     rss_after_kb: u64,
 }
 
-async fn cold_start(args: &Args, binary: &str, event: &str, invocations: usize) -> Result<Cold, String> {
+async fn cold_start(args: &Args, queue: &str, binary: &str, event: &str, invocations: usize) -> Result<Cold, String> {
     let rt = Arc::new(Runtime {
         event: event.to_owned(),
         left: Mutex::new(invocations),
@@ -135,6 +135,7 @@ async fn cold_start(args: &Args, binary: &str, event: &str, invocations: usize) 
     let started = Instant::now();
     let mut child = tokio::process::Command::new(&path)
         .env("TABLE_NAME", BENCH_TABLE)
+        .env("ORDERS_QUEUE_URL", queue)
         .env("AWS_LAMBDA_RUNTIME_API", &api)
         .env("AWS_LAMBDA_FUNCTION_NAME", binary)
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
@@ -180,6 +181,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let settings = local_runner::LocalSettings::from_env()?;
     let sdk = settings.sdk_config().await;
     local_runner::provision::ensure_table(&aws_sdk_dynamodb::Client::new(&sdk), BENCH_TABLE).await?;
+    let (queue, _) = local_runner::provision::ensure_queues(&aws_sdk_sqs::Client::new(&sdk), BENCH_TABLE).await?;
     let events = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events");
     println!(
         "fn-costs: {} cold starts per binary (exec to its first `next`, local Runtime API, no network in init), \
@@ -195,14 +197,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (binary, sample) in BINARIES {
         let event = std::fs::read_to_string(events.join(sample))?;
         // The first start warms the page cache; it is not counted.
-        cold_start(&args, binary, &event, 0).await?;
+        cold_start(&args, &queue, binary, &event, 0).await?;
         let mut inits = Vec::new();
         for _ in 0..args.rounds {
-            inits.push(cold_start(&args, binary, &event, 0).await?.init);
+            inits.push(cold_start(&args, &queue, binary, &event, 0).await?.init);
         }
         inits.sort();
         let p50 = inits[inits.len() / 2];
-        let with_work = cold_start(&args, binary, &event, args.invocations).await?;
+        let with_work = cold_start(&args, &queue, binary, &event, args.invocations).await?;
         let size = std::fs::metadata(args.bin_dir.join(binary))?.len();
         if binary == "hello-lambda" {
             hello_init = Some(p50);

@@ -1,5 +1,6 @@
 //! gate-bench: the design's grab script (`shared/src/gate/grab.lua`) beside the seeds'
-//! four-command script (`bench/seeds.lua`), on one redis-server, in one run.
+//! four-command script (`bench/seeds.lua`) and the lean layout's prototype (`bench/lean-gate.lua`,
+//! DESIGN.md section 6 as revised), on one redis-server, in one run.
 //!
 //! Each round replays the red-packet drop: `--tickets` tickets, `--users` distinct users, each
 //! grabbing once over `--connections` connections. Rounds alternate between the two scripts so
@@ -16,6 +17,7 @@ use redis::{Script, aio::MultiplexedConnection};
 
 const GRAB: &str = include_str!("../../shared/src/gate/grab.lua");
 const SEEDS: &str = include_str!("../seeds.lua");
+const LEAN: &str = include_str!("../lean-gate.lua");
 
 #[derive(Parser)]
 struct Args {
@@ -38,6 +40,17 @@ struct Args {
 enum Kind {
     Seeds,
     Design,
+    Lean,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Seeds => "seeds",
+            Self::Design => "design",
+            Self::Lean => "lean",
+        }
+    }
 }
 
 struct Round {
@@ -62,10 +75,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.tickets, args.users, args.connections, args.rounds
     );
 
-    let (mut seeds, mut design) = (Vec::new(), Vec::new());
+    let (mut seeds, mut design, mut lean) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds {
-        // Alternate which goes first, so neither always runs on a warmer or quieter machine.
-        let order = if round % 2 == 0 { [Kind::Seeds, Kind::Design] } else { [Kind::Design, Kind::Seeds] };
+        // Rotate which goes first, so none always runs on a warmer or quieter machine.
+        let mut order = [Kind::Seeds, Kind::Design, Kind::Lean];
+        order.rotate_left(round % 3);
         for kind in order {
             let r = run_round(kind, round, &args, &conns, &mut admin).await?;
             if r.granted != args.tickets.min(args.users) {
@@ -76,32 +90,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             match kind {
                 Kind::Seeds => seeds.push(r),
                 Kind::Design => design.push(r),
+                Kind::Lean => lean.push(r),
             }
         }
     }
 
     let med = |v: &[Round], f: fn(&Round) -> f64| {
         let mut x: Vec<f64> = v.iter().map(f).collect();
-        x.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        x.sort_by(f64::total_cmp);
         x[x.len() / 2]
     };
     let (s_cps, s_us) = (med(&seeds, |r| r.calls_per_sec), med(&seeds, |r| r.usec_per_call));
-    let (d_cps, d_us) = (med(&design, |r| r.calls_per_sec), med(&design, |r| r.usec_per_call));
     println!();
-    println!("{:<34} {:>14} {:>22}", "script", "calls/s", "server usec/call");
-    println!("{:<34} {:>14.0} {:>22.2}", "seeds (GET, SISMEMBER, DECR, SADD)", s_cps, s_us);
-    println!("{:<34} {:>14.0} {:>22.2}", "design grab.lua", d_cps, d_us);
-    println!("{:<34} {:>14.2} {:>22.2}", "design / seeds", d_cps / s_cps, d_us / s_us);
+    println!("{:<36} {:>12} {:>18} {:>16}", "script", "calls/s", "server usec/call", "vs seeds (usec)");
+    for (name, rounds) in [
+        ("seeds (GET, SISMEMBER, DECR, SADD)", &seeds),
+        ("design grab.lua (product today)", &design),
+        ("lean-gate.lua (DESIGN 6 revised)", &lean),
+    ] {
+        let (cps, us) = (med(rounds, |r| r.calls_per_sec), med(rounds, |r| r.usec_per_call));
+        println!("{name:<36} {cps:>12.0} {us:>18.2} {:>15.2}x", us / s_us);
+    }
     println!();
-    println!(
-        "server time per call: design is {:.2}x the seeds' (target: at most 2x) -> {}",
-        d_us / s_us,
-        if d_us / s_us <= 2.0 { "within target" } else { "OVER target" }
-    );
-    for (name, rounds) in [("seeds", &seeds), ("design", &design)] {
+    let (d_us, l_us) = (med(&design, |r| r.usec_per_call), med(&lean, |r| r.usec_per_call));
+    for (name, us) in [("grab.lua", d_us), ("lean-gate.lua", l_us)] {
+        println!(
+            "server time per call: {name} is {:.2}x the seeds' (target: at most 2x) -> {}",
+            us / s_us,
+            if us / s_us <= 2.0 { "within target" } else { "OVER target" }
+        );
+    }
+    let _ = s_cps;
+    for (kind, rounds) in [(Kind::Seeds, &seeds), (Kind::Design, &design), (Kind::Lean, &lean)] {
         let per: Vec<String> =
             rounds.iter().map(|r| format!("{:.0}/s {:.2}us", r.calls_per_sec, r.usec_per_call)).collect();
-        println!("  {name:<6} rounds: {}", per.join(", "));
+        println!("  {:<6} rounds: {}", kind.name(), per.join(", "));
     }
     Ok(())
 }
@@ -113,14 +136,14 @@ async fn run_round(
     conns: &[MultiplexedConnection],
     admin: &mut MultiplexedConnection,
 ) -> Result<Round, Box<dyn std::error::Error>> {
-    let event = format!("bench-{}-{round}", if kind == Kind::Seeds { "seeds" } else { "design" });
+    let event = format!("bench-{}-{round}", kind.name());
     let keys = Keys::new(&event);
     let _: () = redis::cmd("DEL").arg(keys.all()).query_async(admin).await?;
     match kind {
         Kind::Seeds => {
             let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
         }
-        Kind::Design => {
+        Kind::Design | Kind::Lean => {
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
             let mut pipe = redis::pipe();
             let mut first = 1;
@@ -141,7 +164,11 @@ async fn run_round(
         Some(path) => std::fs::read_to_string(path)?,
         None => GRAB.to_owned(),
     };
-    let script = Script::new(if kind == Kind::Seeds { SEEDS } else { &design });
+    let script = Script::new(match kind {
+        Kind::Seeds => SEEDS,
+        Kind::Design => &design,
+        Kind::Lean => LEAN,
+    });
     // Load outside the measured window.
     let mut warm = conns[0].clone();
     script.prepare_invoke().load_async(&mut warm).await?;
@@ -186,6 +213,30 @@ async fn run_round(
                             .await?;
                         matches!(r.first(), Some(redis::Value::BulkString(b)) if b == b"OK")
                     }
+                    Kind::Lean => {
+                        let order = format!("0199a0b0-0000-7000-8000-{u:012}");
+                        let message = format!(
+                            r#"{{"v":1,"order_id":"{order}","event_id":"{event}","user_id":"{user}","email":"{user}@example.com","created_at":"2026-11-22T10:00:00Z""#,
+                            event = keys.event
+                        );
+                        let now_ms = std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_millis() as u64)
+                            .unwrap_or_default();
+                        let r: String = script
+                            .key(&keys.meta)
+                            .key(&keys.seats)
+                            .key(&keys.outbox)
+                            .arg(&user)
+                            .arg(&order)
+                            .arg(message)
+                            .arg(5)
+                            .arg(1000)
+                            .arg(now_ms)
+                            .invoke_async(&mut conn)
+                            .await?;
+                        r.starts_with("OK:")
+                    }
                 };
                 granted += u32::from(ok);
             }
@@ -203,7 +254,7 @@ async fn run_round(
         .and_then(|v| v.parse().ok())
         .ok_or("no evalsha stats")?;
     if std::env::var_os("GATE_BENCH_COMMANDSTATS").is_some() {
-        let name = if kind == Kind::Seeds { "seeds" } else { "design" };
+        let name = kind.name();
         for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
             eprintln!("  {name} round {round}: {line}");
         }

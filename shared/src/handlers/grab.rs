@@ -34,6 +34,21 @@ pub struct Grab {
     rebuilder: Rebuilder,
 }
 
+/// A grab decided: the reply, and the order still to be sent when the grab was granted.
+pub struct Decided {
+    pub response: Response<Body>,
+    /// The outcome's code (logs and metrics).
+    pub code: &'static str,
+    pub delivery: Option<Delivery>,
+}
+
+/// A granted order, durable in the outbox, on its way to the queue.
+pub struct Delivery {
+    pub event: EventId,
+    pub order_id: String,
+    pub message: String,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct GrabBody {
@@ -72,65 +87,75 @@ impl Grab {
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
-            let caller = Caller::from_request(&req)?;
-            let event = event_id(&req)?;
-            let body: GrabBody = json_body(&req)?;
-            let now = OffsetDateTime::now_utc();
-            self.hash
-                .secret
-                .verify(&body.hash, &event, &caller.user, epoch_ms(now))
-                .map_err(|_| ApiError::BadHash)?;
-            let email = caller
-                .email
-                .as_ref()
-                .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
-
-            let order_id = OrderId::generate();
-            let message = json!({
-                "v": 1,
-                "order_id": order_id,
-                "event_id": event,
-                "user_id": caller.user,
-                "email": email,
-                "created_at": rfc3339(now),
-            })
-            .to_string();
-            let attempt = GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
-            let mut outcome = self.gate.grab(&attempt, self.policy).await?;
-            if outcome == GrabOutcome::NotFound {
-                // Unknown, or a cache that was lost: DynamoDB knows which. Rebuild once and retry.
-                let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
-                match self.rebuilder.rebuild(&stored.event).await? {
-                    Rebuild::Done | Rebuild::Present => outcome = self.gate.grab(&attempt, self.policy).await?,
-                    Rebuild::Busy => return Err(ApiError::Busy),
-                }
+            let decided = self.decide(req).await?;
+            if let Some(order) = &decided.delivery {
+                self.deliver(order).await;
             }
-            let code = outcome.code();
-            match outcome {
-                GrabOutcome::Granted { order_id, ticket_no, stock_left, message } => {
-                    self.deliver(&event, &order_id, &message).await;
-                    let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending, "remaining": stock_left });
-                    Ok((json(StatusCode::ACCEPTED, &reply), code))
-                }
-                GrabOutcome::Already { order_id, ticket_no } => {
-                    let status = self.durable_status(&event, &caller).await;
-                    Ok((json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "status": status })), code))
-                }
-                GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
-                GrabOutcome::NotFound => Err(ApiError::EventNotFound),
-                GrabOutcome::NotStarted => Err(ApiError::SaleNotStarted),
-                GrabOutcome::Ended => Err(ApiError::SaleEnded),
-                GrabOutcome::SoldOut => Err(ApiError::SoldOut),
-            }
+            Ok((decided.response, decided.code))
         })
         .await
     }
 
+    /// The decision alone: claims, verify hash, the grab script. A granted grab is durable in the
+    /// outbox when this returns; [`Self::handle`] then sends it to SQS. Benchmarks time the two
+    /// apart, since the send's cost is the queue's (the emulator's, locally).
+    pub async fn decide(&self, req: Request) -> Result<Decided, ApiError> {
+        let caller = Caller::from_request(&req)?;
+        let event = event_id(&req)?;
+        let body: GrabBody = json_body(&req)?;
+        let now = OffsetDateTime::now_utc();
+        self.hash.secret.verify(&body.hash, &event, &caller.user, epoch_ms(now)).map_err(|_| ApiError::BadHash)?;
+        let email = caller
+            .email
+            .as_ref()
+            .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
+
+        let order_id = OrderId::generate();
+        let message = json!({
+            "v": 1,
+            "order_id": order_id,
+            "event_id": event,
+            "user_id": caller.user,
+            "email": email,
+            "created_at": rfc3339(now),
+        })
+        .to_string();
+        let attempt =
+            GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
+        let mut outcome = self.gate.grab(&attempt, self.policy).await?;
+        if outcome == GrabOutcome::NotFound {
+            // Unknown, or a cache that was lost: DynamoDB knows which. Rebuild once and retry.
+            let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+            match self.rebuilder.rebuild(&stored.event).await? {
+                Rebuild::Done | Rebuild::Present => outcome = self.gate.grab(&attempt, self.policy).await?,
+                Rebuild::Busy => return Err(ApiError::Busy),
+            }
+        }
+        let code = outcome.code();
+        match outcome {
+            GrabOutcome::Granted { order_id, ticket_no, stock_left, message } => {
+                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending, "remaining": stock_left });
+                let delivery = Some(Delivery { event, order_id, message });
+                Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
+            }
+            GrabOutcome::Already { order_id, ticket_no } => {
+                let status = self.durable_status(&event, &caller).await;
+                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": status });
+                Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery: None })
+            }
+            GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
+            GrabOutcome::NotFound => Err(ApiError::EventNotFound),
+            GrabOutcome::NotStarted => Err(ApiError::SaleNotStarted),
+            GrabOutcome::Ended => Err(ApiError::SaleEnded),
+            GrabOutcome::SoldOut => Err(ApiError::SoldOut),
+        }
+    }
+
     /// Sends the order to SQS. A failure is logged and left to the outbox: the grab has already
     /// happened and reconcile re-drives the entry.
-    async fn deliver(&self, event: &EventId, order_id: &str, message: &str) {
-        if let Err(e) = self.queue.send(message).await {
-            tracing::warn!(event_id = %event, order_id, error = %e, "order left in the outbox for reconcile");
+    pub async fn deliver(&self, order: &Delivery) {
+        if let Err(e) = self.queue.send(&order.message).await {
+            tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, "order left in the outbox for reconcile");
         }
     }
 

@@ -1,0 +1,70 @@
+//! The AWS SDK configuration, loaded once per execution environment. The emulator is reached
+//! through the standard `AWS_ENDPOINT_URL`, so there is no local switch in the code.
+//!
+//! The SDK's HTTPS client trusts Amazon's root CAs only (`amazon-roots.pem`: Amazon Root CA 1-4 and
+//! the Starfield Services root that cross-signs them), the roots every AWS endpoint chains to.
+//! The SDK's default loads the machine's whole store (about 140 roots, and every file of
+//! `SSL_CERT_DIR` where that is set) at cold start: two thirds of a function's init, measured by
+//! `fn-costs`, for trust no AWS call needs.
+
+use std::time::Duration;
+
+use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
+use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
+
+/// SDK settings with bounded timeouts, from the environment (region, credentials, endpoint).
+pub async fn sdk_config() -> aws_config::SdkConfig {
+    loader().load().await
+}
+
+/// The loader behind [`sdk_config`], for callers that set region, credentials or endpoint
+/// themselves (the local runner). A dependency that hangs must not hold a request until the Lambda
+/// timeout, so every call is bounded.
+pub fn loader() -> aws_config::ConfigLoader {
+    aws_config::defaults(BehaviorVersion::latest())
+        .http_client(https_client())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(Duration::from_secs(1))
+                .operation_attempt_timeout(Duration::from_secs(2))
+                .operation_timeout(Duration::from_secs(5))
+                .build(),
+        )
+        .retry_config(RetryConfig::standard().with_max_attempts(3))
+}
+
+/// The roots of Amazon Trust Services, which every AWS service endpoint chains to.
+const AMAZON_ROOTS: &[u8] = include_bytes!("amazon-roots.pem");
+
+/// The SDK's HTTPS client (rustls on aws-lc, as the SDK's default) trusting Amazon's roots only.
+/// (Every SDK crate re-exports the runtime's `SharedHttpClient`.)
+fn https_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+    let trust = TrustStore::empty().with_native_roots(false).with_pem_certificate(AMAZON_ROOTS);
+    aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
+        .tls_context(TlsContext::builder().with_trust_store(trust).build().expect("a TLS context of valid PEM roots"))
+        .build_https()
+}
+
+#[cfg(test)]
+mod tests {
+    use base64::Engine;
+
+    #[test]
+    fn the_amazon_roots_are_five_whole_certificates() {
+        let pem = std::str::from_utf8(super::AMAZON_ROOTS).unwrap();
+        let blocks: Vec<&str> = pem
+            .split("-----BEGIN CERTIFICATE-----")
+            .skip(1)
+            .map(|b| b.split("-----END CERTIFICATE-----").next().unwrap())
+            .collect();
+        assert_eq!(blocks.len(), 5);
+        for block in blocks {
+            let der = base64::engine::general_purpose::STANDARD.decode(block.split_whitespace().collect::<String>());
+            // A DER certificate is one SEQUENCE.
+            assert_eq!(der.expect("base64").first(), Some(&0x30));
+        }
+        // Building the client parses them as rustls will.
+        let _ = super::https_client();
+    }
+}
