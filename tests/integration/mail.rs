@@ -11,7 +11,6 @@ use shared::{
     gate::keys,
     handlers::mail::{Handled, MessageError},
     http::routes::Function,
-    store::orders::Persisted,
 };
 use time::OffsetDateTime;
 
@@ -176,9 +175,10 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
     let body = grabbed(&app, &event, "u1").await;
     let order = OrderMessage::parse(&body).unwrap();
     let now = OffsetDateTime::now_utc();
-    // The crashed delivery: stored, its mail claimed in the same write, nothing sent.
-    assert_eq!(app.functions.store.persist_order(&order, now).await.unwrap(), Persisted::Confirmed);
-    assert_eq!(mail_status(&app, &event, "u1").await.1, MailStatus::Sending.as_str());
+    // The crashed delivery: stored and claimed, nothing sent.
+    app.functions.store.persist_order(&order, now).await.unwrap();
+    let claim = app.functions.store.claim_mail(&order, now, now - time::Duration::minutes(10)).await.unwrap();
+    assert_eq!(claim, shared::store::orders::MailClaim::Claimed);
 
     // A redelivery while the claim is fresh does not send: the claimant may still be sending.
     assert!(matches!(app.functions.mail.handle_body(&body).await, Err(MessageError::MailInProgress)));
@@ -279,7 +279,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     };
     let polling = tokio::spawn(poller.run(4, stop_rx));
 
-    let http = local_runner::client::new();
+    let http = reqwest::Client::new();
     let auth = local_runner::authorizer::Authorizer::new(&app.settings.jwt_secret);
     // All 2,000 users start at once; at most 256 sockets are open at a time, as behind API Gateway,
     // so the test measures the system rather than this machine's listen backlog.

@@ -175,9 +175,9 @@ impl Mail {
         // Durable from here on: the outbox entry has done its job whatever happens next.
         self.clear_outbox(&order, body).await;
         match persisted {
-            // Stored now, with its mail claimed in the same write.
-            Persisted::Confirmed => self.send_claimed(&order).await,
-            Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => self.mail_once(&order, now).await,
+            Persisted::Confirmed | Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => {
+                self.mail_once(&order, now).await
+            }
             Persisted::Redelivered { .. } => Ok(Handled::AlreadyDone),
             Persisted::SecondOrder { existing_order_id } => {
                 tracing::warn!(
@@ -199,15 +199,10 @@ impl Mail {
     async fn mail_once(&self, order: &OrderMessage, now: OffsetDateTime) -> Result<Handled, MessageError> {
         let stale_before = now - self.settings.claim_timeout;
         match self.store.claim_mail(order, now, stale_before).await? {
-            MailClaim::Claimed => self.send_claimed(order).await,
-            MailClaim::AlreadySent | MailClaim::NotDue => Ok(Handled::AlreadyDone),
-            MailClaim::InProgress => Err(MessageError::MailInProgress),
+            MailClaim::Claimed => {}
+            MailClaim::AlreadySent | MailClaim::NotDue => return Ok(Handled::AlreadyDone),
+            MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
-    }
-
-    /// Sends the mail of an order whose claim this delivery holds, then marks it sent; on failure
-    /// the claim is handed back so the redelivery sends at once instead of after the timeout.
-    async fn send_claimed(&self, order: &OrderMessage) -> Result<Handled, MessageError> {
         let event = match self.event(&order.event_id).await {
             Ok(event) => event,
             Err(e) => {
@@ -222,6 +217,7 @@ impl Mail {
                 Ok(Handled::ConfirmedAndMailed)
             }
             Err(e) => {
+                // Hand the claim back so the redelivery sends at once instead of after the timeout.
                 self.store.release_mail_claim(order).await?;
                 Err(e.into())
             }

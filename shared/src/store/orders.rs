@@ -21,8 +21,7 @@ use crate::domain::{
 /// What persisting an order message found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Persisted {
-    /// The order and its ticket were written now: the order is `CONFIRMED` and this delivery holds
-    /// the claim on its mail (`SENDING`), as [`Store::claim_mail`] would have given it.
+    /// The order and its ticket were written now: the order is `CONFIRMED`.
     Confirmed,
     /// This very order was already stored (a redelivery); its mail may still be due.
     Redelivered { status: OrderStatus, mail: MailStatus },
@@ -72,11 +71,9 @@ fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Ite
         (attr::GSI1SK.to_owned(), s(format!("EVENT#{}", m.event_id))),
     ]);
     match status {
-        // Only ticket holders are on the attendee list (GSI2). The delivery that stores the order
-        // also claims its mail (`SENDING`), which saves the claim's own write on every order.
+        // Only ticket holders are on the attendee list (GSI2).
         OrderStatus::Confirmed => {
-            item.insert("mail_status".into(), s(MailStatus::Sending.as_str()));
-            item.insert("mail_claimed_at".into(), n(epoch_ms(now)));
+            item.insert("mail_status".into(), s(MailStatus::Pending.as_str()));
             item.insert(attr::GSI2PK.into(), s(format!("EVENT#{}#{}", m.event_id, m.ticket_no % GSI2_SHARDS)));
             item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
@@ -115,9 +112,8 @@ where
 
 impl Store {
     /// Makes an order durable: the order item and its ticket item in one transaction, each only if
-    /// absent, the order's mail claimed by this delivery. Every outcome is read from the
-    /// cancellation reasons; nothing can give a user two orders or a ticket two holders, and no
-    /// shared item is written.
+    /// absent. Every outcome is read from the cancellation reasons; nothing can give a user two
+    /// orders or a ticket two holders, and no shared item is written.
     pub async fn persist_order(&self, m: &OrderMessage, now: OffsetDateTime) -> Result<Persisted, StoreError> {
         let ticket: Item = [
             (attr::PK.to_owned(), s(format!("TICKET#{}#{}", m.event_id, m.ticket_no))),
