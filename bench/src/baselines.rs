@@ -202,6 +202,7 @@ struct Context {
     sqs_grab: Grab,
     stub_queue: OrderQueue,
     sdk: aws_config::SdkConfig,
+    settings: local_runner::LocalSettings,
     stub_sends: Arc<AtomicU64>,
     sqs: aws_sdk_sqs::Client,
     bench_queue: String,
@@ -254,6 +255,7 @@ impl Context {
             sqs_grab,
             stub_queue,
             sdk,
+            settings: settings.clone(),
             stub_sends,
             sqs,
             bench_queue,
@@ -457,32 +459,10 @@ impl Context {
     }
 
     async fn our_round(&self, design: Design, round: usize) -> Result<Round, Box<dyn std::error::Error>> {
-        let now = OffsetDateTime::now_utc();
-        let id = format!("bench-{round}-{}", uuid::Uuid::now_v7().simple());
-        let draft = EventDraft::from_json(&json!({
-            "id": id, "title": "bench", "capacity": self.args.tickets,
-            "sale_start": rfc3339(now - time::Duration::minutes(1)), "sale_end": rfc3339(now + time::Duration::hours(1)),
-        }))?;
-        self.real.release.release(draft, now).await?;
-        let event = EventId::parse(&id)?;
+        let sale = self.open_sale(&format!("bench-{round}"), self.args.tickets).await?;
         // The events as API Gateway delivers them, each with its user's claims and verify hash.
-        let settings = local_runner::LocalSettings::from_env()?;
-        let expires = shared::domain::event::epoch_ms(now + time::Duration::hours(1));
-        let template: Value = serde_json::from_str(include_str!("../../events/grab.json"))?;
-        let requests: Vec<String> = (0..self.args.users)
-            .map(|u| {
-                let user = format!("user-{round}-{u}");
-                let hash = settings.hash.secret.issue(&event, &UserId::parse(&user).expect("a valid id"), expires);
-                let mut e = template.clone();
-                e["rawPath"] = json!(format!("/events/{id}/grab"));
-                e["pathParameters"]["id"] = json!(id);
-                e["requestContext"]["http"]["path"] = json!(format!("/events/{id}/grab"));
-                e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user);
-                e["requestContext"]["authorizer"]["jwt"]["claims"]["email"] = json!(format!("{user}@example.com"));
-                e["body"] = json!(json!({ "hash": hash }).to_string());
-                e.to_string()
-            })
-            .collect();
+        let requests: Vec<String> = (0..self.args.users).map(|u| sale.request(&format!("user-{round}-{u}"))).collect();
+        let event = &sale.event;
         let grab = if design == Design::OursSqs { &self.sqs_grab } else { &self.stub_grab };
         let sent_before = self.stub_sends.load(Ordering::Relaxed);
         let requests = &requests;
@@ -508,9 +488,9 @@ impl Context {
             })
             .await?;
         let mut redis = self.redis.clone();
-        let free: i64 = redis.llen(keys::seats(&event)).await?;
-        let buyers: i64 = redis.hlen(keys::buyers(&event)).await?;
-        let outbox: i64 = redis.zcard(keys::outbox(&event)).await?;
+        let free: i64 = redis.llen(keys::seats(event)).await?;
+        let buyers: i64 = redis.hlen(keys::buyers(event)).await?;
+        let outbox: i64 = redis.zcard(keys::outbox(event)).await?;
         let mut result = self.checked(seconds, &told, buyers, buyers, free);
         let won = result.won as i64;
         let sent = match design {
@@ -521,8 +501,7 @@ impl Context {
         if result.checks.is_ok() && (outbox != won || sent != won) {
             result.checks = Err(format!("{won} won, {outbox} in the outbox, {sent} sent"));
         }
-        let _: () =
-            redis.del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)]).await?;
+        self.forget(event).await?;
         if design == Design::OursSqs {
             self.sqs.purge_queue().queue_url(&self.bench_queue).send().await?;
         }
@@ -533,32 +512,13 @@ impl Context {
     /// the event parsed as Lambda's runtime does, the claims, the verify hash, the script, and the
     /// SQS send to the stub and to MiniStack; then the whole handler for comparison.
     async fn split(&self, n: u32) -> Result<Value, Box<dyn std::error::Error>> {
-        let now = OffsetDateTime::now_utc();
-        let id = format!("split-{}", uuid::Uuid::now_v7().simple());
-        let draft = EventDraft::from_json(&json!({
-            "id": id, "title": "bench", "capacity": n * 2,
-            "sale_start": rfc3339(now - time::Duration::minutes(1)), "sale_end": rfc3339(now + time::Duration::hours(1)),
-        }))?;
-        self.real.release.release(draft, now).await?;
-        let event = EventId::parse(&id)?;
-        let settings = local_runner::LocalSettings::from_env()?;
-        let expires = shared::domain::event::epoch_ms(now + time::Duration::hours(1));
-        let template: Value = serde_json::from_str(include_str!("../../events/grab.json"))?;
-        let request = |user: &str| -> String {
-            let hash = settings.hash.secret.issue(&event, &UserId::parse(user).expect("a valid id"), expires);
-            let mut e = template.clone();
-            e["rawPath"] = json!(format!("/events/{id}/grab"));
-            e["pathParameters"]["id"] = json!(id);
-            e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user);
-            e["requestContext"]["authorizer"]["jwt"]["claims"]["email"] = json!(format!("{user}@example.com"));
-            e["body"] = json!(json!({ "hash": hash }).to_string());
-            e.to_string()
-        };
+        let sale = self.open_sale("split", n * 2).await?;
+        let (event, settings) = (&sale.event, &self.settings);
         let stub_queue = self.stub_queue.clone();
         let real_queue = OrderQueue::for_grab(&self.sdk, self.bench_queue.clone());
         let mut stages: [Vec<Duration>; 7] = Default::default();
         for u in 0..n {
-            let raw = request(&format!("split-{u}"));
+            let raw = sale.request(&format!("split-{u}"));
             let t0 = Instant::now();
             let parsed: aws_lambda_events::apigw::ApiGatewayV2httpRequest = serde_json::from_str(&raw)?;
             let req = apigw::into_request(parsed);
@@ -570,7 +530,7 @@ impl Context {
             settings
                 .hash
                 .secret
-                .verify(body["hash"].as_str().unwrap_or_default(), &event, &caller.user, now_ms)
+                .verify(body["hash"].as_str().unwrap_or_default(), event, &caller.user, now_ms)
                 .map_err(|_| "bad hash")?;
             let t3 = Instant::now();
             let order_id = OrderId::generate();
@@ -579,12 +539,8 @@ impl Context {
                 "email": caller.email, "created_at": rfc3339(OffsetDateTime::now_utc()),
             })
             .to_string();
-            let attempt = GrabAttempt {
-                event: &event,
-                user: &caller.user,
-                order_id: &order_id,
-                message_without_ticket: &message,
-            };
+            let attempt =
+                GrabAttempt { event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
             let GrabOutcome::Granted { message, .. } = self.real.gate.grab(&attempt, settings.policy).await? else {
                 return Err("the split's grab was not granted".into());
             };
@@ -595,7 +551,7 @@ impl Context {
             let t6 = Instant::now();
             let whole = self
                 .stub_grab
-                .handle(apigw::into_request(serde_json::from_str(&request(&format!("whole-{u}")))?))
+                .handle(apigw::into_request(serde_json::from_str(&sale.request(&format!("whole-{u}")))?))
                 .await;
             let t7 = Instant::now();
             if whole.status() != 202 {
@@ -624,11 +580,31 @@ impl Context {
             println!("  {name:<30} {p50:>9.1} ({p99:.1})");
             out.insert(name.into(), json!({ "p50_us": p50, "p99_us": p99 }));
         }
-        let mut redis = self.redis.clone();
-        let _: () =
-            redis.del(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)]).await?;
+        self.forget(event).await?;
         self.sqs.purge_queue().queue_url(&self.bench_queue).send().await?;
         Ok(Value::Object(out))
+    }
+
+    /// Releases an event whose sale is open now, through the release function.
+    async fn open_sale(&self, prefix: &str, capacity: u32) -> Result<Sale, Box<dyn std::error::Error>> {
+        let now = OffsetDateTime::now_utc();
+        let id = format!("{prefix}-{}", uuid::Uuid::now_v7().simple());
+        let draft = EventDraft::from_json(&json!({
+            "id": id, "title": "bench", "capacity": capacity,
+            "sale_start": rfc3339(now - time::Duration::minutes(1)), "sale_end": rfc3339(now + time::Duration::hours(1)),
+        }))?;
+        self.real.release.release(draft, now).await?;
+        Ok(Sale {
+            event: EventId::parse(&id)?,
+            hash: self.settings.hash.clone(),
+            expires_ms: shared::domain::event::epoch_ms(now + time::Duration::hours(1)),
+            template: serde_json::from_str(include_str!("../../events/grab.json"))?,
+        })
+    }
+
+    /// Removes an event's keys from Redis once a round has counted them.
+    async fn forget(&self, event: &EventId) -> Result<(), redis::RedisError> {
+        self.redis.clone().del(&[keys::meta(event), keys::seats(event), keys::buyers(event), keys::outbox(event)]).await
     }
 
     async fn queue_depth(&self) -> Result<i64, Box<dyn std::error::Error>> {
@@ -680,4 +656,29 @@ async fn stub_sqs(sends: Arc<AtomicU64>) -> Result<String, Box<dyn std::error::E
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(url)
+}
+
+/// An open sale and what it takes to build its users' grab events.
+struct Sale {
+    event: EventId,
+    hash: shared::config::HashSettings,
+    expires_ms: i64,
+    /// `events/grab.json`, the sample every request is made from.
+    template: Value,
+}
+
+impl Sale {
+    /// A grab event as API Gateway delivers it: the user's claims and a valid verify hash.
+    fn request(&self, user: &str) -> String {
+        let hash = self.hash.secret.issue(&self.event, &UserId::parse(user).expect("a valid id"), self.expires_ms);
+        let path = format!("/events/{}/grab", self.event);
+        let mut e = self.template.clone();
+        e["rawPath"] = json!(path);
+        e["requestContext"]["http"]["path"] = json!(path);
+        e["pathParameters"]["id"] = json!(self.event);
+        e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user);
+        e["requestContext"]["authorizer"]["jwt"]["claims"]["email"] = json!(format!("{user}@example.com"));
+        e["body"] = json!(json!({ "hash": hash }).to_string());
+        e.to_string()
+    }
 }
