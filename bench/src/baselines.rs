@@ -35,7 +35,7 @@ use mysql_async::{Pool, TxOpts, prelude::*};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use shared::{
-    domain::{EventDraft, EventId, OrderId, UserId, event::rfc3339},
+    domain::{EventDraft, EventId, OrderId, UserId, event::rfc3339, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
     handlers::grab::Grab,
     http::{Caller, apigw},
@@ -489,8 +489,8 @@ impl Context {
             .await?;
         let mut redis = self.redis.clone();
         let free: i64 = redis.llen(keys::seats(event)).await?;
-        let buyers: i64 = redis.hlen(keys::buyers(event)).await?;
-        let outbox: i64 = redis.zcard(keys::outbox(event)).await?;
+        let buyers = self.real.gate.holdings(event).await?.len() as i64;
+        let outbox: i64 = redis.hlen(keys::outbox(event)).await?;
         let mut result = self.checked(seconds, &told, buyers, buyers, free);
         let won = result.won as i64;
         let sent = match design {
@@ -534,13 +534,16 @@ impl Context {
                 .map_err(|_| "bad hash")?;
             let t3 = Instant::now();
             let order_id = OrderId::generate();
-            let message = json!({
-                "v": 1, "order_id": order_id, "event_id": event, "user_id": caller.user,
-                "email": caller.email, "created_at": rfc3339(OffsetDateTime::now_utc()),
-            })
-            .to_string();
-            let attempt =
-                GrabAttempt { event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
+            let email = caller.email.as_ref().ok_or("the split's token carries no email")?;
+            let now = OffsetDateTime::now_utc();
+            let head = MessageHead::new(&order_id, event, &caller.user, email, &rfc3339(now));
+            let attempt = GrabAttempt {
+                event,
+                user: &caller.user,
+                order_id: &order_id,
+                head: &head,
+                clock_ms: shared::domain::event::epoch_ms(now),
+            };
             let GrabOutcome::Granted { message, .. } = self.real.gate.grab(&attempt, settings.policy).await? else {
                 return Err("the split's grab was not granted".into());
             };
@@ -604,7 +607,7 @@ impl Context {
 
     /// Removes an event's keys from Redis once a round has counted them.
     async fn forget(&self, event: &EventId) -> Result<(), redis::RedisError> {
-        self.redis.clone().del(&[keys::meta(event), keys::seats(event), keys::buyers(event), keys::outbox(event)]).await
+        self.redis.clone().del(&keys::cache(event)).await
     }
 
     async fn queue_depth(&self) -> Result<i64, Box<dyn std::error::Error>> {

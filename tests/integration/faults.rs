@@ -160,7 +160,7 @@ async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
         app.functions.reconcile.run().await;
         let mut r = app.redis.clone();
         // The connection may still be finding a restarted server: not drained yet.
-        let outbox: u64 = r.zcard(keys::outbox(event)).await.unwrap_or(u64::MAX);
+        let outbox: u64 = r.hlen(keys::outbox(event)).await.unwrap_or(u64::MAX);
         if outbox == 0 && queue.in_flight().await.unwrap() == 0 {
             return started.elapsed();
         }
@@ -220,11 +220,9 @@ async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies
     assert_eq!(to.iter().cloned().collect::<HashSet<_>>(), winners);
 
     // Redis, intact again: free + confirmed = capacity, outbox empty.
-    let mut r = app.redis.clone();
-    let free: u32 = r.llen(keys::seats(event)).await.unwrap();
-    let outbox: u32 = r.zcard(keys::outbox(event)).await.unwrap();
-    assert_eq!(free as usize + confirmed, TICKETS as usize, "free numbers = capacity - confirmed");
-    assert_eq!(outbox, 0);
+    let cache = app.cache(event).await;
+    assert_eq!(cache.seats.len() + confirmed, TICKETS as usize, "free numbers = capacity - confirmed");
+    assert!(cache.outbox.is_empty());
     Checked {
         confirmed,
         rejected,
@@ -354,8 +352,7 @@ async fn send_fails_mid_sale(fault: &str, broken: impl FnOnce(&mut local_runner:
         "no 503 while SQS is unreachable"
     );
     let fault_latency = started.elapsed();
-    let mut r = app.redis.clone();
-    let parked: u32 = r.zcard(keys::outbox(&event)).await.unwrap();
+    let parked = app.cache(&event).await.outbox.len();
     assert!(parked >= 50, "the outbox holds the undelivered orders ({parked})");
 
     let restored = Instant::now();

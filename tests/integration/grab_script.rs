@@ -1,55 +1,59 @@
-//! The grab script alone, against a real redis-server: each outcome, in the design's order, and
-//! nothing written on a refusal.
+//! The grab script alone, against a real redis-server: each outcome, in the design's order, the
+//! clock rule near the sale's boundaries, and what a refusal writes (its counter, nothing else).
 
 use std::{collections::HashSet, time::Duration};
 
 use redis::AsyncCommands;
-use serde_json::json;
 use shared::{
     config::GrabPolicy,
-    domain::{EventId, OrderId, UserId},
+    domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
 };
 use time::OffsetDateTime;
 
-use crate::helpers::{TestApp, eventually, fresh_event_id};
+use crate::helpers::{TestApp, fresh_event_id};
 
 const POLICY: GrabPolicy = GrabPolicy { rate_limit: 1_000, rate_window: Duration::from_secs(1) };
 
-async fn grab_with(app: &TestApp, event: &EventId, user: &str, policy: GrabPolicy) -> GrabOutcome {
+fn now_ms() -> i64 {
+    epoch_ms(OffsetDateTime::now_utc())
+}
+
+/// A grab whose caller's clock reads `clock_ms`.
+async fn grab_at(app: &TestApp, event: &EventId, user: &str, policy: GrabPolicy, clock_ms: i64) -> GrabOutcome {
     let user = UserId::parse(user).unwrap();
     let order_id = OrderId::generate();
-    let message = json!({ "v": 1, "order_id": order_id, "event_id": event, "user_id": user, "email": "x@example.com", "created_at": "2026-11-22T10:00:00Z" }).to_string();
-    let attempt = GrabAttempt { event, user: &user, order_id: &order_id, message_without_ticket: &message };
+    let email = Email::parse("x@example.com").unwrap();
+    let head = MessageHead::new(&order_id, event, &user, &email, "2026-11-22T10:00:00Z");
+    let attempt = GrabAttempt { event, user: &user, order_id: &order_id, head: &head, clock_ms };
     app.functions.gate.grab(&attempt, policy).await.expect("script runs")
+}
+
+async fn grab_with(app: &TestApp, event: &EventId, user: &str, policy: GrabPolicy) -> GrabOutcome {
+    grab_at(app, event, user, policy, now_ms()).await
 }
 
 async fn grab(app: &TestApp, event: &EventId, user: &str) -> GrabOutcome {
     grab_with(app, event, user, POLICY).await
 }
 
-/// Everything a grab could change, except the rate-limit counter.
-async fn state(app: &TestApp, event: &EventId) -> (Vec<u32>, Vec<(String, String)>, Vec<String>) {
-    let mut r = app.redis.clone();
-    let seats: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();
-    let mut buyers: Vec<(String, String)> = r.hgetall(keys::buyers(event)).await.unwrap();
-    buyers.sort();
-    let outbox: Vec<String> = r.zrange(keys::outbox(event), 0, -1).await.unwrap();
-    (seats, buyers, outbox)
-}
-
 #[tokio::test]
-async fn a_grab_pops_a_number_records_the_buyer_and_writes_the_outbox() {
+async fn a_grab_pops_a_number_records_the_holding_and_writes_the_outbox() {
     let app = TestApp::new().await;
     let event = app.open_event(3).await;
-    let GrabOutcome::Granted { order_id, ticket_no, stock_left, message } = grab(&app, &event, "u1").await else {
+    let GrabOutcome::Granted { order_id, ticket_no, message } = grab(&app, &event, "u1").await else {
         panic!("expected OK");
     };
-    assert_eq!((ticket_no, stock_left), (1, 2));
-    let (seats, buyers, outbox) = state(&app, &event).await;
-    assert_eq!(seats, [2, 3]);
-    assert_eq!(buyers, [("u1".to_owned(), format!("{order_id}:1"))]);
-    assert_eq!(outbox, std::slice::from_ref(&message), "the outbox holds exactly the message grab sends");
+    assert_eq!(ticket_no, 1);
+    let cache = app.cache(&event).await;
+    assert_eq!(cache.seats, [2, 3]);
+    assert_eq!(cache.holdings.into_iter().collect::<Vec<_>>(), [("u1".to_owned(), (order_id.clone(), 1))]);
+    assert!(cache.counters.is_empty(), "an OK grab leaves no counter");
+    assert_eq!(
+        cache.outbox.into_iter().collect::<Vec<_>>(),
+        [(order_id.clone(), message.clone())],
+        "the outbox holds exactly the message grab sends, under its order id"
+    );
     let message: serde_json::Value = serde_json::from_str(&message).unwrap();
     assert_eq!(message["ticket_no"], 1);
     assert_eq!(message["order_id"], order_id.as_str());
@@ -58,36 +62,67 @@ async fn a_grab_pops_a_number_records_the_buyer_and_writes_the_outbox() {
 }
 
 #[tokio::test]
-async fn already_returns_the_first_order_and_changes_nothing() {
+async fn already_returns_the_first_order_changes_nothing_and_is_never_rate_limited() {
     let app = TestApp::new().await;
     let event = app.open_event(5).await;
-    let GrabOutcome::Granted { order_id, ticket_no, .. } = grab(&app, &event, "u1").await else { panic!() };
-    let before = state(&app, &event).await;
-    assert_eq!(grab(&app, &event, "u1").await, GrabOutcome::Already { order_id, ticket_no });
-    assert_eq!(state(&app, &event).await, before);
+    let policy = GrabPolicy { rate_limit: 2, rate_window: Duration::from_secs(60) };
+    let GrabOutcome::Granted { order_id, ticket_no, .. } = grab_with(&app, &event, "u1", policy).await else {
+        panic!()
+    };
+    let before = app.cache(&event).await;
+    for _ in 0..5 {
+        let again = grab_with(&app, &event, "u1", policy).await;
+        assert_eq!(again, GrabOutcome::Already { order_id: order_id.clone(), ticket_no });
+    }
+    assert_eq!(app.cache(&event).await, before, "a retry writes nothing, not even a counter");
 }
 
 #[tokio::test]
-async fn sold_out_when_no_number_is_left_and_nothing_changes() {
+async fn sold_out_when_no_number_is_left_and_only_the_counter_is_written() {
     let app = TestApp::new().await;
     let event = app.open_event(1).await;
     assert_eq!(grab(&app, &event, "u1").await.code(), "OK");
-    let before = state(&app, &event).await;
+    let before = app.cache(&event).await;
     assert_eq!(grab(&app, &event, "u2").await, GrabOutcome::SoldOut);
-    assert_eq!(state(&app, &event).await, before);
+    let after = app.cache(&event).await;
+    assert_eq!(after.clone().without_counters(), before);
+    assert_eq!(after.counters.keys().collect::<Vec<_>>(), ["u2"]);
+    assert!(after.counters["u2"].ends_with(":1"), "one refusal counted: {}", after.counters["u2"]);
 }
 
 #[tokio::test]
-async fn the_window_is_checked_on_the_server_clock() {
+async fn far_from_its_boundaries_the_window_is_checked_without_writing_more_than_the_counter() {
     let app = TestApp::new().await;
     let now = OffsetDateTime::now_utc();
     let hour = time::Duration::hours(1);
     let future = app.put_event(5, now + hour, now + 2 * hour).await;
     let past = app.put_event(5, now - 2 * hour, now - hour).await;
-    let before = (state(&app, &future).await, state(&app, &past).await);
+    let before = (app.cache(&future).await, app.cache(&past).await);
     assert_eq!(grab(&app, &future, "u1").await, GrabOutcome::NotStarted);
     assert_eq!(grab(&app, &past, "u1").await, GrabOutcome::Ended);
-    assert_eq!((state(&app, &future).await, state(&app, &past).await), before, "a refused grab writes nothing");
+    let after = (app.cache(&future).await, app.cache(&past).await);
+    assert_eq!((after.0.clone().without_counters(), after.1.clone().without_counters()), before);
+    assert_eq!((after.0.counters.len(), after.1.counters.len()), (1, 1), "each refusal wrote its counter");
+}
+
+/// Near the opening or closing second the caller's clock is not trusted: a caller whose clock is
+/// off by seconds still gets the verdict of Redis's own clock (the same machine's, here).
+#[tokio::test]
+async fn near_a_boundary_redis_time_decides_whatever_the_callers_clock_says() {
+    let app = TestApp::new().await;
+    let now = OffsetDateTime::now_utc();
+    let (ms, hour) = (now_ms(), time::Duration::hours(1));
+    let secs = time::Duration::seconds;
+    let opens_soon = app.put_event(5, now + secs(5), now + hour).await;
+    let just_opened = app.put_event(5, now - secs(5), now + hour).await;
+    let closes_soon = app.put_event(5, now - hour, now + secs(5)).await;
+    let just_closed = app.put_event(5, now - hour, now - secs(5)).await;
+    // A clock 8 s fast believes the sale opened 3 s ago, and that it closed 3 s ago.
+    assert_eq!(grab_at(&app, &opens_soon, "u1", POLICY, ms + 8_000).await, GrabOutcome::NotStarted);
+    assert_eq!(grab_at(&app, &closes_soon, "u1", POLICY, ms + 8_000).await.code(), "OK");
+    // A clock 8 s slow believes the sale opens in 3 s, and that it is still open.
+    assert_eq!(grab_at(&app, &just_opened, "u1", POLICY, ms - 8_000).await.code(), "OK");
+    assert_eq!(grab_at(&app, &just_closed, "u1", POLICY, ms - 8_000).await, GrabOutcome::Ended);
 }
 
 #[tokio::test]
@@ -96,58 +131,85 @@ async fn an_unknown_event_is_not_found_and_leaves_no_keys() {
     let event = fresh_event_id();
     assert_eq!(grab(&app, &event, "u1").await, GrabOutcome::NotFound);
     let mut r = app.redis.clone();
-    let n: u32 =
-        r.exists(&[keys::meta(&event), keys::seats(&event), keys::buyers(&event), keys::outbox(&event)]).await.unwrap();
+    let n: u32 = r.exists(&keys::cache(&event)).await.unwrap();
     assert_eq!(n, 0);
 }
 
 #[tokio::test]
-async fn the_rate_limit_comes_first_and_resets_with_its_window() {
+async fn refusals_are_rate_limited_per_user_and_a_new_window_lets_the_user_through() {
     let app = TestApp::new().await;
-    let event = app.open_event(5).await;
+    let now = OffsetDateTime::now_utc();
+    // The sale opens in a minute: far enough that the caller's clock decides the window.
+    let event = app.put_event(5, now + time::Duration::minutes(1), now + time::Duration::hours(1)).await;
     let policy = GrabPolicy { rate_limit: 2, rate_window: Duration::from_millis(300) };
-    assert_eq!(grab_with(&app, &event, "u1", policy).await.code(), "OK");
-    assert_eq!(grab_with(&app, &event, "u1", policy).await.code(), "ALREADY");
-    let before = state(&app, &event).await;
-    let GrabOutcome::RateLimited { retry_after_ms } = grab_with(&app, &event, "u1", policy).await else {
-        panic!("expected RATE_LIMITED")
-    };
-    assert!((1..=300).contains(&retry_after_ms), "retry after {retry_after_ms} ms");
-    assert_eq!(state(&app, &event).await, before);
-    // Another user has a counter of their own.
-    assert_eq!(grab_with(&app, &event, "u2", policy).await.code(), "OK");
-    // Once the window's counter expires in Redis, the user is let through again.
-    let rl = keys::rate(&event, &UserId::parse("u1").unwrap());
-    let mut r = app.redis.clone();
-    assert!(
-        eventually(Duration::from_secs(3), || {
-            let mut r = r.clone();
-            let rl = rl.clone();
-            async move { !r.exists::<_, bool>(&rl).await.unwrap() }
-        })
-        .await
+    let t0 = now_ms();
+    assert_eq!(grab_at(&app, &event, "u1", policy, t0).await, GrabOutcome::NotStarted);
+    assert_eq!(grab_at(&app, &event, "u1", policy, t0 + 100).await, GrabOutcome::NotStarted);
+    let before = app.cache(&event).await;
+    assert_eq!(before.counters["u1"], format!("#{t0}:2"));
+    assert_eq!(
+        grab_at(&app, &event, "u1", policy, t0 + 200).await,
+        GrabOutcome::RateLimited { retry_after_ms: 100 },
+        "limited until the window ends"
     );
-    assert_eq!(grab_with(&app, &event, "u1", policy).await.code(), "ALREADY");
-    let ttl: i64 = r.pttl(&rl).await.unwrap();
-    assert!((1..=300).contains(&ttl), "a new window starts: pttl {ttl}");
+    assert_eq!(app.cache(&event).await, before, "a limited request writes nothing");
+    // Another user has a counter of their own.
+    assert_eq!(grab_at(&app, &event, "u2", policy, t0 + 200).await, GrabOutcome::NotStarted);
+    // When the window is over the count starts again.
+    assert_eq!(grab_at(&app, &event, "u1", policy, t0 + 300).await, GrabOutcome::NotStarted);
+    assert_eq!(app.cache(&event).await.counters["u1"], format!("#{}:1", t0 + 300));
 }
 
 #[tokio::test]
-async fn a_script_error_writes_nothing_not_even_the_rate_counter() {
+async fn an_ok_grab_replaces_the_users_counter_with_the_holding() {
+    let app = TestApp::new().await;
+    let now = OffsetDateTime::now_utc();
+    let event = app.put_event(5, now - time::Duration::minutes(1), now + time::Duration::hours(1)).await;
+    // The user tried early, with a clock that says the sale was still a minute away.
+    let early = now_ms() - 120_000;
+    assert_eq!(grab_at(&app, &event, "u1", POLICY, early).await, GrabOutcome::NotStarted);
+    assert_eq!(app.cache(&event).await.counters.len(), 1);
+    let GrabOutcome::Granted { order_id, .. } = grab(&app, &event, "u1").await else { panic!() };
+    let cache = app.cache(&event).await;
+    assert!(cache.counters.is_empty());
+    assert_eq!(cache.holdings["u1"], (order_id, 1));
+}
+
+#[tokio::test]
+async fn a_script_error_writes_nothing_not_even_the_counter() {
     let app = TestApp::new().await;
     let event = app.open_event(2).await;
-    let user = UserId::parse("u1").unwrap();
-    let order_id = OrderId::generate();
-    let before = state(&app, &event).await;
-    // Refused by the gate's caller before Redis, and by the script itself (a head that still ends
-    // in a brace would splice into invalid JSON).
-    for message in ["not json", r#"{"v":1}}"#] {
-        let attempt = GrabAttempt { event: &event, user: &user, order_id: &order_id, message_without_ticket: message };
-        assert!(app.functions.gate.grab(&attempt, POLICY).await.is_err(), "{message}");
-    }
-    assert_eq!(state(&app, &event).await, before);
+    let before = app.cache(&event).await;
+    let script = redis::Script::new(include_str!("../../shared/src/gate/grab.lua"));
     let mut r = app.redis.clone();
-    assert!(!r.exists::<_, bool>(keys::rate(&event, &user)).await.unwrap());
+    // A caller that forgets an argument (here the clock) is refused before anything is read.
+    let result: redis::RedisResult<String> = script
+        .key(keys::meta(&event))
+        .key(keys::seats(&event))
+        .key(keys::outbox(&event))
+        .arg("u1")
+        .arg(OrderId::generate().as_str())
+        .arg(r#"{"v":1"#)
+        .arg(5)
+        .arg(1000)
+        .invoke_async(&mut r)
+        .await;
+    assert!(result.is_err(), "{result:?}");
+    // A clock that is not a number fails before the first write.
+    let result: redis::RedisResult<String> = script
+        .key(keys::meta(&event))
+        .key(keys::seats(&event))
+        .key(keys::outbox(&event))
+        .arg("u1")
+        .arg(OrderId::generate().as_str())
+        .arg(r#"{"v":1"#)
+        .arg(5)
+        .arg(1000)
+        .arg("soon")
+        .invoke_async(&mut r)
+        .await;
+    assert!(result.is_err(), "{result:?}");
+    assert_eq!(app.cache(&event).await, before);
 }
 
 #[tokio::test]
@@ -181,6 +243,7 @@ async fn a_100k_ticket_event_is_warmed_whole_and_pops_distinct_numbers() {
     assert_eq!(left.len(), 98_000);
     assert!(left.iter().all(|n| !popped.contains(n)));
     let mut union: Vec<u32> = left.into_iter().chain(popped).collect();
+    assert_eq!(app.cache(&event).await.holdings.len(), 2_000);
     union.sort_unstable();
     assert_eq!(union, (1..=100_000).collect::<Vec<_>>(), "free + sold = 1..capacity");
 }

@@ -2,7 +2,7 @@
 //! `scripts/test` runs), a fresh event id per test and, where a test counts messages, a queue of
 //! its own, so tests run in parallel without seeing each other.
 
-use std::{path::PathBuf, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use aws_lambda_events::{apigw::ApiGatewayV2httpRequest, sqs::SqsEvent};
 use local_runner::{Functions, LocalSettings, provision};
@@ -169,6 +169,11 @@ impl TestApp {
         event.id
     }
 
+    /// What Redis holds for the event, read with raw commands (DESIGN.md section 6).
+    pub async fn cache(&self, event: &EventId) -> Cache {
+        Cache::read(&self.redis, event).await
+    }
+
     /// An event whose sale is open now, for an hour.
     pub async fn open_event(&self, capacity: u32) -> EventId {
         let now = OffsetDateTime::now_utc();
@@ -223,6 +228,59 @@ impl TestApp {
 }
 
 /// A test lecture with the given id, capacity and sale window.
+/// One event's cache as Redis holds it, split by meaning: the meta hash's own fields, the users'
+/// holdings and rate counters (the `=<user>` fields), the free numbers and the outbox.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Cache {
+    pub meta: BTreeMap<String, String>,
+    /// user -> (order id, ticket number)
+    pub holdings: BTreeMap<String, (String, u32)>,
+    /// user -> `#<window start ms>:<count>`
+    pub counters: BTreeMap<String, String>,
+    pub seats: Vec<u32>,
+    /// order id -> order message
+    pub outbox: BTreeMap<String, String>,
+}
+
+impl Cache {
+    pub async fn read(redis: &ConnectionManager, event: &EventId) -> Self {
+        use redis::AsyncCommands;
+        use shared::gate::keys;
+        let mut r = redis.clone();
+        let meta: BTreeMap<String, String> = r.hgetall(keys::meta(event)).await.expect("meta");
+        let mut cache = Cache {
+            seats: r.lrange(keys::seats(event), 0, -1).await.expect("seats"),
+            outbox: r.hgetall(keys::outbox(event)).await.expect("outbox"),
+            ..Cache::default()
+        };
+        for (field, value) in meta {
+            match field.strip_prefix('=') {
+                None => _ = cache.meta.insert(field, value),
+                Some(user) if value.starts_with('#') => _ = cache.counters.insert(user.to_owned(), value),
+                Some(user) => {
+                    let (order, ticket) = value.split_once(':').expect("a holding is <order>:<ticket>");
+                    let ticket = ticket.parse().expect("a ticket number");
+                    cache.holdings.insert(user.to_owned(), (order.to_owned(), ticket));
+                }
+            }
+        }
+        cache
+    }
+
+    /// Everything but the rate counters: what a refused grab must leave as it was.
+    pub fn without_counters(mut self) -> Self {
+        self.counters.clear();
+        self
+    }
+
+    /// Ticket numbers held, sorted.
+    pub fn held(&self) -> Vec<u32> {
+        let mut held: Vec<u32> = self.holdings.values().map(|(_, t)| *t).collect();
+        held.sort_unstable();
+        held
+    }
+}
+
 pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: OffsetDateTime) -> Event {
     Event {
         id,

@@ -4,11 +4,9 @@
 use std::{collections::HashSet, time::Duration};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use redis::AsyncCommands;
 use serde_json::{Value, json};
 use shared::{
     domain::{EventId, MailStatus, OrderId, OrderMessage, OrderStatus, event::epoch_ms},
-    gate::keys,
     handlers::mail::{Handled, MessageError},
     http::routes::Function,
 };
@@ -94,8 +92,7 @@ async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and
     assert_eq!(mail[0].to, ["u1@example.com"]);
     let order = OrderMessage::parse(&body).unwrap();
     assert!(mail[0].body_text.contains(&order.order_id) && mail[0].subject.contains(&format!("#{}", order.ticket_no)));
-    let mut r = app.redis.clone();
-    assert_eq!(r.zcard::<_, u32>(keys::outbox(&event)).await.unwrap(), 0, "the outbox entry is gone once durable");
+    assert!(app.cache(&event).await.outbox.is_empty(), "the outbox entry is gone once durable");
 }
 
 #[tokio::test]
@@ -327,10 +324,9 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     assert_eq!(winners.len(), 100);
 
     // Drained: every winner's order durable and mailed, the outbox empty.
-    let mut r = app.redis.clone();
     let drained = eventually(Duration::from_secs(120), || {
-        let (app, mut r, event) = (app.clone(), r.clone(), event.clone());
-        async move { r.zcard::<_, u32>(keys::outbox(&event)).await.unwrap() == 0 && app.sent_mail().await.len() >= 100 }
+        let (app, event) = (app.clone(), event.clone());
+        async move { app.cache(&event).await.outbox.is_empty() && app.sent_mail().await.len() >= 100 }
     })
     .await;
     let drain = started.elapsed();
@@ -365,9 +361,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
         winners.iter().map(|(u, _)| format!("{u}@example.com")).collect()
     );
 
-    // Redis: free + buyers = capacity, outbox empty.
-    let free: u32 = r.llen(keys::seats(&event)).await.unwrap();
-    let buyers: u32 = r.hlen(keys::buyers(&event)).await.unwrap();
-    let outbox: u32 = r.zcard(keys::outbox(&event)).await.unwrap();
-    assert_eq!((free, buyers, outbox), (0, 100, 0));
+    // Redis: free + holdings = capacity, outbox empty.
+    let cache = app.cache(&event).await;
+    assert_eq!((cache.seats.len(), cache.holdings.len(), cache.outbox.len()), (0, 100, 0));
 }

@@ -45,21 +45,20 @@ async fn consume(app: &TestApp) {
     while poller.poll_once().await.unwrap() > 0 {}
 }
 
-/// The cache of one event as it is: buyers (user -> "order:ticket") and the free numbers.
+/// The cache of one event as it is: holdings (user -> "order:ticket") and the free numbers.
 async fn cache(app: &TestApp, event: &EventId) -> (HashMap<String, String>, HashSet<u32>) {
-    let mut r = app.redis.clone();
-    let buyers: HashMap<String, String> = r.hgetall(keys::buyers(event)).await.unwrap();
-    let free: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();
-    let distinct: HashSet<u32> = free.iter().copied().collect();
-    assert_eq!(distinct.len(), free.len(), "a free number listed twice: {free:?}");
-    (buyers, distinct)
+    let cache = app.cache(event).await;
+    let holdings =
+        cache.holdings.into_iter().map(|(user, (order, ticket))| (user, format!("{order}:{ticket}"))).collect();
+    let distinct: HashSet<u32> = cache.seats.iter().copied().collect();
+    assert_eq!(distinct.len(), cache.seats.len(), "a free number listed twice: {:?}", cache.seats);
+    (holdings, distinct)
 }
 
 /// The cache of one event lost, as after a failover or a `FLUSHALL` (the outbox goes too).
 async fn lose_cache(app: &TestApp, event: &EventId) {
     let mut r = app.redis.clone();
-    let _: () =
-        r.del(&[keys::meta(event), keys::seats(event), keys::buyers(event), keys::outbox(event)]).await.unwrap();
+    let _: () = r.del(&keys::cache(event)).await.unwrap();
 }
 
 /// An open event of `capacity` tickets where users `<prefix>0..<prefix>n` hold stored orders.
@@ -209,10 +208,11 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
     // u1's order is durable, but its outbox entry stayed (the consumer's best-effort removal failed).
     assert_eq!(app.grab(&event, "u1").await.status, 202);
     let durable = app.drain_queue_raw().await.pop().unwrap();
-    let mut r = app.redis.clone();
-    let _: () = r.zadd(keys::outbox(&event), &durable, 1).await.unwrap();
+    let durable_id =
+        serde_json::from_str::<serde_json::Value>(&durable).unwrap()["order_id"].as_str().unwrap().to_owned();
     app.functions.mail.handle_batch(sqs_batch(&[("m1", durable.as_str())])).await;
-    let _: () = r.zadd(keys::outbox(&event), &durable, 1).await.unwrap();
+    let mut r = app.redis.clone();
+    let _: () = r.hset(keys::outbox(&event), &durable_id, &durable).await.unwrap();
     // u2's send was lost between the script and SQS.
     assert_eq!(app.grab(&event, "u2").await.status, 202);
     let lost = app.drain_queue_raw().await.pop().unwrap();
@@ -220,7 +220,7 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
     let report = app.functions.reconcile.run().await;
     assert_eq!((report.redriven, report.cleared, report.outbox_left), (1, 1, 1), "{report:?}");
     assert_eq!(app.drain_queue_raw().await, std::slice::from_ref(&lost), "exactly the lost order, byte for byte");
-    let left: Vec<String> = r.zrange(keys::outbox(&event), 0, -1).await.unwrap();
+    let left: Vec<String> = app.cache(&event).await.outbox.into_values().collect();
     assert_eq!(left, std::slice::from_ref(&lost), "a re-driven entry stays until its order is durable");
 
     app.functions.mail.handle_batch(sqs_batch(&[("m2", lost.as_str())])).await;

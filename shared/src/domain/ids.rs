@@ -106,6 +106,13 @@ impl OrderId {
         uuid::Uuid::try_parse(value).map_err(|_| err.clone())?;
         Ok(Self(value.to_ascii_lowercase()))
     }
+
+    /// When the order was made (epoch ms), read from the UUIDv7 itself: the outbox needs no score.
+    /// `None` for a UUID of another version.
+    pub fn created_ms(&self) -> Option<i64> {
+        let (secs, nanos) = uuid::Uuid::try_parse(&self.0).ok()?.get_timestamp()?.to_unix();
+        Some(secs as i64 * 1000 + i64::from(nanos / 1_000_000))
+    }
 }
 
 impl Email {
@@ -130,6 +137,16 @@ impl Email {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_order_id_tells_when_it_was_made() {
+        let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        let made = OrderId::generate().created_ms().unwrap();
+        let after = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+        assert!(before <= made && made <= after, "{before} <= {made} <= {after}");
+        assert_eq!(OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap().created_ms(), Some(0x0199a0b00000));
+        assert_eq!(OrderId::parse("6ba7b810-9dad-41d1-80b4-00c04fd430c8").unwrap().created_ms(), None, "a v4 UUID");
+    }
 
     #[test]
     fn event_ids_refuse_key_separators_and_hash_tags() {

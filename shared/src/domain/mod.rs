@@ -9,4 +9,4 @@ pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
-pub use order::{MailStatus, OrderMessage, OrderStatus};
+pub use order::{Buyer, Holdings, MailStatus, OrderMessage, OrderStatus};

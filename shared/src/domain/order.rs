@@ -2,11 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::{EventId, OrderId};
+use super::ids::{Email, EventId, OrderId, UserId};
 
 /// The order message of DESIGN.md section 7. It is built by the grab script (which alone knows the
-/// ticket number), stored verbatim as the outbox entry and sent verbatim as the SQS body, so the
-/// consumer can remove the outbox entry by the exact body it received.
+/// ticket number), stored verbatim as the outbox entry (keyed by its order id) and sent verbatim as
+/// the SQS body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderMessage {
     pub v: u32,
@@ -34,6 +34,58 @@ impl OrderMessage {
         }
         Ok(m)
     }
+}
+
+/// An order message before the gate gives it a ticket number: the JSON object of
+/// [`OrderMessage`] without `ticket_no` and without its closing brace. The grab script completes it
+/// by appending `,"ticket_no":<n>}` ([`MessageHead::complete`] says the same in Rust); splicing a
+/// string costs the script far less than decoding and re-encoding JSON.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageHead(String);
+
+impl MessageHead {
+    pub fn new(order_id: &OrderId, event: &EventId, user: &UserId, email: &Email, created_at: &str) -> Self {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            v: u32,
+            order_id: &'a OrderId,
+            event_id: &'a EventId,
+            user_id: &'a UserId,
+            email: &'a Email,
+            created_at: &'a str,
+        }
+        let head = Head { v: 1, order_id, event_id: event, user_id: user, email, created_at };
+        let mut text = serde_json::to_string(&head).expect("strings and numbers always serialize");
+        text.pop(); // the closing brace: the script appends the ticket number, then one
+        Self(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The whole message, exactly as the script writes it into the outbox: also the SQS body.
+    pub fn complete(&self, ticket_no: u32) -> String {
+        format!("{},\"ticket_no\":{ticket_no}}}", self.0)
+    }
+}
+
+/// A user holding a ticket number through an order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buyer {
+    pub user: UserId,
+    pub order: OrderId,
+    pub ticket_no: u32,
+}
+
+/// Who holds what, as DynamoDB says: the input of an exact rebuild of a lost cache.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Holdings {
+    /// Every stored order's buyer (rejected ones too, so their users see their order rather than
+    /// grab again).
+    pub buyers: Vec<Buyer>,
+    /// Ticket numbers held by confirmed orders.
+    pub held: std::collections::HashSet<u32>,
 }
 
 /// Where the confirmation mail of an order stands: `PENDING -> SENDING -> SENT`, moved only by
@@ -109,4 +161,32 @@ pub struct OrderView {
     pub status: OrderStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_completed_head_is_the_order_message() {
+        let order = OrderId::generate();
+        let event = EventId::parse("lecture-1").unwrap();
+        let user = UserId::parse("u1").unwrap();
+        let email = Email::parse("ada@example.org").unwrap();
+        let head = MessageHead::new(&order, &event, &user, &email, "2026-11-23T10:00:00Z");
+        assert!(!head.as_str().ends_with('}'));
+        let message = OrderMessage::parse(&head.complete(42)).expect("a valid order message");
+        assert_eq!(
+            message,
+            OrderMessage {
+                v: 1,
+                order_id: order.to_string(),
+                event_id: "lecture-1".into(),
+                user_id: user.to_string(),
+                email: "ada@example.org".into(),
+                ticket_no: 42,
+                created_at: "2026-11-23T10:00:00Z".into(),
+            }
+        );
+    }
 }

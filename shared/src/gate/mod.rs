@@ -5,11 +5,11 @@
 
 use std::sync::LazyLock;
 
-use redis::{AsyncCommands, Value, aio::ConnectionManager};
+use redis::{AsyncCommands, aio::ConnectionManager};
 
 use crate::{
     config::{GateSettings, GrabPolicy},
-    domain::{Event, EventId, OrderId, UserId, event::epoch_ms},
+    domain::{Buyer, Event, EventId, Holdings, OrderId, UserId, event::epoch_ms, order::MessageHead},
 };
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
@@ -21,24 +21,31 @@ static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
 
-/// The Redis keys of one event.
+/// The Redis keys of one event (DESIGN.md section 6).
 pub mod keys {
     use crate::domain::{EventId, UserId};
 
+    /// The event (`capacity`, `start`, `end`, `state`) and one field per user: see [`user_field`].
     pub fn meta(e: &EventId) -> String {
         format!("ev:{{{e}}}:meta")
     }
+    /// The free ticket numbers.
     pub fn seats(e: &EventId) -> String {
         format!("ev:{{{e}}}:seats")
     }
-    pub fn buyers(e: &EventId) -> String {
-        format!("ev:{{{e}}}:buyers")
-    }
+    /// Order id -> order message, until DynamoDB holds the order.
     pub fn outbox(e: &EventId) -> String {
         format!("ev:{{{e}}}:outbox")
     }
-    pub fn rate(e: &EventId, u: &UserId) -> String {
-        format!("ev:{{{e}}}:rl:{u}")
+    /// The user's field in `meta`: `<order id>:<ticket no>` when they hold an order, else
+    /// `#<window start ms>:<count>`, their refused requests in the rate window. The `=` keeps it
+    /// apart from the event's own fields.
+    pub fn user_field(u: &UserId) -> String {
+        format!("={u}")
+    }
+    /// Everything a lost cache loses: what the grab script reads and writes.
+    pub fn cache(e: &EventId) -> [String; 3] {
+        [meta(e), seats(e), outbox(e)]
     }
     /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
     pub fn lost_since(e: &EventId) -> String {
@@ -67,7 +74,7 @@ pub enum GrabOutcome {
     Ended,
     Already { order_id: String, ticket_no: u32 },
     SoldOut,
-    Granted { order_id: String, ticket_no: u32, stock_left: u32, message: String },
+    Granted { order_id: String, ticket_no: u32, message: String },
 }
 
 impl GrabOutcome {
@@ -90,8 +97,19 @@ pub struct GrabAttempt<'a> {
     pub event: &'a EventId,
     pub user: &'a UserId,
     pub order_id: &'a OrderId,
-    /// The order message without `ticket_no`, as a JSON object.
-    pub message_without_ticket: &'a str,
+    /// The order message the script completes with the ticket number.
+    pub head: &'a MessageHead,
+    /// The caller's clock (epoch ms): it decides the sale window unless a boundary is within 10 s,
+    /// where the script asks Redis's `TIME` instead.
+    pub clock_ms: i64,
+}
+
+/// An order waiting in the outbox for DynamoDB to hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    pub order_id: String,
+    /// The order message, exactly as the SQS body carries it.
+    pub message: String,
 }
 
 /// The sale window as Redis holds it.
@@ -129,32 +147,26 @@ impl Gate {
 
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
         let e = attempt.event;
-        // The script appends `,"ticket_no":n}` to the object's text.
-        let head = attempt.message_without_ticket.trim_end();
-        let head = head
-            .strip_suffix('}')
-            .ok_or_else(|| GateError::Protocol("the order message is not a JSON object".into()))?;
-        let reply: Vec<Value> = GRAB_SCRIPT
+        let reply: String = GRAB_SCRIPT
             .key(keys::meta(e))
             .key(keys::seats(e))
-            .key(keys::buyers(e))
             .key(keys::outbox(e))
-            .key(keys::rate(e, attempt.user))
             .arg(attempt.user.as_str())
             .arg(attempt.order_id.as_str())
-            .arg(head)
+            .arg(attempt.head.as_str())
             .arg(policy.rate_limit)
             .arg(policy.rate_window.as_millis() as u64)
+            .arg(attempt.clock_ms)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        let mut outcome = parse_grab_reply(&reply)?;
+        let mut outcome = parse_grab_reply(&reply, attempt.order_id.as_str(), policy)?;
         if let GrabOutcome::Granted { ticket_no, message, .. } = &mut outcome {
-            *message = outbox_entry(head, *ticket_no);
+            *message = attempt.head.complete(*ticket_no);
         }
         Ok(outcome)
     }
 
-    /// Fills the cache for a freshly released event: every ticket number free, no buyer, no
+    /// Fills the cache for a freshly released event: every ticket number free, no user field, no
     /// outbox. One `MULTI` so a grab never sees half an event; `meta` goes last because its presence
     /// is what "warmed" means.
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
@@ -165,7 +177,7 @@ impl Gate {
         Ok(())
     }
 
-    /// Rebuilds a lost cache exactly from what DynamoDB holds: buyers from the stored orders, free
+    /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
     /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while `meta` is
     /// still missing, in one `MULTI`: a concurrent rebuild or grab cannot double anything. The
     /// outbox is left as it is. Returns false when another rebuild holds the lock or the cache is
@@ -224,29 +236,49 @@ impl Gate {
         Ok(since.unwrap_or(now_ms))
     }
 
-    /// Outbox entries older than `age` on the server's clock, oldest first, at most `limit`.
+    /// Outbox entries older than `age` on the server's clock (age from the UUIDv7 order id), at
+    /// most `limit`. An entry whose id tells no age is due at once, so reconcile looks at it.
     pub async fn outbox_due(
         &self,
         event: &EventId,
         age: std::time::Duration,
         limit: usize,
-    ) -> Result<Vec<String>, GateError> {
+    ) -> Result<Vec<OutboxEntry>, GateError> {
         let mut conn = self.conn.clone();
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let cutoff = secs * 1000 + micros / 1000 - age.as_millis() as i64;
-        Ok(redis::cmd("ZRANGEBYSCORE")
-            .arg(keys::outbox(event))
-            .arg("-inf")
-            .arg(cutoff)
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut conn)
-            .await?)
+        let mut due = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                .arg(keys::outbox(event))
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            for (order_id, message) in page {
+                let made = OrderId::parse(&order_id).ok().and_then(|o| o.created_ms());
+                if made.is_none_or(|ms| ms <= cutoff) {
+                    due.push(OutboxEntry { order_id, message });
+                }
+            }
+            cursor = next;
+            if cursor == 0 || due.len() >= limit {
+                due.truncate(limit);
+                return Ok(due);
+            }
+        }
     }
 
     pub async fn outbox_len(&self, event: &EventId) -> Result<u64, GateError> {
-        Ok(self.conn.clone().zcard(keys::outbox(event)).await?)
+        Ok(self.conn.clone().hlen(keys::outbox(event)).await?)
+    }
+
+    /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
+    pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
+        let all: Vec<(String, String)> = self.conn.clone().hgetall(keys::outbox(event)).await?;
+        Ok(all.into_iter().map(|(order_id, message)| OutboxEntry { order_id, message }).collect())
     }
 
     /// Free ticket numbers left, or `None` when the event is not in the cache.
@@ -287,45 +319,54 @@ impl Gate {
     }
 
     /// Removes an order's outbox entry once DynamoDB holds the order.
-    pub async fn remove_from_outbox(&self, event: &EventId, entry: &str) -> Result<(), GateError> {
-        let _: u32 = self.conn.clone().zrem(keys::outbox(event), entry).await?;
+    pub async fn remove_from_outbox(&self, event: &EventId, order_id: &str) -> Result<(), GateError> {
+        let _: u32 = self.conn.clone().hdel(keys::outbox(event), order_id).await?;
         Ok(())
     }
 
     /// The order a user holds in the cache, as `(order id, ticket number)`.
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
-        let held: Option<String> = self.conn.clone().hget(keys::buyers(event), user.as_str()).await?;
-        held.map(|h| split_holding(&h)).transpose()
+        let field: Option<String> = self.conn.clone().hget(keys::meta(event), keys::user_field(user)).await?;
+        Ok(match field {
+            Some(f) if !f.starts_with('#') => Some(split_holding(&f)?),
+            _ => None,
+        })
+    }
+
+    /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL`).
+    pub async fn holdings(&self, event: &EventId) -> Result<Vec<Buyer>, GateError> {
+        let meta: Vec<(String, String)> = self.conn.clone().hgetall(keys::meta(event)).await?;
+        let mut buyers = Vec::new();
+        for (field, value) in meta {
+            let Some(user) = field.strip_prefix('=') else { continue };
+            if value.starts_with('#') {
+                continue;
+            }
+            let (order, ticket_no) = split_holding(&value)?;
+            let bad = |e: crate::domain::InvalidId| GateError::Protocol(format!("holding {field:?}: {e}"));
+            buyers.push(Buyer {
+                user: UserId::parse(user).map_err(bad)?,
+                order: OrderId::parse(&order).map_err(bad)?,
+                ticket_no,
+            });
+        }
+        Ok(buyers)
     }
 }
 
-/// The outbox entry exactly as the script writes it: the message's head with the ticket number
-/// spliced in. It is also the SQS body, so the consumer can remove the entry by what it received.
-pub fn outbox_entry(head: &str, ticket_no: u32) -> String {
-    format!("{head},\"ticket_no\":{ticket_no}}}")
-}
-
-/// Who holds what, as DynamoDB says: the input of a rebuild.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holdings {
-    /// user id -> (order id, ticket number), for every stored order (rejected ones too, so their
-    /// users see their order rather than grab again).
-    pub buyers: Vec<(String, String, u32)>,
-    /// Ticket numbers held by confirmed orders.
-    pub held: std::collections::HashSet<u32>,
-}
-
-/// The commands that lay down an event's meta, free numbers and buyers (inside a `MULTI`).
+/// The commands that lay down an event's meta (with its users' holdings) and free numbers
+/// (inside a `MULTI`).
 fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
     let e = &event.id;
-    pipe.del(keys::seats(e)).ignore().del(keys::buyers(e)).ignore();
+    pipe.del(keys::seats(e)).ignore().del(keys::meta(e)).ignore();
     let free: Vec<u32> = (1..=event.capacity).filter(|n| !holdings.held.contains(n)).collect();
     for chunk in free.chunks(WARM_CHUNK as usize) {
         pipe.rpush(keys::seats(e), chunk).ignore();
     }
     for chunk in holdings.buyers.chunks(WARM_CHUNK as usize) {
-        let entries: Vec<(&str, String)> = chunk.iter().map(|(u, o, t)| (u.as_str(), format!("{o}:{t}"))).collect();
-        pipe.hset_multiple(keys::buyers(e), &entries).ignore();
+        let fields: Vec<(String, String)> =
+            chunk.iter().map(|b| (keys::user_field(&b.user), format!("{}:{}", b.order, b.ticket_no))).collect();
+        pipe.hset_multiple(keys::meta(e), &fields).ignore();
     }
     pipe.hset_multiple(
         keys::meta(e),
@@ -345,37 +386,63 @@ fn split_holding(held: &str) -> Result<(String, u32), GateError> {
     Ok((order.to_owned(), ticket))
 }
 
-fn parse_grab_reply(reply: &[Value]) -> Result<GrabOutcome, GateError> {
-    let text = |i: usize| -> Result<String, GateError> {
-        match reply.get(i) {
-            Some(Value::BulkString(b)) => String::from_utf8(b.clone()).map_err(|e| GateError::Protocol(e.to_string())),
-            Some(Value::SimpleString(s)) => Ok(s.clone()),
-            other => Err(GateError::Protocol(format!("field {i}: {other:?}"))),
+/// Reads the script's one-string reply (`OK:<n>`, `ALREADY:<order>:<n>`, `RATE_LIMITED:<ms>`, ...).
+fn parse_grab_reply(reply: &str, order_id: &str, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
+    let bad = || GateError::Protocol(format!("grab reply {reply:?}"));
+    let (code, rest) = reply.split_once(':').unwrap_or((reply, ""));
+    Ok(match code {
+        "OK" => GrabOutcome::Granted {
+            order_id: order_id.to_owned(),
+            ticket_no: rest.parse().map_err(|_| bad())?,
+            // Filled in by the caller, which knows the head it sent.
+            message: String::new(),
+        },
+        "ALREADY" => {
+            let (order_id, ticket_no) = split_holding(rest)?;
+            GrabOutcome::Already { order_id, ticket_no }
         }
-    };
-    let int = |i: usize| -> Result<i64, GateError> {
-        match reply.get(i) {
-            Some(Value::Int(n)) => Ok(*n),
-            other => Err(GateError::Protocol(format!("field {i}: {other:?}"))),
-        }
-    };
-    let small = |i: usize| -> Result<u32, GateError> {
-        int(i).and_then(|n| u32::try_from(n).map_err(|_| GateError::Protocol(format!("field {i}: {n}"))))
-    };
-    Ok(match text(0)?.as_str() {
-        "RATE_LIMITED" => GrabOutcome::RateLimited { retry_after_ms: int(1)?.max(0) as u64 },
+        // Callers' clocks differ slightly: the wait is never more than one window.
+        "RATE_LIMITED" => GrabOutcome::RateLimited {
+            retry_after_ms: rest.parse::<i64>().map_err(|_| bad())?.clamp(1, policy.rate_window.as_millis() as i64)
+                as u64,
+        },
         "NOT_FOUND" => GrabOutcome::NotFound,
         "NOT_STARTED" => GrabOutcome::NotStarted,
         "ENDED" => GrabOutcome::Ended,
         "SOLD_OUT" => GrabOutcome::SoldOut,
-        "ALREADY" => GrabOutcome::Already { order_id: text(1)?, ticket_no: small(2)? },
-        // The message is filled in by the caller, which knows the head it sent.
-        "OK" => GrabOutcome::Granted {
-            order_id: text(1)?,
-            ticket_no: small(2)?,
-            stock_left: small(3)?,
-            message: String::new(),
-        },
-        other => return Err(GateError::Protocol(format!("unknown outcome {other:?}"))),
+        _ => return Err(bad()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reply_of_the_script_reads_as_its_outcome() {
+        let p = GrabPolicy::default();
+        let order = "0199a0b0-0000-7000-8000-000000000001";
+        assert_eq!(
+            parse_grab_reply("OK:17", order, p).unwrap(),
+            GrabOutcome::Granted { order_id: order.into(), ticket_no: 17, message: String::new() }
+        );
+        assert_eq!(
+            parse_grab_reply(&format!("ALREADY:{order}:3"), "other", p).unwrap(),
+            GrabOutcome::Already { order_id: order.into(), ticket_no: 3 }
+        );
+        assert_eq!(
+            parse_grab_reply("RATE_LIMITED:250", order, p).unwrap(),
+            GrabOutcome::RateLimited { retry_after_ms: 250 }
+        );
+        assert_eq!(
+            parse_grab_reply("RATE_LIMITED:-5", order, p).unwrap(),
+            GrabOutcome::RateLimited { retry_after_ms: 1 }
+        );
+        for code in ["NOT_FOUND", "NOT_STARTED", "ENDED", "SOLD_OUT"] {
+            assert_eq!(parse_grab_reply(code, order, p).unwrap().code(), code);
+        }
+        for bad in ["", "OK", "OK:x", "ALREADY:abc", "MAYBE", "RATE_LIMITED:"] {
+            assert!(parse_grab_reply(bad, order, p).is_err(), "{bad:?} accepted");
+        }
+    }
 }

@@ -12,6 +12,7 @@ use crate::{
     domain::{
         EventId, OrderId, OrderStatus,
         event::{epoch_ms, rfc3339},
+        order::MessageHead,
     },
     gate::{Gate, GrabAttempt, GrabOutcome},
     http::{
@@ -111,17 +112,14 @@ impl Grab {
             .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
 
         let order_id = OrderId::generate();
-        let message = json!({
-            "v": 1,
-            "order_id": order_id,
-            "event_id": event,
-            "user_id": caller.user,
-            "email": email,
-            "created_at": rfc3339(now),
-        })
-        .to_string();
-        let attempt =
-            GrabAttempt { event: &event, user: &caller.user, order_id: &order_id, message_without_ticket: &message };
+        let head = MessageHead::new(&order_id, &event, &caller.user, email, &rfc3339(now));
+        let attempt = GrabAttempt {
+            event: &event,
+            user: &caller.user,
+            order_id: &order_id,
+            head: &head,
+            clock_ms: epoch_ms(now),
+        };
         let mut outcome = self.gate.grab(&attempt, self.policy).await?;
         if outcome == GrabOutcome::NotFound {
             // Unknown, or a cache that was lost: DynamoDB knows which. Rebuild once and retry.
@@ -133,8 +131,9 @@ impl Grab {
         }
         let code = outcome.code();
         match outcome {
-            GrabOutcome::Granted { order_id, ticket_no, stock_left, message } => {
-                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending, "remaining": stock_left });
+            GrabOutcome::Granted { order_id, ticket_no, message } => {
+                // No `remaining` here: the script does not count the stock (query serves it live).
+                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending });
                 let delivery = Some(Delivery { event, order_id, message });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }

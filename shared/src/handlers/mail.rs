@@ -173,7 +173,7 @@ impl Mail {
         let now = OffsetDateTime::now_utc();
         let persisted = self.store.persist_order(&order, now).await?;
         // Durable from here on: the outbox entry has done its job whatever happens next.
-        self.clear_outbox(&order, body).await;
+        self.clear_outbox(&order).await;
         match persisted {
             Persisted::Confirmed | Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => {
                 self.mail_once(&order, now).await
@@ -236,9 +236,9 @@ impl Mail {
     }
 
     /// Best effort: reconcile removes what is left.
-    async fn clear_outbox(&self, order: &OrderMessage, body: &str) {
+    async fn clear_outbox(&self, order: &OrderMessage) {
         let Ok(event) = EventId::parse(&order.event_id) else { return };
-        if let Err(e) = self.gate.remove_from_outbox(&event, body).await {
+        if let Err(e) = self.gate.remove_from_outbox(&event, &order.order_id).await {
             let e: GateError = e;
             tracing::warn!(order_id = %order.order_id, error = %e, "outbox entry left for reconcile");
         }

@@ -174,7 +174,7 @@ impl Reconcile {
         for entry in
             self.gate.outbox_due(&event.id, self.settings.outbox_age, OUTBOX_BATCH).await.map_err(|e| e.to_string())?
         {
-            let durable = match OrderMessage::parse(&entry) {
+            let durable = match OrderMessage::parse(&entry.message) {
                 Ok(order) => {
                     let user = UserId::parse(&order.user_id).map_err(|e| e.to_string())?;
                     self.store.get_order(&event.id, &user).await.map_err(|e| e.to_string())?.is_some()
@@ -185,10 +185,10 @@ impl Reconcile {
                 }
             };
             if durable {
-                self.gate.remove_from_outbox(&event.id, &entry).await.map_err(|e| e.to_string())?;
+                self.gate.remove_from_outbox(&event.id, &entry.order_id).await.map_err(|e| e.to_string())?;
                 report.cleared += 1;
             } else {
-                self.queue.send(&entry).await.map_err(|e| e.to_string())?;
+                self.queue.send(&entry.message).await.map_err(|e| e.to_string())?;
                 report.redriven += 1;
             }
         }

@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::{Client, types::AttributeValue};
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 
-use crate::domain::{Event, EventId, OrderStatus, UserId, event::rfc3339, order::OrderView};
+use crate::domain::{Buyer, Event, EventId, Holdings, OrderStatus, UserId, event::rfc3339, order::OrderView};
 use codec::{Item, event_from_item, event_item, order_from_item};
 use schema::{GSI1, GSI2, GSI2_SHARDS, attr};
 
@@ -192,7 +192,7 @@ impl Store {
 impl Store {
     /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected)
     /// and the ticket numbers confirmed orders hold. Reads every GSI2 shard to its end.
-    pub async fn holdings(&self, event: &EventId) -> Result<crate::gate::Holdings, StoreError> {
+    pub async fn holdings(&self, event: &EventId) -> Result<Holdings, StoreError> {
         let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| format!("EVENT#{event}#{shard}")).collect();
         partitions.push(orders::rejected_partition(event.as_str()));
         let reads = partitions.into_iter().map(|partition| async move {
@@ -217,11 +217,13 @@ impl Store {
                 }
             }
         });
-        let mut holdings = crate::gate::Holdings::default();
+        let mut holdings = Holdings::default();
         for items in futures::future::try_join_all(reads).await? {
             for item in items {
                 let order = order_from_item(&item)?;
-                holdings.buyers.push((codec::get_s(&item, "user_id")?, order.order_id.to_string(), order.ticket_no));
+                let user = UserId::parse(&codec::get_s(&item, "user_id")?)
+                    .map_err(|e| StoreError::Malformed(e.to_string()))?;
+                holdings.buyers.push(Buyer { user, order: order.order_id, ticket_no: order.ticket_no });
                 if order.status == OrderStatus::Confirmed {
                     holdings.held.insert(order.ticket_no);
                 }
