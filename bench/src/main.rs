@@ -17,6 +17,12 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use redis::{Script, aio::MultiplexedConnection};
+use shared::{
+    config::{GateSettings, GrabPolicy},
+    domain::{Email, Event, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    gate::{Gate, GrabAttempt},
+};
+use time::OffsetDateTime;
 
 const GRAB: &str = include_str!("../../shared/src/gate/grab.lua");
 const SEEDS: &str = include_str!("../seeds.lua");
@@ -35,6 +41,13 @@ struct Args {
     users: u32,
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Count instructions too: the redis-server measured runs under valgrind's callgrind, writing
+    /// its dumps into this directory (`valgrind --tool=callgrind --callgrind-out-file=<dir>/cg.%p.out
+    /// redis-server ...`). Each round zeroes the counters before and dumps after
+    /// (`callgrind_control`), and the report adds instructions per call: unlike time, they do not
+    /// move with the machine's load. Use few users: callgrind runs Redis ~50x slower.
+    #[arg(long)]
+    callgrind: Option<std::path::PathBuf>,
     /// Measure another version of the product's script (same KEYS/ARGV) in place of grab.lua.
     #[arg(long)]
     design_script: Option<std::path::PathBuf>,
@@ -60,6 +73,8 @@ impl Kind {
 }
 
 struct Round {
+    /// Server instructions per call, with `--callgrind`.
+    instructions_per_call: Option<f64>,
     calls_per_sec: f64,
     usec_per_call: f64,
     /// Server time of the commands the script called, per script call.
@@ -78,6 +93,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         conns.push(client.get_multiplexed_async_connection().await?);
     }
     let mut admin = client.get_multiplexed_async_connection().await?;
+    let gate = Gate::new(&GateSettings {
+        redis_url: args.redis_url.clone(),
+        connect_timeout: Duration::from_secs(5),
+        command_timeout: Duration::from_secs(60),
+    })?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();
     println!(
@@ -91,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut order = [Kind::Seeds, Kind::Design, Kind::Previous];
         order.rotate_left(round % 3);
         for kind in order {
-            let r = run_round(kind, round, &args, &conns, &mut admin).await?;
+            let r = run_round(kind, round, &args, &conns, &mut admin, &gate).await?;
             if r.granted != args.tickets.min(args.users) {
                 return Err(
                     format!("round {round}: {} granted, expected {}", r.granted, args.tickets.min(args.users)).into()
@@ -151,6 +171,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             if ratio <= 2.0 { "within target" } else { "OVER target" }
         );
     }
+    if args.callgrind.is_some() {
+        let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
+        let s_ins = ins(&seeds);
+        for (name, rounds) in [("seeds", &seeds), ("grab.lua", &design), ("grab-v1.lua", &previous)] {
+            println!(
+                "instructions per call (callgrind): {name:<12} {:>8.0}  {:.2}x the seeds'",
+                ins(rounds),
+                ins(rounds) / s_ins
+            );
+        }
+    }
     let (d_us, p_us) = (med(&design, |r| r.usec_per_call), med(&previous, |r| r.usec_per_call));
     println!("grab.lua takes {:.2}x the previous layout's server time per call", d_us / p_us);
     for (kind, rounds) in [(Kind::Seeds, &seeds), (Kind::Design, &design), (Kind::Previous, &previous)] {
@@ -167,6 +198,7 @@ async fn run_round(
     args: &Args,
     conns: &[MultiplexedConnection],
     admin: &mut MultiplexedConnection,
+    gate: &Gate,
 ) -> Result<Round, Box<dyn std::error::Error>> {
     let event = format!("bench-{}-{round}", kind.name());
     let keys = Keys::new(&event);
@@ -175,7 +207,23 @@ async fn run_round(
         Kind::Seeds => {
             let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
         }
-        Kind::Design | Kind::Previous => {
+        Kind::Design => {
+            // Warmed by the product itself, so the bench meets the layout grab.lua expects.
+            let now = OffsetDateTime::now_utc();
+            let event = Event {
+                id: EventId::parse(&keys.event)?,
+                title: "gate-bench".into(),
+                capacity: args.tickets,
+                sale_start: now - time::Duration::minutes(1),
+                sale_end: now + time::Duration::hours(1),
+                venue: None,
+                starts_at: None,
+                description: None,
+                created_at: now,
+            };
+            gate.warm(&event).await?;
+        }
+        Kind::Previous => {
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
             let mut pipe = redis::pipe();
             let mut first = 1;
@@ -205,12 +253,18 @@ async fn run_round(
     let mut warm = conns[0].clone();
     script.prepare_invoke().load_async(&mut warm).await?;
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(admin).await?;
+    if args.callgrind.is_some() {
+        callgrind_control("-z")?;
+    }
 
     let started = Instant::now();
     let per_conn = args.users.div_ceil(conns.len() as u32);
     let workers = conns.iter().enumerate().map(|(c, conn)| {
         let mut conn = conn.clone();
         let (script, keys) = (&script, &keys);
+        let event_id = EventId::parse(&keys.event).expect("a bench event id");
+        let email = Email::parse("bench@example.com").expect("an address");
+        let policy = GrabPolicy::default();
         async move {
             let mut granted = 0u32;
             for i in 0..per_conn {
@@ -225,27 +279,23 @@ async fn run_round(
                         r == 1
                     }
                     Kind::Design => {
-                        let order = format!("0199a0b0-0000-7000-8000-{u:012}");
-                        let message = format!(
-                            r#"{{"v":1,"order_id":"{order}","event_id":"{event}","user_id":"{user}","email":"{user}@example.com","created_at":"2026-11-22T10:00:00Z""#,
-                            event = keys.event
-                        );
-                        let now_ms = std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map(|d| d.as_millis() as u64)
-                            .unwrap_or_default();
-                        let r: String = script
-                            .key(&keys.meta)
-                            .key(&keys.seats)
-                            .key(&keys.outbox)
-                            .arg(&user)
-                            .arg(&order)
-                            .arg(message)
-                            .arg(5)
-                            .arg(1000)
-                            .arg(now_ms)
-                            .invoke_async(&mut conn)
-                            .await?;
+                        // The product's own arguments: the message head and the script's time format.
+                        let order = OrderId::parse(&format!("0199a0b0-0000-7000-8000-{u:012}")).expect("a UUID");
+                        let user = UserId::parse(&user).expect("a user id");
+                        let head = MessageHead::new(&order, &event_id, &user, &email, "2026-11-22T10:00:00Z");
+                        let attempt = GrabAttempt {
+                            event: &event_id,
+                            user: &user,
+                            order_id: &order,
+                            head: &head,
+                            clock_ms: epoch_ms(OffsetDateTime::now_utc()),
+                        };
+                        let mut call = script.key(&keys.meta);
+                        call.key(&keys.seats).key(&keys.outbox);
+                        for arg in attempt.script_args(policy) {
+                            call.arg(arg);
+                        }
+                        let r: String = call.invoke_async(&mut conn).await?;
                         r.starts_with("OK:")
                     }
                     Kind::Previous => {
@@ -300,6 +350,10 @@ async fn run_round(
         }
     }
     let usec_per_call = usec_per_call.ok_or("no evalsha stats")?;
+    let instructions_per_call = match &args.callgrind {
+        Some(dir) => Some(dumped_instructions(dir)? / script_calls.max(1.0)),
+        None => None,
+    };
     if std::env::var_os("GATE_BENCH_COMMANDSTATS").is_some() {
         let name = kind.name();
         for line in stats.lines().filter(|l| l.starts_with("cmdstat_")) {
@@ -308,12 +362,48 @@ async fn run_round(
     }
     let _: () = redis::cmd("DEL").arg(keys.all()).query_async(admin).await?;
     Ok(Round {
+        instructions_per_call,
         calls_per_sec: args.users as f64 / elapsed.as_secs_f64(),
         usec_per_call,
         command_usec_per_call: command_usec / script_calls.max(1.0),
         commands_per_call: command_calls / script_calls.max(1.0),
         granted,
     })
+}
+
+fn callgrind_control(flag: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let status =
+        std::process::Command::new("callgrind_control").arg(flag).stdout(std::process::Stdio::null()).status()?;
+    if !status.success() {
+        return Err(format!("callgrind_control {flag}: {status}").into());
+    }
+    Ok(())
+}
+
+/// Dumps the counters and reads the new dump's total instructions (`summary:`/`totals:` line).
+fn dumped_instructions(dir: &std::path::Path) -> Result<f64, Box<dyn std::error::Error>> {
+    let newest = |dir: &std::path::Path| -> std::io::Result<Option<(std::time::SystemTime, std::path::PathBuf)>> {
+        let mut newest = None;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let modified = entry.metadata()?.modified()?;
+            if newest.as_ref().is_none_or(|(t, _)| modified > *t) {
+                newest = Some((modified, entry.path()));
+            }
+        }
+        Ok(newest)
+    };
+    let before = newest(dir)?;
+    callgrind_control("-d")?;
+    let after = newest(dir)?.ok_or("no callgrind dump")?;
+    if before.as_ref().is_some_and(|(t, p)| *p == after.1 && *t == after.0) {
+        return Err("callgrind wrote no new dump".into());
+    }
+    let text = std::fs::read_to_string(&after.1)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no totals in {}", after.1.display()).into())
 }
 
 struct Keys {

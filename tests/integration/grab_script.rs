@@ -146,7 +146,7 @@ async fn refusals_are_rate_limited_per_user_and_a_new_window_lets_the_user_throu
     assert_eq!(grab_at(&app, &event, "u1", policy, t0).await, GrabOutcome::NotStarted);
     assert_eq!(grab_at(&app, &event, "u1", policy, t0 + 100).await, GrabOutcome::NotStarted);
     let before = app.cache(&event).await;
-    assert_eq!(before.counters["u1"], format!("#{t0}:2"));
+    assert_eq!(before.counters["u1"], format!("#{:015}:2", t0 + 300), "two refusals in the window ending at t0 + 300");
     assert_eq!(
         grab_at(&app, &event, "u1", policy, t0 + 200).await,
         GrabOutcome::RateLimited { retry_after_ms: 100 },
@@ -157,7 +157,7 @@ async fn refusals_are_rate_limited_per_user_and_a_new_window_lets_the_user_throu
     assert_eq!(grab_at(&app, &event, "u2", policy, t0 + 200).await, GrabOutcome::NotStarted);
     // When the window is over the count starts again.
     assert_eq!(grab_at(&app, &event, "u1", policy, t0 + 300).await, GrabOutcome::NotStarted);
-    assert_eq!(app.cache(&event).await.counters["u1"], format!("#{}:1", t0 + 300));
+    assert_eq!(app.cache(&event).await.counters["u1"], format!("#{:015}:1", t0 + 600));
 }
 
 #[tokio::test]
@@ -182,33 +182,22 @@ async fn a_script_error_writes_nothing_not_even_the_counter() {
     let before = app.cache(&event).await;
     let script = redis::Script::new(include_str!("../../shared/src/gate/grab.lua"));
     let mut r = app.redis.clone();
-    // A caller that forgets an argument (here the clock) is refused before anything is read.
-    let result: redis::RedisResult<String> = script
-        .key(keys::meta(&event))
-        .key(keys::seats(&event))
-        .key(keys::outbox(&event))
-        .arg("u1")
-        .arg(OrderId::generate().as_str())
-        .arg(r#"{"v":1"#)
-        .arg(5)
-        .arg(1000)
-        .invoke_async(&mut r)
-        .await;
-    assert!(result.is_err(), "{result:?}");
-    // A clock that is not a number fails before the first write.
-    let result: redis::RedisResult<String> = script
-        .key(keys::meta(&event))
-        .key(keys::seats(&event))
-        .key(keys::outbox(&event))
-        .arg("u1")
-        .arg(OrderId::generate().as_str())
-        .arg(r#"{"v":1"#)
-        .arg(5)
-        .arg(1000)
-        .arg("soon")
-        .invoke_async(&mut r)
-        .await;
-    assert!(result.is_err(), "{result:?}");
+    let now = format!("{:015}", now_ms());
+    // A caller that forgets an argument (here the clock), or sends times in another format, is
+    // refused before anything is read.
+    for args in [
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now],
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "soon"],
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "1763900000000"],
+    ] {
+        let mut call = script.key(keys::meta(&event));
+        call.key(keys::seats(&event)).key(keys::outbox(&event));
+        for arg in &args {
+            call.arg(*arg);
+        }
+        let result: redis::RedisResult<String> = call.invoke_async(&mut r).await;
+        assert!(result.is_err(), "{args:?}: {result:?}");
+    }
     assert_eq!(app.cache(&event).await, before);
 }
 

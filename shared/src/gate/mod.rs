@@ -18,6 +18,13 @@ static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::ne
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
 
+/// How far from the sale's boundaries the caller's clock decides the window (DESIGN.md section 6);
+/// nearer, Redis's own clock does. Lambda clocks are NTP-synchronised to milliseconds.
+pub const CLOCK_TRUST: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the meta hash's user fields mean (DESIGN.md section 6), stored in meta itself.
+const LAYOUT: &str = "grab.lua v2: =<user> holds <order id>:<ticket no> or #<window end ms>:<refused count>";
+
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
 
@@ -38,7 +45,7 @@ pub mod keys {
         format!("ev:{{{e}}}:outbox")
     }
     /// The user's field in `meta`: `<order id>:<ticket no>` when they hold an order, else
-    /// `#<window start ms>:<count>`, their refused requests in the rate window. The `=` keeps it
+    /// `#<window end ms>:<count>`, their refused requests in the rate window. The `=` keeps it
     /// apart from the event's own fields.
     pub fn user_field(u: &UserId) -> String {
         format!("={u}")
@@ -99,9 +106,24 @@ pub struct GrabAttempt<'a> {
     pub order_id: &'a OrderId,
     /// The order message the script completes with the ticket number.
     pub head: &'a MessageHead,
-    /// The caller's clock (epoch ms): it decides the sale window unless a boundary is within 10 s,
-    /// where the script asks Redis's `TIME` instead.
+    /// The caller's clock (epoch ms): it decides the sale window unless a boundary is within
+    /// [`CLOCK_TRUST`], where the script asks Redis's `TIME` instead.
     pub clock_ms: i64,
+}
+
+impl GrabAttempt<'_> {
+    /// The grab script's ARGV, in the order its header gives (gate-bench calls the script with
+    /// them too).
+    pub fn script_args(&self, policy: GrabPolicy) -> [String; 6] {
+        [
+            keys::user_field(self.user),
+            self.order_id.to_string(),
+            self.head.as_str().to_owned(),
+            policy.rate_limit.to_string(),
+            script_time(self.clock_ms + policy.rate_window.as_millis() as i64),
+            script_time(self.clock_ms),
+        ]
+    }
 }
 
 /// An order waiting in the outbox for DynamoDB to hold it.
@@ -147,18 +169,12 @@ impl Gate {
 
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
         let e = attempt.event;
-        let reply: String = GRAB_SCRIPT
-            .key(keys::meta(e))
-            .key(keys::seats(e))
-            .key(keys::outbox(e))
-            .arg(attempt.user.as_str())
-            .arg(attempt.order_id.as_str())
-            .arg(attempt.head.as_str())
-            .arg(policy.rate_limit)
-            .arg(policy.rate_window.as_millis() as u64)
-            .arg(attempt.clock_ms)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
+        let mut call = GRAB_SCRIPT.key(keys::meta(e));
+        call.key(keys::seats(e)).key(keys::outbox(e));
+        for arg in attempt.script_args(policy) {
+            call.arg(arg);
+        }
+        let reply: String = call.invoke_async(&mut self.conn.clone()).await?;
         let mut outcome = parse_grab_reply(&reply, attempt.order_id.as_str(), policy)?;
         if let GrabOutcome::Granted { ticket_no, message, .. } = &mut outcome {
             *message = attempt.head.complete(*ticket_no);
@@ -368,16 +384,32 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
             chunk.iter().map(|b| (keys::user_field(&b.user), format!("{}:{}", b.order, b.ticket_no))).collect();
         pipe.hset_multiple(keys::meta(e), &fields).ignore();
     }
+    let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
+    let trust = CLOCK_TRUST.as_millis() as i64;
     pipe.hset_multiple(
         keys::meta(e),
         &[
             ("capacity", event.capacity.to_string()),
-            ("start", epoch_ms(event.sale_start).to_string()),
-            ("end", epoch_ms(event.sale_end).to_string()),
+            ("start", start.to_string()),
+            ("end", end.to_string()),
             ("state", "open".to_owned()),
+            // The span where the grab script lets the caller's clock decide, precomputed so the
+            // script compares strings instead of parsing numbers.
+            ("open_from", script_time(start + trust)),
+            ("open_until", script_time(end - trust)),
+            // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
+            // hash table from the start: as a listpack, its first 512 user fields would each be
+            // found by a linear scan, costing the first grabs of every event more than the rest.
+            ("layout", LAYOUT.to_owned()),
         ],
     )
     .ignore();
+}
+
+/// Epoch milliseconds as the grab script compares them: zero-padded to 15 digits, so string order is
+/// time order for every RFC 3339 year (the script never parses a number on an OK grab).
+fn script_time(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
 }
 
 fn split_holding(held: &str) -> Result<(String, u32), GateError> {
@@ -417,6 +449,16 @@ fn parse_grab_reply(reply: &str, order_id: &str, policy: GrabPolicy) -> Result<G
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn script_times_sort_as_strings_as_they_do_as_numbers() {
+        let times = [0, 999, 1_000, 1_763_900_000_000, 9_999_999_999_999, 10_413_792_000_000, 253_402_300_799_999];
+        for pair in times.windows(2) {
+            let (a, b) = (script_time(pair[0]), script_time(pair[1]));
+            assert_eq!(a.len(), 15);
+            assert!(a < b, "{a} < {b}");
+        }
+    }
 
     #[test]
     fn every_reply_of_the_script_reads_as_its_outcome() {
