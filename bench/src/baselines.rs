@@ -235,6 +235,7 @@ impl Context {
             Grab::new(
                 real.gate.clone(),
                 queue,
+                settings.seal.clone(),
                 real.store.clone(),
                 settings.hash.clone(),
                 // The seeds have no rate limit; every user grabs once here, so it never bites.
@@ -548,9 +549,9 @@ impl Context {
                 return Err("the split's grab was not granted".into());
             };
             let t4 = Instant::now();
-            stub_queue.send(&message).await?;
+            stub_queue.send(&message, &settings.seal).await?;
             let t5 = Instant::now();
-            real_queue.send(&message).await?;
+            real_queue.send(&message, &settings.seal).await?;
             let t6 = Instant::now();
             let whole = self
                 .stub_grab

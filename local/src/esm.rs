@@ -51,6 +51,7 @@ impl Poller {
             .max_number_of_messages(self.batch_size)
             .wait_time_seconds(1)
             .message_system_attribute_names(MessageSystemAttributeName::All)
+            .message_attribute_names("All")
             .send()
             .await
             .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
@@ -65,13 +66,24 @@ impl Poller {
                     .attributes()
                     .map(|a| a.iter().map(|(k, v)| (k.as_str().to_owned(), json!(v))).collect())
                     .unwrap_or_default();
+                // As the event source mapping delivers them: camelCase inside each attribute.
+                let message_attributes: serde_json::Map<String, Value> = m
+                    .message_attributes()
+                    .map(|a| {
+                        a.iter()
+                            .map(|(k, v)| {
+                                (k.clone(), json!({ "stringValue": v.string_value(), "dataType": v.data_type() }))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
                 json!({
                     "messageId": m.message_id(),
                     "receiptHandle": m.receipt_handle(),
                     "body": m.body(),
                     "md5OfBody": m.md5_of_body(),
                     "attributes": attributes,
-                    "messageAttributes": {},
+                    "messageAttributes": message_attributes,
                     "eventSource": "aws:sqs",
                     "eventSourceARN": format!("arn:aws:sqs:local:000000000000:{}", self.queue_url.rsplit('/').next().unwrap_or_default()),
                     "awsRegion": "us-east-1",

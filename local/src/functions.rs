@@ -51,6 +51,7 @@ impl Functions {
             grab: Grab::new(
                 gate.clone(),
                 OrderQueue::for_grab(&sdk, queue_url),
+                settings.seal.clone(),
                 store.clone(),
                 settings.hash.clone(),
                 settings.policy,
@@ -60,6 +61,7 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 queue.clone(),
+                settings.seal.clone(),
                 settings.rebuild,
                 ReconcileSettings { outbox_age: settings.outbox_age },
             ),
@@ -67,6 +69,7 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 Mailer::new(aws_sdk_sesv2::Client::new(&sdk), &settings.mail_from),
+                settings.seal.clone(),
                 MailSettings {
                     from: settings.mail_from.clone(),
                     concurrency: 8,

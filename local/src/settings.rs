@@ -5,12 +5,13 @@ use std::{env, time::Duration};
 
 use shared::{
     config::{ConfigError, GrabPolicy, HashSettings},
-    domain::verify_hash::HashKey,
+    domain::{order_seal::SealKey, verify_hash::HashKey},
 };
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
 pub const DEFAULT_AWS_ENDPOINT: &str = "http://127.0.0.1:14566";
 pub const DEFAULT_HASH_SECRET: &str = "local-dev-hash-secret-not-for-production";
+pub const DEFAULT_ORDER_KEY: &str = "local-dev-order-key-not-for-production";
 /// The documented development secret of the runner's JWT authorizer.
 pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
 
@@ -23,6 +24,8 @@ pub struct LocalSettings {
     pub queue_name: String,
     pub mail_from: String,
     pub hash: HashSettings,
+    /// Seals order messages (grab, reconcile) and checks them (mail).
+    pub seal: SealKey,
     pub jwt_secret: String,
     pub policy: GrabPolicy,
     /// A `SENDING` mail claim older than this is taken over (the sender crashed).
@@ -45,6 +48,8 @@ impl LocalSettings {
             ttl: Duration::from_secs(var("HASH_TTL_SECONDS", "600").parse().unwrap_or(600)),
             open_margin: Duration::from_secs(var("HASH_OPEN_MARGIN_SECONDS", "5").parse().unwrap_or(5)),
         };
+        let seal = SealKey::new(var("ORDER_KEY", DEFAULT_ORDER_KEY).as_bytes())
+            .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
         Ok(Self {
             redis_url: var("REDIS_URL", DEFAULT_REDIS_URL),
             aws_endpoint: var("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
@@ -53,6 +58,7 @@ impl LocalSettings {
             queue_name: var("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
             mail_from: var("MAIL_FROM", "tickets@example.com"),
             hash,
+            seal,
             jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             mail_claim_timeout: Duration::from_secs(var("MAIL_CLAIM_TIMEOUT_SECONDS", "90").parse().unwrap_or(90)),

@@ -126,11 +126,7 @@ impl HashSettings {
     /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets) or else from
     /// `HASH_SECRET` (a development value), read once at cold start.
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        let secret = match env::var("HASH_SECRET_ARN") {
-            Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, "HASH_SECRET_ARN", arn.trim()).await?,
-            _ => required("HASH_SECRET")?,
-        };
-        Self::with_secret(&secret)
+        Self::with_secret(&deployment_secret(sdk, "HASH_SECRET_ARN", "HASH_SECRET").await?)
     }
 
     fn with_secret(secret: &str) -> Result<Self, ConfigError> {
@@ -151,6 +147,28 @@ impl std::fmt::Debug for HashSettings {
             .field("ttl", &self.ttl)
             .field("open_margin", &self.open_margin)
             .finish()
+    }
+}
+
+/// The key that seals order messages (`domain::order_seal`), held by grab, reconcile and mail only:
+/// from `ORDER_KEY_ARN` (Secrets Manager: what a deployment sets) or else `ORDER_KEY` (a
+/// development value), read once at cold start. A key of its own, not the verify hash's, so
+/// verify-hash (which holds that one) cannot forge an order.
+pub async fn seal_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::order_seal::SealKey, ConfigError> {
+    let secret = deployment_secret(sdk, "ORDER_KEY_ARN", "ORDER_KEY").await?;
+    crate::domain::order_seal::SealKey::new(secret.as_bytes())
+        .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })
+}
+
+/// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.
+async fn deployment_secret(
+    sdk: &aws_config::SdkConfig,
+    arn_var: &'static str,
+    dev_var: &'static str,
+) -> Result<String, ConfigError> {
+    match env::var(arn_var) {
+        Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, arn_var, arn.trim()).await,
+        _ => required(dev_var),
     }
 }
 

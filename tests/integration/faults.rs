@@ -458,7 +458,7 @@ async fn every_message_twice_and_out_of_order() {
     assert_eq!(bodies.len(), TICKETS as usize);
     bodies.reverse();
     for body in bodies.iter().chain(bodies.iter().rev()) {
-        app.sqs.send_message().queue_url(&app.queue_url).message_body(body).send().await.unwrap();
+        app.send_order(body).await;
     }
     drain(&app, &event).await;
     let checked = check_invariants(&app, &event, &replies).await;

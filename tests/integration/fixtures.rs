@@ -67,7 +67,8 @@ fn every_function_has_a_sample_and_a_bad_one() {
 }
 
 /// The SQS samples through the mail handler on the real stack: the good batch stores and mails
-/// both orders; the bad batch fails exactly its two malformed messages, and its good one is mailed.
+/// both orders; the bad batch fails exactly its two malformed messages and its forged one (ticket
+/// 99999 to another address, under a seal the key did not make), and its good one is mailed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mail_batch_samples_do_what_they_say_on_the_real_stack() {
     let app = TestApp::for_mail(30).await;
@@ -89,13 +90,19 @@ async fn the_mail_batch_samples_do_what_they_say_on_the_real_stack() {
         .into_iter()
         .map(|f| f.item_identifier)
         .collect();
-    let malformed: BTreeSet<String> = bad
+    // The samples are sealed with the development key (scripts/local.env's ORDER_KEY).
+    let refused: BTreeSet<String> = bad
         .records
         .iter()
-        .filter(|r| OrderMessage::parse(r.body.as_deref().unwrap()).is_err())
+        .filter(|r| {
+            let body = r.body.as_deref().unwrap();
+            let seal = r.message_attributes.get("seal").and_then(|a| a.string_value.as_deref());
+            OrderMessage::parse(body).is_err() || app.settings.seal.check(body, seal).is_err()
+        })
         .map(|r| r.message_id.clone().unwrap())
         .collect();
-    assert_eq!(failed, malformed);
+    assert_eq!(refused.len(), 3, "two malformed messages and a forged one");
+    assert_eq!(failed, refused);
     let mut to: Vec<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
     to.sort();
     assert_eq!(to, ["student-1@example.com", "student-2@example.com", "student-3@example.com"]);

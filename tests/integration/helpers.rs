@@ -369,10 +369,49 @@ where
 }
 
 /// An SQS batch as the event source mapping hands it to mail: (message id, body) pairs.
-pub fn sqs_batch(records: &[(&str, &str)]) -> SqsEvent {
+/// An SQS event of `(message id, body, seal)` records, as the event source mapping delivers them.
+pub fn sqs_batch_sealed(records: &[(&str, &str, Option<&str>)]) -> SqsEvent {
     let records: Vec<Value> = records
         .iter()
-        .map(|(id, body)| json!({ "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body, "attributes": {}, "messageAttributes": {}, "eventSource": "aws:sqs" }))
+        .map(|(id, body, seal)| {
+            let attributes = match seal {
+                Some(seal) => json!({ "seal": { "stringValue": seal, "dataType": "String" } }),
+                None => json!({}),
+            };
+            json!({ "messageId": id, "receiptHandle": format!("rh-{id}"), "body": body, "attributes": {}, "messageAttributes": attributes, "eventSource": "aws:sqs" })
+        })
         .collect();
     serde_json::from_value(json!({ "Records": records })).unwrap()
+}
+
+impl TestApp {
+    /// The seal grab would put on this body.
+    pub fn seal(&self, body: &str) -> String {
+        self.settings.seal.seal(body)
+    }
+
+    /// One message handed to mail as grab would have sent it (sealed).
+    pub async fn deliver(
+        &self,
+        body: &str,
+    ) -> Result<shared::handlers::mail::Handled, shared::handlers::mail::MessageError> {
+        self.functions.mail.handle_message(body, Some(&self.seal(body))).await
+    }
+
+    /// An SQS event of `(message id, body)` records, each sealed as grab seals it.
+    pub fn sqs_batch(&self, records: &[(&str, &str)]) -> SqsEvent {
+        let seals: Vec<String> = records.iter().map(|(_, body)| self.seal(body)).collect();
+        let sealed: Vec<(&str, &str, Option<&str>)> =
+            records.iter().zip(&seals).map(|((id, body), seal)| (*id, *body, Some(seal.as_str()))).collect();
+        sqs_batch_sealed(&sealed)
+    }
+
+    /// Puts a message on this test's queue, sealed as grab seals it (a redelivery of the same body
+    /// carries the same seal).
+    pub async fn send_order(&self, body: &str) {
+        shared::queue::OrderQueue::new(self.sqs.clone(), self.queue_url.clone())
+            .send(body, &self.settings.seal)
+            .await
+            .expect("send to the test queue");
+    }
 }

@@ -72,7 +72,7 @@ async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and
     let event = app.open_event(10).await;
     let body = grabbed(&app, &event, "u1").await;
 
-    let at_once = futures::future::join_all((0..3).map(|_| app.functions.mail.handle_body(&body))).await;
+    let at_once = futures::future::join_all((0..3).map(|_| app.deliver(&body))).await;
     // One delivery sends; a concurrent one may find the send in progress and fail, to be retried.
     let sent_now = at_once.iter().filter(|r| matches!(r, Ok(Handled::ConfirmedAndMailed))).count();
     assert_eq!(sent_now, 1, "{at_once:?}");
@@ -80,10 +80,10 @@ async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and
         assert!(matches!(r, Ok(_) | Err(MessageError::MailInProgress)), "{r:?}");
     }
     for _ in 0..3 {
-        assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+        assert_eq!(app.deliver(&body).await.unwrap(), Handled::AlreadyDone);
     }
     // And three copies in one batch.
-    let batch = sqs_batch(&[("a", &body), ("b", &body), ("c", &body)]);
+    let batch = app.sqs_batch(&[("a", &body), ("b", &body), ("c", &body)]);
     assert!(app.functions.mail.handle_batch(batch).await.batch_item_failures.is_empty());
 
     assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "SENT".into()));
@@ -100,17 +100,13 @@ async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropp
     let app = TestApp::for_mail(30).await;
     let event = app.open_event(10).await;
     let body = grabbed(&app, &event, "u1").await;
-    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.deliver(&body).await.unwrap(), Handled::ConfirmedAndMailed);
     let first = OrderMessage::parse(&body).unwrap();
 
     // Redis drifted and handed u2 the same ticket number.
     let clash = drifted(&body, "u2", first.ticket_no);
-    assert_eq!(app.functions.mail.handle_body(&clash).await.unwrap(), Handled::Rejected);
-    assert_eq!(
-        app.functions.mail.handle_body(&clash).await.unwrap(),
-        Handled::AlreadyDone,
-        "a redelivery changes nothing"
-    );
+    assert_eq!(app.deliver(&clash).await.unwrap(), Handled::Rejected);
+    assert_eq!(app.deliver(&clash).await.unwrap(), Handled::AlreadyDone, "a redelivery changes nothing");
     assert_eq!(
         ticket_holder(&app, &event, first.ticket_no).await.as_deref(),
         Some(first.order_id.as_str()),
@@ -122,7 +118,7 @@ async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropp
 
     // ...and u1 a second order with another number.
     let second = drifted(&body, "u1", 7);
-    assert_eq!(app.functions.mail.handle_body(&second).await.unwrap(), Handled::DroppedSecondOrder);
+    assert_eq!(app.deliver(&second).await.unwrap(), Handled::DroppedSecondOrder);
     assert_eq!(ticket_holder(&app, &event, 7).await, None, "the dropped order holds no ticket");
     let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u1")).await;
     assert_eq!(
@@ -148,7 +144,7 @@ async fn ses_failing_then_recovering_sends_exactly_one_mail() {
     app.ses().delete_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
 
     for _ in 0..2 {
-        let failed = app.functions.mail.handle_body(&body).await;
+        let failed = app.deliver(&body).await;
         assert!(matches!(failed, Err(MessageError::Mail(_))), "{failed:?}");
         assert_eq!(
             mail_status(&app, &event, "u1").await,
@@ -159,8 +155,8 @@ async fn ses_failing_then_recovering_sends_exactly_one_mail() {
     assert!(app.sent_mail().await.is_empty());
 
     app.ses().create_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
-    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
-    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+    assert_eq!(app.deliver(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.deliver(&body).await.unwrap(), Handled::AlreadyDone);
     assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "SENT".into()));
     assert_eq!(app.sent_mail().await.len(), 1);
 }
@@ -178,7 +174,7 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
     assert_eq!(claim, shared::store::orders::MailClaim::Claimed);
 
     // A redelivery while the claim is fresh does not send: the claimant may still be sending.
-    assert!(matches!(app.functions.mail.handle_body(&body).await, Err(MessageError::MailInProgress)));
+    assert!(matches!(app.deliver(&body).await, Err(MessageError::MailInProgress)));
     assert!(app.sent_mail().await.is_empty());
 
     // Once the claim is older than the timeout it is taken over.
@@ -195,8 +191,8 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
         .send()
         .await
         .unwrap();
-    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::ConfirmedAndMailed);
-    assert_eq!(app.functions.mail.handle_body(&body).await.unwrap(), Handled::AlreadyDone);
+    assert_eq!(app.deliver(&body).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.deliver(&body).await.unwrap(), Handled::AlreadyDone);
     assert_eq!(app.sent_mail().await.len(), 1);
     assert_eq!(mail_status(&app, &event, "u1").await.1, MailStatus::Sent.as_str());
 }
@@ -217,7 +213,7 @@ async fn a_batch_of_ten_with_two_malformed_bodies_fails_exactly_those_two() {
     batch.insert(7, ("bad-id".into(), bad_field.to_string()));
     let refs: Vec<(&str, &str)> = batch.iter().map(|(i, b)| (i.as_str(), b.as_str())).collect();
 
-    let response = app.functions.mail.handle_batch(sqs_batch(&refs)).await;
+    let response = app.functions.mail.handle_batch(app.sqs_batch(&refs)).await;
     let failed: HashSet<&str> = response.batch_item_failures.iter().map(|f| f.item_identifier.as_str()).collect();
     assert_eq!(failed, HashSet::from(["bad-json", "bad-id"]));
     for i in 0..8 {
@@ -226,40 +222,86 @@ async fn a_batch_of_ten_with_two_malformed_bodies_fails_exactly_those_two() {
     assert_eq!(app.sent_mail().await.len(), 8);
 }
 
+/// A body a forger would send: valid in form, for a ticket nobody grabbed, to someone else's address.
+fn forged_body(event: &EventId, user: &str, ticket_no: u32) -> String {
+    json!({
+        "v": 1, "order_id": OrderId::generate(), "event_id": event, "user_id": user,
+        "email": "victim@example.org", "created_at": "2026-11-23T10:00:00Z", "ticket_no": ticket_no,
+    })
+    .to_string()
+}
+
+fn stored_order_exists(app: &TestApp, event: &EventId, user: &str) -> impl std::future::Future<Output = bool> {
+    let (store, event, user) =
+        (app.functions.store.clone(), event.clone(), shared::domain::UserId::parse(user).unwrap());
+    async move { store.get_order(&event, &user).await.unwrap().is_some() }
+}
+
 #[tokio::test]
-async fn a_malformed_message_ends_in_the_dlq_after_the_redrive_receives_and_never_blocks_others() {
+async fn malformed_and_forged_messages_end_in_the_dlq_storing_and_mailing_nothing_and_never_block_others() {
     let app = TestApp::for_mail(1).await;
-    let event = app.open_event(10).await;
+    let event = app.open_event(100).await;
     let good = grabbed(&app, &event, "u1").await;
     let dlq_url = format!("{}-dlq", app.queue_url);
     for body in ["{not json", good.as_str()] {
-        app.sqs.send_message().queue_url(&app.queue_url).message_body(body).send().await.unwrap();
+        app.send_order(body).await;
     }
+    // Put on the queue by someone without the key: no seal at all, and a seal made with another key.
+    let unsealed = forged_body(&event, "forger", 99_999);
+    app.sqs.send_message().queue_url(&app.queue_url).message_body(&unsealed).send().await.unwrap();
+    let wrong_key = shared::domain::order_seal::SealKey::new(b"a key that is not the deployment's").unwrap();
+    let ghost = forged_body(&event, "ghost", 1);
+    shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone()).send(&ghost, &wrong_key).await.unwrap();
+
     let poller = local_runner::esm::Poller {
         sqs: app.sqs.clone(),
         queue_url: app.queue_url.clone(),
         mail: app.functions.mail.clone(),
         batch_size: 10,
     };
-    // Poll as the event source mapping does until SQS moves the message (bounded).
+    // Poll as the event source mapping does until SQS moves the three (bounded).
     let mut in_dlq: Vec<String> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while in_dlq.is_empty() && tokio::time::Instant::now() < deadline {
+    while in_dlq.len() < 3 && tokio::time::Instant::now() < deadline {
         poller.poll_once().await.unwrap();
         let out = app.sqs.receive_message().queue_url(&dlq_url).max_number_of_messages(10).send().await.unwrap();
         in_dlq.extend(out.messages.unwrap_or_default().into_iter().map(|m| m.body.unwrap_or_default()));
     }
-    let moved = !in_dlq.is_empty();
-    assert!(moved, "the malformed message reached the DLQ");
-    assert_eq!(in_dlq, ["{not json"]);
+    in_dlq.sort();
+    let mut expected = vec!["{not json".to_owned(), unsealed, ghost];
+    expected.sort();
+    assert_eq!(in_dlq, expected, "the malformed and the forged messages reached the DLQ");
     assert_eq!(
         mail_status(&app, &event, "u1").await,
         (OrderStatus::Confirmed, "SENT".into()),
-        "its neighbour went through"
+        "their neighbour went through"
     );
-    assert_eq!(app.sent_mail().await.len(), 1);
+    assert!(!stored_order_exists(&app, &event, "forger").await, "the forged order was not stored");
+    assert!(!stored_order_exists(&app, &event, "ghost").await, "nor the order under another key's seal");
+    let to: Vec<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
+    assert_eq!(to, ["u1@example.com"], "no mail to the forger's victim");
     let left = app.sqs.receive_message().queue_url(&app.queue_url).max_number_of_messages(10).send().await.unwrap();
     assert!(left.messages.unwrap_or_default().is_empty(), "nothing acknowledged silently, nothing left behind");
+}
+
+/// Even under a valid seal (a bug in a sender), an order for an unknown event or a ticket number
+/// outside the event's capacity is refused before anything is written.
+#[tokio::test]
+async fn a_sealed_order_for_an_unknown_event_or_a_ticket_beyond_capacity_writes_nothing() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(100).await;
+    let beyond = forged_body(&event, "beyond", 101);
+    assert!(matches!(
+        app.deliver(&beyond).await,
+        Err(MessageError::TicketOutOfRange { ticket_no: 101, capacity: 100 })
+    ));
+    let unknown = forged_body(&fresh_event_id(), "nowhere", 1);
+    assert!(matches!(app.deliver(&unknown).await, Err(MessageError::UnknownEvent(_))));
+    assert!(!stored_order_exists(&app, &event, "beyond").await);
+    assert!(app.sent_mail().await.is_empty());
+    // The last number of the event is a number like any other.
+    let last = forged_body(&event, "last", 100);
+    assert_eq!(app.deliver(&last).await.unwrap(), Handled::ConfirmedAndMailed);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -210,7 +210,7 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
     let durable = app.drain_queue_raw().await.pop().unwrap();
     let durable_id =
         serde_json::from_str::<serde_json::Value>(&durable).unwrap()["order_id"].as_str().unwrap().to_owned();
-    app.functions.mail.handle_batch(sqs_batch(&[("m1", durable.as_str())])).await;
+    app.functions.mail.handle_batch(app.sqs_batch(&[("m1", durable.as_str())])).await;
     let mut r = app.redis.clone();
     let _: () = r.hset(keys::outbox(&event), &durable_id, &durable).await.unwrap();
     // u2's send was lost between the script and SQS.
@@ -223,7 +223,7 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
     let left: Vec<String> = app.cache(&event).await.outbox.into_values().collect();
     assert_eq!(left, std::slice::from_ref(&lost), "a re-driven entry stays until its order is durable");
 
-    app.functions.mail.handle_batch(sqs_batch(&[("m2", lost.as_str())])).await;
+    app.functions.mail.handle_batch(app.sqs_batch(&[("m2", lost.as_str())])).await;
     let report = app.functions.reconcile.run().await;
     assert_eq!((report.redriven, report.outbox_left), (0, 0), "{report:?}");
     assert_eq!(app.sent_mail().await.len(), 2, "one mail per order");

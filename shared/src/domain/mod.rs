@@ -5,6 +5,7 @@ pub mod confirmation;
 pub mod event;
 pub mod ids;
 pub mod order;
+pub mod order_seal;
 pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};

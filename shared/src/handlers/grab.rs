@@ -13,6 +13,7 @@ use crate::{
         EventId, OrderId, OrderStatus,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
+        order_seal::SealKey,
     },
     gate::{Gate, GrabAttempt, GrabOutcome},
     http::{
@@ -29,6 +30,8 @@ use crate::{
 pub struct Grab {
     gate: Gate,
     queue: OrderQueue,
+    /// Seals each order it sends (`domain::order_seal`).
+    seal: SealKey,
     store: Store,
     hash: HashSettings,
     policy: GrabPolicy,
@@ -60,13 +63,14 @@ impl Grab {
     pub fn new(
         gate: Gate,
         queue: OrderQueue,
+        seal: SealKey,
         store: Store,
         hash: HashSettings,
         policy: GrabPolicy,
         rebuild: RebuildSettings,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        Self { gate, queue, store, hash, policy, rebuilder }
+        Self { gate, queue, seal, store, hash, policy, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -79,6 +83,7 @@ impl Grab {
         Ok(Self::new(
             gate,
             OrderQueue::for_grab(&sdk, queue_settings.orders_queue_url),
+            crate::config::seal_key(&sdk).await?,
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             hash,
             policy,
@@ -153,7 +158,7 @@ impl Grab {
     /// Sends the order to SQS. A failure is logged and left to the outbox: the grab has already
     /// happened and reconcile re-drives the entry.
     pub async fn deliver(&self, order: &Delivery) {
-        if let Err(e) = self.queue.send(&order.message).await {
+        if let Err(e) = self.queue.send(&order.message, &self.seal).await {
             tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, "order left in the outbox for reconcile");
         }
     }

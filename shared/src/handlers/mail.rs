@@ -14,7 +14,10 @@ use tracing::Instrument;
 
 use crate::{
     config::{ConfigError, GateSettings, StoreSettings},
-    domain::{Event, EventId, OrderMessage, OrderStatus, confirmation},
+    domain::{
+        Event, EventId, OrderMessage, OrderStatus, confirmation,
+        order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
+    },
     gate::{Gate, GateError},
     mailer::{MailError, Mailer},
     store::{
@@ -59,13 +62,19 @@ impl MailSettings {
     }
 }
 
-/// Why one message could not be finished; SQS will deliver it again.
+/// Why one message could not be finished; SQS will deliver it again (and, if it never can be, move
+/// it to the DLQ after the redrive's receives).
 #[derive(Debug, thiserror::Error)]
 pub enum MessageError {
+    /// Not sealed by grab or reconcile: nothing is stored, nothing mailed.
+    #[error("refused: {0}")]
+    Unsealed(#[from] BadSeal),
     #[error("malformed message: {0}")]
     Malformed(String),
     #[error("the order's event {0} is not stored")]
     UnknownEvent(String),
+    #[error("ticket number {ticket_no} is outside the event's 1..{capacity}")]
+    TicketOutOfRange { ticket_no: u32, capacity: u32 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -104,14 +113,16 @@ pub struct Mail {
     store: Store,
     gate: Gate,
     mailer: Mailer,
+    /// Checks each message's seal before anything is written.
+    seal: SealKey,
     settings: MailSettings,
     /// Events never change after release, so each is read once per execution environment.
     events: Arc<Mutex<HashMap<String, Arc<Event>>>>,
 }
 
 impl Mail {
-    pub fn new(store: Store, gate: Gate, mailer: Mailer, settings: MailSettings) -> Self {
-        Self { store, gate, mailer, settings, events: Arc::default() }
+    pub fn new(store: Store, gate: Gate, mailer: Mailer, seal: SealKey, settings: MailSettings) -> Self {
+        Self { store, gate, mailer, seal, settings, events: Arc::default() }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -123,6 +134,7 @@ impl Mail {
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             gate,
             Mailer::new(aws_sdk_sesv2::Client::new(&sdk), settings.from.clone()),
+            crate::config::seal_key(&sdk).await?,
             settings,
         ))
     }
@@ -151,7 +163,8 @@ impl Mail {
         let id = record.message_id.clone().unwrap_or_default();
         let span = tracing::info_span!("message", message_id = %id);
         let started = std::time::Instant::now();
-        let result = self.handle_body(record.body.as_deref().unwrap_or_default()).instrument(span).await;
+        let seal = record.message_attributes.get(SEAL_ATTRIBUTE).and_then(|a| a.string_value.as_deref());
+        let result = self.handle_message(record.body.as_deref().unwrap_or_default(), seal).instrument(span).await;
         let latency_ms = started.elapsed().as_secs_f64() * 1000.0;
         match result {
             Ok(outcome) => {
@@ -167,16 +180,22 @@ impl Mail {
         }
     }
 
-    /// One message body: persist, mail once, clear the outbox entry.
-    pub async fn handle_body(&self, body: &str) -> Result<Handled, MessageError> {
+    /// One message: its seal and its order checked, then persist, mail once, clear the outbox
+    /// entry. A message that fails a check writes nothing.
+    pub async fn handle_message(&self, body: &str, seal: Option<&str>) -> Result<Handled, MessageError> {
+        self.seal.check(body, seal)?;
         let order = OrderMessage::parse(body).map_err(MessageError::Malformed)?;
+        let event = self.event(&order.event_id).await?;
+        if order.ticket_no > event.capacity {
+            return Err(MessageError::TicketOutOfRange { ticket_no: order.ticket_no, capacity: event.capacity });
+        }
         let now = OffsetDateTime::now_utc();
         let persisted = self.store.persist_order(&order, now).await?;
         // Durable from here on: the outbox entry has done its job whatever happens next.
         self.clear_outbox(&order).await;
         match persisted {
             Persisted::Confirmed | Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => {
-                self.mail_once(&order, now).await
+                self.mail_once(&order, &event, now).await
             }
             Persisted::Redelivered { .. } => Ok(Handled::AlreadyDone),
             Persisted::SecondOrder { existing_order_id } => {
@@ -196,21 +215,19 @@ impl Mail {
         }
     }
 
-    async fn mail_once(&self, order: &OrderMessage, now: OffsetDateTime) -> Result<Handled, MessageError> {
+    async fn mail_once(
+        &self,
+        order: &OrderMessage,
+        event: &Event,
+        now: OffsetDateTime,
+    ) -> Result<Handled, MessageError> {
         let stale_before = now - self.settings.claim_timeout;
         match self.store.claim_mail(order, now, stale_before).await? {
             MailClaim::Claimed => {}
             MailClaim::AlreadySent | MailClaim::NotDue => return Ok(Handled::AlreadyDone),
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
-        let event = match self.event(&order.event_id).await {
-            Ok(event) => event,
-            Err(e) => {
-                self.store.release_mail_claim(order).await?;
-                return Err(e);
-            }
-        };
-        let mail = confirmation::compose(&event, order);
+        let mail = confirmation::compose(event, order);
         match self.mailer.send(&order.email, &mail).await {
             Ok(message_id) => {
                 self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;

@@ -9,7 +9,7 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{ConfigError, GateSettings, QueueSettings, StoreSettings},
-    domain::{OrderMessage, UserId, event::SalePhase},
+    domain::{OrderMessage, UserId, event::SalePhase, order_seal::SealKey},
     gate::Gate,
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
@@ -88,6 +88,8 @@ pub struct Reconcile {
     store: Store,
     gate: Gate,
     queue: OrderQueue,
+    /// Seals what the re-drive sends, as grab sealed it.
+    seal: SealKey,
     rebuilder: Rebuilder,
     settings: ReconcileSettings,
 }
@@ -97,11 +99,12 @@ impl Reconcile {
         store: Store,
         gate: Gate,
         queue: OrderQueue,
+        seal: SealKey,
         rebuild: RebuildSettings,
         settings: ReconcileSettings,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        Self { store, gate, queue, rebuilder, settings }
+        Self { store, gate, queue, seal, rebuilder, settings }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -115,6 +118,7 @@ impl Reconcile {
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             gate,
             OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url),
+            crate::config::seal_key(&sdk).await?,
             rebuild,
             settings,
         ))
@@ -188,7 +192,7 @@ impl Reconcile {
                 self.gate.remove_from_outbox(&event.id, &entry.order_id).await.map_err(|e| e.to_string())?;
                 report.cleared += 1;
             } else {
-                self.queue.send(&entry.message).await.map_err(|e| e.to_string())?;
+                self.queue.send(&entry.message, &self.seal).await.map_err(|e| e.to_string())?;
                 report.redriven += 1;
             }
         }

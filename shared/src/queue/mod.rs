@@ -1,7 +1,9 @@
 //! SQS: the orders queue. The body is the order message exactly as the grab script wrote it into
-//! the outbox, so the consumer can remove that outbox entry by the body it received.
+//! the outbox; the `seal` attribute vouches for it (`domain::order_seal`).
 
-use aws_sdk_sqs::Client;
+use aws_sdk_sqs::{Client, types::MessageAttributeValue};
+
+use crate::domain::order_seal::{SEAL_ATTRIBUTE, SealKey};
 
 #[derive(Debug, thiserror::Error)]
 #[error("sqs: {0}")]
@@ -54,13 +56,20 @@ impl OrderQueue {
         Ok(out.attributes().map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum()).unwrap_or(0))
     }
 
-    /// Sends one order message; the SDK's standard retries run before this gives up.
-    pub async fn send(&self, body: &str) -> Result<String, QueueError> {
+    /// Sends one order message, sealed with `key` (only a holder of the key can send an order mail
+    /// will store); the SDK's standard retries run before this gives up.
+    pub async fn send(&self, body: &str, key: &SealKey) -> Result<String, QueueError> {
+        let seal = MessageAttributeValue::builder()
+            .data_type("String")
+            .string_value(key.seal(body))
+            .build()
+            .map_err(|e| QueueError(e.to_string()))?;
         let out = self
             .client
             .send_message()
             .queue_url(&self.url)
             .message_body(body)
+            .message_attributes(SEAL_ATTRIBUTE, seal)
             .send()
             .await
             .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
