@@ -118,6 +118,7 @@ student_email = f"student-{RUN}@example.com"
 student_token, student_claims = user_token(student_email, admin=False)
 expect("admin" in str(admin_claims.get("cognito:groups", "")), "the admin's ID token carries cognito:groups admin")
 expect(student_claims.get("email") == student_email, "the student's ID token carries the email")
+expect(student_claims.get("email_verified") in (True, "true"), "the student's ID token says the email is verified (grab requires it)")
 
 # 3. Release through the API: a student may not, an admin may.
 now = datetime.now(timezone.utc)

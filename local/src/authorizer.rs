@@ -13,6 +13,9 @@ pub struct DevClaims {
     pub sub: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub email: Option<String>,
+    /// Cognito's claim: the address was verified. Minted tokens carry `true` with an address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_verified: Option<bool>,
     pub exp: u64,
     #[serde(default)]
     pub iat: u64,
@@ -53,6 +56,7 @@ impl Authorizer {
         self.sign(&DevClaims {
             sub: sub.to_owned(),
             email: email.map(str::to_owned),
+            email_verified: email.map(|_| true),
             iat: now,
             exp: now + ttl.as_secs(),
             groups: if admin { vec!["admin".into()] } else { Vec::new() },
@@ -79,6 +83,9 @@ impl Authorizer {
         ]);
         if let Some(email) = c.email {
             claims.insert("email".into(), email);
+        }
+        if let Some(verified) = c.email_verified {
+            claims.insert("email_verified".into(), verified.to_string());
         }
         if !c.groups.is_empty() {
             claims.insert("cognito:groups".into(), format!("[{}]", c.groups.join(" ")));
@@ -114,13 +121,14 @@ mod tests {
         let claims = auth.claims(Some(&format!("Bearer {token}"))).unwrap();
         assert_eq!(claims["sub"], "u1");
         assert_eq!(claims["email"], "u1@example.com");
+        assert_eq!(claims["email_verified"], "true");
         assert_eq!(claims["cognito:groups"], "[admin]");
     }
 
     #[test]
     fn expired_foreign_and_unsigned_tokens_are_refused() {
         let auth = Authorizer::new("s3cret-s3cret-s3cret");
-        let expired = auth.sign(&DevClaims { sub: "u1".into(), email: None, exp: 1, iat: 0, groups: vec![] }).unwrap();
+        let expired = auth.sign(&DevClaims { sub: "u1".into(), email: None, email_verified: None, exp: 1, iat: 0, groups: vec![] }).unwrap();
         assert!(auth.claims(Some(&format!("Bearer {expired}"))).is_err());
         let foreign = Authorizer::new("another-secret-here").mint("u1", None, false, parse_ttl("1h").unwrap()).unwrap();
         assert!(auth.claims(Some(&format!("Bearer {foreign}"))).is_err());

@@ -323,7 +323,7 @@ pub fn for_event(mut event: Value, id: &EventId) -> Value {
 /// The fixture sent by another (non-admin) user.
 pub fn for_user(mut event: Value, sub: &str) -> Value {
     event["requestContext"]["authorizer"]["jwt"]["claims"] =
-        json!({ "sub": sub, "email": format!("{sub}@example.com") });
+        json!({ "sub": sub, "email": format!("{sub}@example.com"), "email_verified": "true" });
     event
 }
 

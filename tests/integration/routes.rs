@@ -322,6 +322,32 @@ async fn grab_refuses_bad_hashes_before_touching_redis() {
     assert_eq!(app.cache(&id).await, before, "Redis was not touched, not even a rate counter");
 }
 
+/// The confirmation (and the ticket) go to the token's address: one the identity provider has not
+/// verified could be anyone's, so grab refuses it before Redis is touched.
+#[tokio::test]
+async fn grab_refuses_an_unverified_or_missing_email_and_writes_nothing() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let before = app.cache(&id).await;
+    let grab = with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": app.hash_for(&id, "u1") }));
+    for (verified, status, code) in
+        [(Some("false"), 403, "EMAIL_NOT_VERIFIED"), (None, 403, "EMAIL_NOT_VERIFIED"), (Some("yes"), 403, "EMAIL_NOT_VERIFIED")]
+    {
+        let mut event = for_user(grab.clone(), "u1");
+        let claims = &mut event["requestContext"]["authorizer"]["jwt"]["claims"];
+        match verified {
+            Some(v) => claims["email_verified"] = json!(v),
+            None => _ = claims.as_object_mut().unwrap().remove("email_verified"),
+        }
+        assert_problem(&app.call(Function::Grab, event).await, status, code);
+    }
+    let mut no_email = for_user(grab.clone(), "u1");
+    no_email["requestContext"]["authorizer"]["jwt"]["claims"].as_object_mut().unwrap().remove("email");
+    assert_problem(&app.call(Function::Grab, no_email).await, 401, "UNAUTHORIZED");
+    assert_eq!(app.cache(&id).await, before, "Redis was not touched");
+    assert_eq!(app.call(Function::Grab, for_user(grab, "u1")).await.status, 202, "a verified address is served");
+}
+
 #[tokio::test]
 async fn grab_refuses_malformed_bodies() {
     let app = TestApp::new().await;

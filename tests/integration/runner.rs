@@ -86,6 +86,7 @@ async fn the_runner_authorizer_refuses_before_any_handler_runs() {
         .sign(&DevClaims {
             sub: "u1".into(),
             email: Some("u1@example.com".into()),
+            email_verified: Some(true),
             exp: an_hour_ago,
             iat: an_hour_ago - 60,
             groups: vec!["admin".into()],

@@ -111,10 +111,7 @@ impl Grab {
         let body: GrabBody = json_body(&req)?;
         let now = OffsetDateTime::now_utc();
         self.hash.secret.verify(&body.hash, &event, &caller.user, epoch_ms(now)).map_err(|_| ApiError::BadHash)?;
-        let email = caller
-            .email
-            .as_ref()
-            .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
+        let email = caller.verified_email()?;
 
         let order_id = OrderId::generate();
         let head = MessageHead::new(&order_id, &event, &caller.user, email, &rfc3339(now));

@@ -11,6 +11,8 @@ pub struct Caller {
     pub user: UserId,
     /// Where mail goes; `None` when the token carries no usable `email` claim.
     pub email: Option<Email>,
+    /// The identity provider verified `email` (Cognito's `email_verified` claim).
+    pub email_verified: bool,
     pub admin: bool,
 }
 
@@ -29,8 +31,21 @@ impl Caller {
             .and_then(|s| UserId::parse(s).ok())
             .ok_or(ApiError::Unauthorized("the token's sub claim is missing or not a valid user id"))?;
         let email = claims.get("email").and_then(|e| Email::parse(e).ok());
+        // API Gateway hands every claim over as a string.
+        let email_verified = claims.get("email_verified").is_some_and(|v| v.trim() == "true");
         let admin = claims.get("cognito:groups").is_some_and(|g| groups(g).any(|g| g == "admin"));
-        Ok(Self { user, email, admin })
+        Ok(Self { user, email, email_verified, admin })
+    }
+
+    /// The address a confirmation may go to: present and verified by the identity provider, since
+    /// an unverified address could be anyone's (a user pool lets users change it).
+    pub fn verified_email(&self) -> Result<&Email, ApiError> {
+        let email =
+            self.email.as_ref().ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
+        if !self.email_verified {
+            return Err(ApiError::EmailNotVerified);
+        }
+        Ok(email)
     }
 
     pub fn require_admin(req: &Request) -> Result<Self, ApiError> {

@@ -17,6 +17,8 @@ pub enum ApiError {
     Unauthorized(&'static str),
     #[error("this route is for admins")]
     Forbidden,
+    #[error("verify your e-mail address first: the confirmation and the ticket go to it")]
+    EmailNotVerified,
     #[error("{0}")]
     InvalidEvent(InvalidEvent),
     #[error("{0}")]
@@ -49,7 +51,7 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::SaleNotStarted | Self::BadHash => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::EmailNotVerified | Self::SaleNotStarted | Self::BadHash => StatusCode::FORBIDDEN,
             Self::InvalidEvent(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::EventExists | Self::SoldOut => StatusCode::CONFLICT,
@@ -65,6 +67,7 @@ impl ApiError {
         match self {
             Self::Unauthorized(_) => "UNAUTHORIZED",
             Self::Forbidden => "FORBIDDEN",
+            Self::EmailNotVerified => "EMAIL_NOT_VERIFIED",
             Self::InvalidEvent(_) => "INVALID_EVENT",
             Self::BadRequest(_) => "BAD_REQUEST",
             Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
@@ -85,6 +88,7 @@ impl ApiError {
         match self {
             Self::Unauthorized(_) => "Authentication required",
             Self::Forbidden => "Forbidden",
+            Self::EmailNotVerified => "E-mail not verified",
             Self::InvalidEvent(_) => "Invalid event",
             Self::BadRequest(_) => "Bad request",
             Self::PayloadTooLarge(_) => "Payload too large",
