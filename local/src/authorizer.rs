@@ -128,7 +128,9 @@ mod tests {
     #[test]
     fn expired_foreign_and_unsigned_tokens_are_refused() {
         let auth = Authorizer::new("s3cret-s3cret-s3cret");
-        let expired = auth.sign(&DevClaims { sub: "u1".into(), email: None, email_verified: None, exp: 1, iat: 0, groups: vec![] }).unwrap();
+        let expired = auth
+            .sign(&DevClaims { sub: "u1".into(), email: None, email_verified: None, exp: 1, iat: 0, groups: vec![] })
+            .unwrap();
         assert!(auth.claims(Some(&format!("Bearer {expired}"))).is_err());
         let foreign = Authorizer::new("another-secret-here").mint("u1", None, false, parse_ttl("1h").unwrap()).unwrap();
         assert!(auth.claims(Some(&format!("Bearer {foreign}"))).is_err());

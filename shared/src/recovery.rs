@@ -10,7 +10,10 @@ use std::time::Duration;
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{Event, event::epoch_ms},
+    domain::{
+        Event,
+        event::{SalePhase, epoch_ms},
+    },
     gate::{Gate, GateError},
     queue::{OrderQueue, QueueError},
     store::{Store, StoreError},
@@ -58,6 +61,8 @@ pub enum Rebuild {
     Present,
     /// Another rebuild holds the lock, or orders are still in flight: ask again shortly.
     Busy,
+    /// The sale is over: nothing needs its cache, so nobody can make the system rebuild one.
+    Ended,
 }
 
 #[derive(Clone)]
@@ -74,6 +79,9 @@ impl Rebuilder {
     }
 
     pub async fn rebuild(&self, event: &Event) -> Result<Rebuild, RecoveryError> {
+        if event.sale_phase(OffsetDateTime::now_utc()) == SalePhase::Ended {
+            return Ok(Rebuild::Ended);
+        }
         if self.gate.window(&event.id).await?.is_some() {
             return Ok(Rebuild::Present);
         }

@@ -179,6 +179,40 @@ async fn concurrent_rebuilds_and_grabs_never_hand_out_a_number_twice() {
     assert_eq!(tickets.len(), 50, "every order confirmed, each with its own number");
 }
 
+/// Nobody can make the system rebuild the cache of a sale that is over: verify-hash, query, grab
+/// and reconcile leave it absent. And a warmed cache expires by itself a day after the sale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ended_sale_is_never_rebuilt_and_its_cache_expires_after_the_sale() {
+    let app = app().await;
+    let now = time::OffsetDateTime::now_utc();
+    let event = app.put_event(10, now - time::Duration::hours(2), now - time::Duration::hours(1)).await;
+    let mut r = app.redis.clone();
+    let expires_at: i64 = redis::cmd("PEXPIRETIME").arg(keys::meta(&event)).query_async(&mut r).await.unwrap();
+    let end_ms = shared::domain::event::epoch_ms(now - time::Duration::hours(1));
+    assert_eq!(
+        expires_at,
+        end_ms + shared::gate::CACHE_AFTER_END.as_millis() as i64,
+        "meta expires a day after the end"
+    );
+
+    lose_cache(&app, &event).await;
+    let verify = app.call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &event), "u1")).await;
+    assert_eq!((verify.status, verify.code()), (410, "SALE_ENDED"));
+    let shown = app.call(Function::Query, for_event(fixture("query-event.json"), &event)).await;
+    assert_eq!((shown.status, shown.body["remaining_source"].as_str()), (200, Some("snapshot")));
+    // (A hash from verify-hash would have expired with the sale; this one was made to last.)
+    let grab = app.grab(&event, "u1").await;
+    assert_eq!((grab.status, grab.code()), (410, "SALE_ENDED"));
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+    assert_eq!(rebuilder(&app).rebuild(&stored).await.unwrap(), Rebuild::Ended);
+    app.functions.reconcile.run().await;
+    let left: u32 = r
+        .exists(&[keys::meta(&event), keys::seats(&event), keys::lost_since(&event), keys::rebuild_lock(&event)])
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "no key of the ended event was written again");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_rebuild_waits_for_orders_still_on_the_queue_then_includes_them() {
     let app = app().await;

@@ -330,9 +330,11 @@ async fn grab_refuses_an_unverified_or_missing_email_and_writes_nothing() {
     let id = app.open_event(10).await;
     let before = app.cache(&id).await;
     let grab = with_body(for_event(fixture("grab.json"), &id), &json!({ "hash": app.hash_for(&id, "u1") }));
-    for (verified, status, code) in
-        [(Some("false"), 403, "EMAIL_NOT_VERIFIED"), (None, 403, "EMAIL_NOT_VERIFIED"), (Some("yes"), 403, "EMAIL_NOT_VERIFIED")]
-    {
+    for (verified, status, code) in [
+        (Some("false"), 403, "EMAIL_NOT_VERIFIED"),
+        (None, 403, "EMAIL_NOT_VERIFIED"),
+        (Some("yes"), 403, "EMAIL_NOT_VERIFIED"),
+    ] {
         let mut event = for_user(grab.clone(), "u1");
         let claims = &mut event["requestContext"]["authorizer"]["jwt"]["claims"];
         match verified {

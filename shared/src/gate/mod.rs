@@ -22,6 +22,11 @@ static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::
 /// nearer, Redis's own clock does. Lambda clocks are NTP-synchronised to milliseconds.
 pub const CLOCK_TRUST: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long an event's cache outlives its sale: long enough for the orders still on the queue to
+/// be stored (a user's `PENDING` order is read from it meanwhile), then Redis forgets the event.
+/// The outbox has no expiry: a hash disappears by itself once its last entry is removed.
+pub const CACHE_AFTER_END: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// What the meta hash's user fields mean (DESIGN.md section 6), stored in meta itself.
 const LAYOUT: &str = "grab.lua v2: =<user> holds <order id>:<ticket no> or #<window end ms>:<refused count>";
 
@@ -404,6 +409,9 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
         ],
     )
     .ignore();
+    let forget_at = end + CACHE_AFTER_END.as_millis() as i64;
+    pipe.cmd("PEXPIREAT").arg(keys::meta(e)).arg(forget_at).ignore();
+    pipe.cmd("PEXPIREAT").arg(keys::seats(e)).arg(forget_at).ignore();
 }
 
 /// Epoch milliseconds as the grab script compares them: zero-padded to 15 digits, so string order is

@@ -129,6 +129,7 @@ impl Grab {
             match self.rebuilder.rebuild(&stored.event).await? {
                 Rebuild::Done | Rebuild::Present => outcome = self.gate.grab(&attempt, self.policy).await?,
                 Rebuild::Busy => return Err(ApiError::Busy),
+                Rebuild::Ended => return Err(ApiError::SaleEnded),
             }
         }
         let code = outcome.code();

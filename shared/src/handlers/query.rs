@@ -115,7 +115,7 @@ impl Query {
         // (the snapshot answers meanwhile).
         if matches!(self.gate.stock(id).await, Ok(None)) {
             match self.rebuilder.rebuild(&stored.event).await {
-                Ok(Rebuild::Done | Rebuild::Present | Rebuild::Busy) => {}
+                Ok(Rebuild::Done | Rebuild::Present | Rebuild::Busy | Rebuild::Ended) => {}
                 Err(e) => tracing::warn!(event_id = %id, error = %e, "rebuild from query failed"),
             }
         }

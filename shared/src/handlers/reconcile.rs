@@ -16,8 +16,8 @@ use crate::{
     store::{Store, StoredEvent},
 };
 
-/// Events whose sale ended longer ago than this are left alone.
-const QUIET_AFTER_END: time::Duration = time::Duration::days(1);
+/// Events whose sale ended longer ago than this are left alone (their cache has expired).
+const QUIET_AFTER_END: time::Duration = time::Duration::seconds(crate::gate::CACHE_AFTER_END.as_secs() as i64);
 /// Outbox entries handled per event per run.
 const OUTBOX_BATCH: usize = 1_000;
 
@@ -170,7 +170,7 @@ impl Reconcile {
             match self.rebuilder.rebuild(event).await.map_err(|e| e.to_string())? {
                 Rebuild::Done => report.rebuilt += 1,
                 Rebuild::Busy => report.rebuild_waiting += 1,
-                Rebuild::Present => {}
+                Rebuild::Present | Rebuild::Ended => {}
             }
             stock = self.gate.stock(&event.id).await.map_err(|e| e.to_string())?;
         }

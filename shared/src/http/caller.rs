@@ -40,8 +40,10 @@ impl Caller {
     /// The address a confirmation may go to: present and verified by the identity provider, since
     /// an unverified address could be anyone's (a user pool lets users change it).
     pub fn verified_email(&self) -> Result<&Email, ApiError> {
-        let email =
-            self.email.as_ref().ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
+        let email = self
+            .email
+            .as_ref()
+            .ok_or(ApiError::Unauthorized("the token carries no email claim; the confirmation needs one"))?;
         if !self.email_verified {
             return Err(ApiError::EmailNotVerified);
         }
