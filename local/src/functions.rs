@@ -45,7 +45,7 @@ impl Functions {
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
         Ok(Self {
-            release: Release::new(store.clone(), gate.clone()),
+            release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
             query: Query::new(store.clone(), gate.clone(), rebuilder.clone()),
             verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone(), rebuilder),
             grab: Grab::new(

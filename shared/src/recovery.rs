@@ -5,13 +5,13 @@
 //! was first seen; past that it proceeds, and DynamoDB's conditions still turn any clash with a
 //! late order into a `REJECTED` order, never an oversold ticket.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Event,
+        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, UserId,
         event::{SalePhase, epoch_ms},
     },
     gate::{Gate, GateError},
@@ -95,7 +95,8 @@ impl Rebuilder {
                 return Ok(Rebuild::Busy);
             }
         }
-        let holdings = self.store.holdings(&event.id).await?;
+        let mut holdings = self.store.holdings(&event.id).await?;
+        self.add_undelivered(&event.id, &mut holdings).await?;
         if self.gate.rebuild(event, &holdings, self.settings.lock_ttl).await? {
             tracing::warn!(
                 event_id = %event.id,
@@ -106,5 +107,28 @@ impl Rebuilder {
             return Ok(Rebuild::Done);
         }
         Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy })
+    }
+
+    /// Orders that survived in the outbox (the cache was lost in part, or the send failed and the
+    /// queue has drained without them) hold their users and numbers too: DynamoDB does not have
+    /// them yet, reconcile will deliver them.
+    async fn add_undelivered(&self, event: &EventId, holdings: &mut Holdings) -> Result<(), RecoveryError> {
+        let outbox = self.gate.outbox(event).await?;
+        if outbox.is_empty() {
+            return Ok(());
+        }
+        let users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
+        for entry in outbox {
+            let Ok(message) = OrderMessage::parse(&entry.message) else { continue };
+            let (Ok(user), Ok(order)) = (UserId::parse(&message.user_id), OrderId::parse(&message.order_id)) else {
+                continue;
+            };
+            // A number already held by a stored order stays with it; DynamoDB rejects the other.
+            if users.contains(&user) || !holdings.held.insert(message.ticket_no) {
+                continue;
+            }
+            holdings.buyers.push(Buyer { user, order, ticket_no: message.ticket_no });
+        }
+        Ok(())
     }
 }

@@ -87,7 +87,7 @@ async fn release_stores_the_event_warms_the_cache_and_refuses_a_taken_id() {
 
 #[tokio::test]
 async fn a_retried_release_whose_cache_was_lost_warms_it_again() {
-    let app = TestApp::new().await;
+    let app = TestApp::for_mail(30).await;
     let id = fresh_event_id();
     let event = with_body(fixture("release-http.json"), &release_body(id.as_str()));
     assert_eq!(app.call(Function::Release, event.clone()).await.status, 201);
@@ -96,6 +96,50 @@ async fn a_retried_release_whose_cache_was_lost_warms_it_again() {
     let reply = app.call(Function::Release, event).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     assert_eq!(app.functions.gate.stock(&id).await.unwrap(), Some(100));
+}
+
+/// A release retried after the cache was lost mid-sale (here meta and the free numbers, as an
+/// eviction would; the outbox survived) is the exact rebuild, not a fresh warm: the stored order
+/// and the order only in the outbox keep their users and numbers, and the outbox is kept.
+#[tokio::test]
+async fn a_release_retried_mid_sale_keeps_every_holding_and_the_outbox() {
+    let app = TestApp::for_mail(30).await;
+    let id = fresh_event_id();
+    let mut body = release_body(id.as_str());
+    body["capacity"] = json!(5);
+    let release = with_body(fixture("release-http.json"), &body);
+    assert_eq!(app.call(Function::Release, release.clone()).await.status, 201);
+    // u1's order is stored; u2's send was lost: it is only in the outbox.
+    let u1 = app.grab(&id, "u1").await;
+    let stored = app.drain_queue_raw().await;
+    assert!(
+        app.functions
+            .mail
+            .handle_batch(app.sqs_batch(&[("m1", stored[0].as_str())]))
+            .await
+            .batch_item_failures
+            .is_empty()
+    );
+    let u2 = app.grab(&id, "u2").await;
+    assert_eq!(app.drain_queue_raw().await.len(), 1, "u2's message, lost");
+    let outbox_before = app.cache(&id).await.outbox;
+    assert_eq!(outbox_before.len(), 1);
+
+    let mut r = app.redis.clone();
+    let _: () = r.del(&[keys::meta(&id), keys::seats(&id)]).await.unwrap();
+    let reply = app.call(Function::Release, release).await;
+    assert_eq!(reply.status, 201, "{}", reply.body);
+
+    let cache = app.cache(&id).await;
+    let held = |reply: &Reply| {
+        (reply.body["order_id"].as_str().unwrap().to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32)
+    };
+    assert_eq!(cache.holdings.get("u1"), Some(&held(&u1)));
+    assert_eq!(cache.holdings.get("u2"), Some(&held(&u2)));
+    assert_eq!(cache.outbox, outbox_before, "the outbox is kept");
+    assert_eq!(cache.seats.len(), 3);
+    assert!(!cache.seats.contains(&held(&u1).1) && !cache.seats.contains(&held(&u2).1), "no held number is free again");
+    assert_eq!(app.grab(&id, "u2").await.body["order_id"], u2.body["order_id"], "u2 still holds their order");
 }
 
 #[tokio::test]

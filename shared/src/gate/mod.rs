@@ -187,12 +187,12 @@ impl Gate {
         Ok(outcome)
     }
 
-    /// Fills the cache for a freshly released event: every ticket number free, no user field, no
-    /// outbox. One `MULTI` so a grab never sees half an event; `meta` goes last because its presence
-    /// is what "warmed" means.
+    /// Fills the cache for a freshly released event: every ticket number free, no user field. One
+    /// `MULTI` so a grab never sees half an event; `meta` goes last because its presence is what
+    /// "warmed" means. The outbox is never touched: only the consumer and reconcile remove entries.
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
         let mut pipe = redis::pipe();
-        pipe.atomic().del(keys::outbox(&event.id)).ignore();
+        pipe.atomic();
         fill(&mut pipe, event, &Holdings::default());
         pipe.query_async::<()>(&mut self.conn.clone()).await?;
         Ok(())

@@ -9,10 +9,12 @@ use serde_json::{Value, json};
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, StoreSettings},
+    config::{GateSettings, QueueSettings, StoreSettings},
     domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
     http::{ApiError, Caller, apigw, json, reply::json_body, serve},
+    queue::OrderQueue,
+    recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
 };
 
@@ -26,6 +28,10 @@ pub enum ReleaseError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Gate(#[from] GateError),
+    #[error(transparent)]
+    Recovery(#[from] RecoveryError),
+    #[error("the event's cache is being rebuilt; retry shortly")]
+    Busy,
 }
 
 impl From<ReleaseError> for ApiError {
@@ -35,6 +41,8 @@ impl From<ReleaseError> for ApiError {
             ReleaseError::Exists => ApiError::EventExists,
             ReleaseError::Store(e) => e.into(),
             ReleaseError::Gate(e) => e.into(),
+            ReleaseError::Recovery(e) => e.into(),
+            ReleaseError::Busy => ApiError::Busy,
         }
     }
 }
@@ -43,24 +51,31 @@ impl From<ReleaseError> for ApiError {
 pub struct Release {
     store: Store,
     gate: Gate,
+    rebuilder: Rebuilder,
 }
 
 impl Release {
-    pub fn new(store: Store, gate: Gate) -> Self {
-        Self { store, gate }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
+        Self { store, gate, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let store_settings = StoreSettings::from_env()?;
+        let queue_settings = QueueSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
-        Ok(Self::new(Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name), gate))
+        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
+        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        Ok(Self::new(store, gate, rebuilder))
     }
 
     /// Publishes an event: DynamoDB first, then the cache.
     ///
-    /// A retry of a release whose warming failed (same id, same definition, cache still empty) warms
-    /// the cache and succeeds, so an organiser's retry never leaves an event that cannot sell.
+    /// A retry of a release whose cache is missing (same id, same definition: the warming failed, or
+    /// the cache was lost since) goes through the exact rebuild, never a fresh warm: tickets already
+    /// held stay held and the outbox is kept, so an organiser's retry never sells a ticket twice
+    /// or loses an order, and never leaves an event that cannot sell.
     pub async fn release(&self, draft: EventDraft, now: OffsetDateTime) -> Result<Event, ReleaseError> {
         let event = draft.into_event(now)?;
         match self.store.put_event(&event).await {
@@ -71,8 +86,11 @@ impl Release {
                 if !same || self.gate.window(&event.id).await?.is_some() {
                     return Err(ReleaseError::Exists);
                 }
-                self.gate.warm(&stored.event).await?;
-                return Ok(stored.event);
+                return match self.rebuilder.rebuild(&stored.event).await? {
+                    Rebuild::Done | Rebuild::Present => Ok(stored.event),
+                    Rebuild::Busy => Err(ReleaseError::Busy),
+                    Rebuild::Ended => Err(ReleaseError::Exists),
+                };
             }
             Err(PutEventError::Store(e)) => return Err(e.into()),
         }
