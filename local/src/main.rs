@@ -108,6 +108,7 @@ async fn up(
     reconcile_every: std::time::Duration,
 ) -> Result<(), Box<dyn std::error::Error>> {
     shared::telemetry::init();
+    settings.check_listen_address(addr)?;
     let started_stack = !stack::is_up(&settings).await;
     if started_stack {
         eprintln!("starting the local stack (scripts/stack start)...");

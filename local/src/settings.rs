@@ -67,6 +67,18 @@ impl LocalSettings {
         })
     }
 
+    /// Where the runner may listen: anywhere with a secret of one's own, only on loopback with the
+    /// published development secret (anyone could mint an admin token for it).
+    pub fn check_listen_address(&self, addr: std::net::SocketAddr) -> Result<(), String> {
+        if !addr.ip().is_loopback() && self.jwt_secret == DEFAULT_JWT_SECRET {
+            return Err(format!(
+                "refusing to listen on {addr}: LOCAL_JWT_SECRET is the published development secret, so anyone who can reach \
+                 the runner could mint an admin token. Listen on 127.0.0.1, or set LOCAL_JWT_SECRET to a secret of your own."
+            ));
+        }
+        Ok(())
+    }
+
     /// The SDK configuration for the emulator: its endpoint, a region and dummy credentials.
     pub async fn sdk_config(&self) -> aws_config::SdkConfig {
         shared::aws::loader()
@@ -81,5 +93,25 @@ impl LocalSettings {
             ))
             .load()
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_development_secret_listens_only_on_loopback() {
+        let mut settings = LocalSettings::from_env().unwrap();
+        settings.jwt_secret = DEFAULT_JWT_SECRET.into();
+        for ok in ["127.0.0.1:3000", "[::1]:3000"] {
+            assert!(settings.check_listen_address(ok.parse().unwrap()).is_ok(), "{ok}");
+        }
+        for refused in ["0.0.0.0:3000", "192.168.1.5:3000", "[::]:3000"] {
+            let err = settings.check_listen_address(refused.parse().unwrap()).unwrap_err();
+            assert!(err.contains("LOCAL_JWT_SECRET"), "{err}");
+        }
+        settings.jwt_secret = "a secret of this team's own, long enough".into();
+        assert!(settings.check_listen_address("0.0.0.0:3000".parse().unwrap()).is_ok());
     }
 }

@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
 
 /// SDK settings with bounded timeouts, from the environment (region, credentials, endpoint).
@@ -46,6 +47,34 @@ fn https_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
         .build_https()
 }
 
+/// An SDK error as logs and error values may carry it: the service's error code and message, or
+/// the kind of transport failure, and never the raw response (`DisplayErrorContext` can quote a
+/// response body, and SES quotes recipients). Addresses in a service message are masked too.
+pub fn error_summary<E: ProvideErrorMetadata, R>(e: &SdkError<E, R>) -> String {
+    match e {
+        SdkError::ServiceError(service) => {
+            let err = service.err();
+            service_summary(err.code(), err.message())
+        }
+        SdkError::TimeoutError(_) => "timeout".into(),
+        SdkError::DispatchFailure(failure) if failure.is_timeout() => "timeout (dispatch)".into(),
+        SdkError::DispatchFailure(failure) if failure.is_io() => "connection failed".into(),
+        SdkError::DispatchFailure(_) => "dispatch failure".into(),
+        SdkError::ResponseError(_) => "unreadable response".into(),
+        SdkError::ConstructionFailure(_) => "request could not be built".into(),
+        _ => "sdk error".into(),
+    }
+}
+
+fn service_summary(code: Option<&str>, message: Option<&str>) -> String {
+    let message = message.unwrap_or_default();
+    let masked: Vec<String> = message
+        .split(' ')
+        .map(|word| if word.contains('@') { "<address>".to_owned() } else { word.to_owned() })
+        .collect();
+    format!("{}: {}", code.unwrap_or("UnknownError"), masked.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use base64::Engine;
@@ -66,5 +95,20 @@ mod tests {
         }
         // Building the client parses them as rustls will.
         let _ = super::https_client();
+    }
+
+    #[test]
+    fn a_service_error_is_summarised_without_any_address() {
+        let summary = super::service_summary(
+            Some("MessageRejected"),
+            Some(
+                "Email address is not verified. The following identities failed the check: victim@example.org, x@y.io",
+            ),
+        );
+        assert_eq!(
+            summary,
+            "MessageRejected: Email address is not verified. The following identities failed the check: <address> <address>"
+        );
+        assert_eq!(super::service_summary(None, None), "UnknownError: ");
     }
 }

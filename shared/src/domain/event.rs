@@ -113,7 +113,12 @@ impl<'a> Fields<'a> {
         self.problems.push(FieldProblem { field: field.to_owned(), problem: problem.into() });
     }
 
+    /// A single-line text: no control character at all (a title goes into a mail's subject line).
     fn text(&mut self, field: &str, required: bool, max: usize) -> Option<String> {
+        self.text_lines(field, required, max, false)
+    }
+
+    fn text_lines(&mut self, field: &str, required: bool, max: usize, multiline: bool) -> Option<String> {
         match self.object.get(field) {
             None | Some(Value::Null) => {
                 if required {
@@ -129,8 +134,13 @@ impl<'a> Fields<'a> {
                 self.problem(field, format!("must be at most {max} characters"));
                 None
             }
-            Some(Value::String(s)) if s.chars().any(|c| c.is_control() && c != '\n') => {
-                self.problem(field, "must not contain control characters");
+            Some(Value::String(s)) if s.chars().any(|c| c.is_control() && !(multiline && c == '\n')) => {
+                let what = if multiline {
+                    "control characters other than line breaks"
+                } else {
+                    "control characters or line breaks"
+                };
+                self.problem(field, format!("must not contain {what}"));
                 None
             }
             Some(Value::String(s)) => Some(s.trim().to_owned()),
@@ -193,7 +203,7 @@ impl EventDraft {
         let sale_end = f.instant("sale_end", true);
         let venue = f.text("venue", false, MAX_TITLE);
         let starts_at = f.instant("starts_at", false);
-        let description = f.text("description", false, MAX_TEXT);
+        let description = f.text_lines("description", false, MAX_TEXT, true);
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => {
                 Ok(Self { id, title, capacity, sale_start, sale_end, venue, starts_at, description })
@@ -265,6 +275,22 @@ mod tests {
         }))
         .unwrap_err();
         assert_eq!(fields(err), ["colour", "title", "capacity", "sale_start", "sale_end"]);
+    }
+
+    #[test]
+    fn a_line_break_or_control_character_is_refused_in_every_single_line_field() {
+        let base = json!({"title": "t", "capacity": 1, "sale_start": "2026-12-01T09:00:00Z", "sale_end": "2026-12-01T10:00:00Z"});
+        for (field, bad) in
+            [("title", "Rust\r\nBcc: x@y.z"), ("title", "a\u{7}b"), ("venue", "Hall\nA"), ("description", "a\u{0}b")]
+        {
+            let mut body = base.clone();
+            body[field] = json!(bad);
+            let err = EventDraft::from_json(&body).unwrap_err();
+            assert_eq!(err.0.iter().map(|p| p.field.as_str()).collect::<Vec<_>>(), [field], "{bad:?}");
+        }
+        let mut body = base.clone();
+        body["description"] = json!("line one\nline two");
+        assert_eq!(EventDraft::from_json(&body).unwrap().description.as_deref(), Some("line one\nline two"));
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl Mailer {
             .content(EmailContent::builder().simple(message).build())
             .send()
             .await
-            .map_err(|e| MailError(aws_sdk_sesv2::error::DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| MailError(crate::aws::error_summary(&e)))?;
         Ok(out.message_id.unwrap_or_default())
     }
 }

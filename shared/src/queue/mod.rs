@@ -52,7 +52,7 @@ impl OrderQueue {
             .attribute_names(A::ApproximateNumberOfMessagesDelayed)
             .send()
             .await
-            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
         Ok(out.attributes().map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum()).unwrap_or(0))
     }
 
@@ -72,7 +72,7 @@ impl OrderQueue {
             .message_attributes(SEAL_ATTRIBUTE, seal)
             .send()
             .await
-            .map_err(|e| QueueError(aws_sdk_sqs::error::DisplayErrorContext(e).to_string()))?;
+            .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
         Ok(out.message_id.unwrap_or_default())
     }
 }

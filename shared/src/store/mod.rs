@@ -27,9 +27,12 @@ pub enum StoreError {
     Malformed(String),
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<aws_sdk_dynamodb::error::SdkError<E>> for StoreError {
+impl<E> From<aws_sdk_dynamodb::error::SdkError<E>> for StoreError
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+{
     fn from(e: aws_sdk_dynamodb::error::SdkError<E>) -> Self {
-        Self::Dynamo(aws_sdk_dynamodb::error::DisplayErrorContext(e).to_string())
+        Self::Dynamo(crate::aws::error_summary(&e))
     }
 }
 
