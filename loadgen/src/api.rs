@@ -122,7 +122,15 @@ impl Api {
                 url.push_str("&cursor=");
                 url.push_str(c);
             }
-            let answer = self.send(self.http.get(url).bearer_auth(admin)).await;
+            let mut answer = self.send(self.http.get(&url).bearer_auth(admin)).await;
+            // The read routes limit each user's requests per second: a long list waits its turn.
+            for _ in 0..10 {
+                if answer.status != 429 {
+                    break;
+                }
+                tokio::time::sleep(answer.retry_after.unwrap_or(Duration::from_secs(1))).await;
+                answer = self.send(self.http.get(&url).bearer_auth(admin)).await;
+            }
             if answer.status != 200 {
                 return Err(Unexpected {
                     what: "the attendee list",

@@ -46,8 +46,14 @@ impl Functions {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
         Ok(Self {
             release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
-            query: Query::new(store.clone(), gate.clone(), rebuilder.clone()),
-            verify_hash: VerifyHash::new(gate.clone(), store.clone(), settings.hash.clone(), rebuilder),
+            query: Query::new(store.clone(), gate.clone(), rebuilder.clone(), settings.user_limit),
+            verify_hash: VerifyHash::new(
+                gate.clone(),
+                store.clone(),
+                settings.hash.clone(),
+                rebuilder,
+                settings.user_limit,
+            ),
             grab: Grab::new(
                 gate.clone(),
                 OrderQueue::for_grab(&sdk, queue_url),

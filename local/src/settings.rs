@@ -4,7 +4,7 @@
 use std::{env, time::Duration};
 
 use shared::{
-    config::{ConfigError, GrabPolicy, HashSettings},
+    config::{ConfigError, GrabPolicy, HashSettings, UserLimit},
     domain::{order_seal::SealKey, verify_hash::HashKey},
 };
 
@@ -28,6 +28,8 @@ pub struct LocalSettings {
     pub seal: SealKey,
     pub jwt_secret: String,
     pub policy: GrabPolicy,
+    /// Requests per user and window on verify-hash and query.
+    pub user_limit: UserLimit,
     /// A `SENDING` mail claim older than this is taken over (the sender crashed).
     pub mail_claim_timeout: Duration,
     pub rebuild: shared::recovery::RebuildSettings,
@@ -61,6 +63,7 @@ impl LocalSettings {
             seal,
             jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
+            user_limit: UserLimit::from_env()?,
             mail_claim_timeout: Duration::from_secs(var("MAIL_CLAIM_TIMEOUT_SECONDS", "90").parse().unwrap_or(90)),
             rebuild: shared::config::rebuild_settings()?,
             outbox_age: Duration::from_secs(var("RECONCILE_OUTBOX_AGE_SECONDS", "30").parse().unwrap_or(30)),

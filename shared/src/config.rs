@@ -108,6 +108,34 @@ impl GrabPolicy {
     }
 }
 
+/// Requests one user may make to a read route (verify-hash, query) per window: a flood from one
+/// valid token is refused in Redis before it costs DynamoDB anything. Grab has its own limit, in
+/// the grab script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserLimit {
+    pub requests: u32,
+    pub window: Duration,
+}
+
+impl UserLimit {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let limit = Self {
+            requests: parsed_or("USER_RATE_LIMIT", 20)?,
+            window: Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?),
+        };
+        if limit.requests == 0 || limit.window.is_zero() {
+            return Err(ConfigError::Malformed { name: "USER_RATE_LIMIT", reason: "must be positive".into() });
+        }
+        Ok(limit)
+    }
+}
+
+impl Default for UserLimit {
+    fn default() -> Self {
+        Self { requests: 20, window: Duration::from_secs(1) }
+    }
+}
+
 impl Default for GrabPolicy {
     fn default() -> Self {
         Self { rate_limit: 5, rate_window: Duration::from_secs(1) }

@@ -426,6 +426,12 @@ async fn mail_crashing_after_the_commit_before_ses() {
             .iter()
             .map(|m| shared::domain::OrderMessage::parse(m.body().unwrap()).unwrap())
             .collect();
+        if orders.is_empty() {
+            // A send that timed out on a loaded machine left its order in the outbox: reconcile
+            // puts it on the queue, as it would every minute (the crashed ones are durable, so it
+            // only clears their entries).
+            app.functions.reconcile.run().await;
+        }
         let now = time::OffsetDateTime::now_utc();
         futures::future::try_join_all(orders.iter().map(|order| app.functions.store.persist_order(order, now)))
             .await

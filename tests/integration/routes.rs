@@ -394,6 +394,31 @@ async fn grab_refuses_an_unverified_or_missing_email_and_writes_nothing() {
     assert_eq!(app.call(Function::Grab, for_user(grab, "u1")).await.status, 202, "a verified address is served");
 }
 
+/// One valid token flooding the read routes is refused in Redis (429 with Retry-After) once over
+/// its per-window budget, and nobody else is: another user is served at once.
+#[tokio::test]
+async fn a_flood_from_one_user_on_verify_hash_and_query_is_limited_and_others_are_served() {
+    let app = TestApp::build(GrabPolicy::default(), false).await;
+    let limit = app.settings.user_limit;
+    assert_eq!(limit.window, std::time::Duration::from_secs(1), "this test counts within the default window");
+    let id = app.open_event(10).await;
+    let flooder = format!("flood-{}", uuid::Uuid::now_v7().simple());
+    let verify = |user: &str| for_user(for_event(fixture("verify-hash.json"), &id), user);
+    let show = |user: &str| for_user(for_event(fixture("query-event.json"), &id), user);
+    for (function, request) in [(Function::VerifyHash, &verify as &dyn Fn(&str) -> Value), (Function::Query, &show)] {
+        let replies =
+            futures::future::join_all((0..limit.requests * 3).map(|_| app.call(function, request(&flooder)))).await;
+        let limited: Vec<&Reply> = replies.iter().filter(|r| r.status == 429).collect();
+        let served = replies.iter().filter(|r| r.status == 200).count();
+        assert_eq!(served + limited.len(), replies.len(), "only 200 and 429");
+        // A window may turn over during the burst: at most two windows' worth get through.
+        assert!(served >= limit.requests as usize && served <= 2 * limit.requests as usize, "{served} served");
+        assert!(limited.iter().all(|r| r.code() == "RATE_LIMITED" && r.retry_after.is_some()));
+        let other = app.call(function, request(&format!("calm-{}", uuid::Uuid::now_v7().simple()))).await;
+        assert_eq!(other.status, 200, "another user is served during the flood");
+    }
+}
+
 #[tokio::test]
 async fn grab_refuses_malformed_bodies() {
     let app = TestApp::new().await;

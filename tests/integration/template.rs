@@ -142,6 +142,18 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
     }
     let wanted: BTreeMap<String, String> = ROUTES.iter().map(|r| (r.key(), r.function.name().to_owned())).collect();
     assert_eq!(declared, wanted);
+    // Each route has its own throttle, so a flood of one route cannot spend another's budget.
+    let stage = &resources["HttpApiStage"];
+    let throttled: BTreeSet<String> =
+        stage["Properties"]["RouteSettings"].as_object().expect("route settings").keys().cloned().collect();
+    assert_eq!(throttled, wanted.keys().cloned().collect::<BTreeSet<_>>(), "a throttle per route");
+    let before: BTreeSet<String> = stage["DependsOn"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| resources[r.as_str().unwrap()]["Properties"]["RouteKey"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(before, throttled, "the stage is made after the routes its settings name");
 
     let authorizer = &resources["JwtAuthorizer"]["Properties"];
     assert_eq!(authorizer["AuthorizerType"], "JWT");

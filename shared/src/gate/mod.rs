@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use redis::{AsyncCommands, aio::ConnectionManager};
 
 use crate::{
-    config::{GateSettings, GrabPolicy},
+    config::{GateSettings, GrabPolicy, UserLimit},
     domain::{Buyer, Event, EventId, Holdings, OrderId, UserId, event::epoch_ms, order::MessageHead},
 };
 
@@ -54,6 +54,11 @@ pub mod keys {
     /// apart from the event's own fields.
     pub fn user_field(u: &UserId) -> String {
         format!("={u}")
+    }
+    /// One user's requests to one function (`query`, `verify-hash`) in the current window. Hashed on
+    /// the user, so a user's counters share a slot.
+    pub fn user_requests(u: &UserId, function: &str) -> String {
+        format!("rl:{{{u}}}:{function}")
     }
     /// Everything a lost cache loses: what the grab script reads and writes.
     pub fn cache(e: &EventId) -> [String; 3] {
@@ -237,6 +242,31 @@ impl Gate {
         .await;
         let _: i64 = UNLOCK_SCRIPT.key(keys::rebuild_lock(e)).arg(&token).invoke_async(&mut conn).await?;
         result
+    }
+
+    /// Counts one request of `user` to `function` in a fixed window (one round trip: `INCR`, an
+    /// expiry set only by the window's first request, `PTTL`). Returns the wait in milliseconds
+    /// when the user is over the limit.
+    pub async fn count_request(
+        &self,
+        user: &UserId,
+        function: &str,
+        limit: UserLimit,
+    ) -> Result<Option<u64>, GateError> {
+        let key = keys::user_requests(user, function);
+        let window = limit.window.as_millis() as u64;
+        let (count, ttl): (u64, i64) = redis::pipe()
+            .incr(&key, 1)
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(window)
+            .arg("NX")
+            .ignore()
+            .cmd("PTTL")
+            .arg(&key)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok((count > u64::from(limit.requests)).then(|| ttl.clamp(1, window as i64) as u64))
     }
 
     /// Records when the cache was first seen lost and returns that time (epoch ms). The mark

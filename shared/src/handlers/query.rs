@@ -6,7 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::{
-    config::{GateSettings, QueueSettings, StoreSettings},
+    config::{GateSettings, QueueSettings, StoreSettings, UserLimit},
     domain::{EventId, OrderId, OrderStatus, order::OrderView},
     gate::Gate,
     http::{
@@ -27,6 +27,7 @@ pub struct Query {
     store: Store,
     gate: Gate,
     rebuilder: Rebuilder,
+    limit: UserLimit,
 }
 
 /// Where a `remaining` figure came from.
@@ -38,8 +39,8 @@ enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
-        Self { store, gate, rebuilder }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit) -> Self {
+        Self { store, gate, rebuilder, limit }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -50,12 +51,18 @@ impl Query {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
-        Ok(Self::new(store, gate, rebuilder))
+        Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("query", req, |req| async move {
             let caller = Caller::from_request(&req)?;
+            // Reads go on while Redis is down (the snapshot answers), so the limit fails open.
+            match self.gate.count_request(&caller.user, "query", self.limit).await {
+                Ok(Some(retry_after_ms)) => return Err(ApiError::RateLimited { retry_after_ms }),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(error = %e, "redis unavailable; query served without its rate limit"),
+            }
             let reply = match route_key(&req).as_str() {
                 "GET /events" => self.list_events(&req).await?,
                 "GET /events/{id}" => self.event(&event_id(&req)?).await?,

@@ -6,7 +6,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, HashSettings, QueueSettings, StoreSettings},
+    config::{GateSettings, HashSettings, QueueSettings, StoreSettings, UserLimit},
     domain::event::{epoch_ms, from_epoch_ms, rfc3339},
     gate::{Gate, Window},
     http::{ApiError, Caller, json, reply::event_id, serve},
@@ -21,11 +21,12 @@ pub struct VerifyHash {
     store: Store,
     hash: HashSettings,
     rebuilder: Rebuilder,
+    limit: UserLimit,
 }
 
 impl VerifyHash {
-    pub fn new(gate: Gate, store: Store, hash: HashSettings, rebuilder: Rebuilder) -> Self {
-        Self { gate, store, hash, rebuilder }
+    pub fn new(gate: Gate, store: Store, hash: HashSettings, rebuilder: Rebuilder, limit: UserLimit) -> Self {
+        Self { gate, store, hash, rebuilder, limit }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -37,13 +38,16 @@ impl VerifyHash {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
-        Ok(Self::new(gate, store, hash, rebuilder))
+        Ok(Self::new(gate, store, hash, rebuilder, UserLimit::from_env()?))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("verify-hash", req, |req| async move {
             let caller = Caller::from_request(&req)?;
             let event = event_id(&req)?;
+            if let Some(retry_after_ms) = self.gate.count_request(&caller.user, "verify-hash", self.limit).await? {
+                return Err(ApiError::RateLimited { retry_after_ms });
+            }
             // The cache answers during a sale; DynamoDB only for an event the cache does not hold.
             let window = match self.gate.window(&event).await? {
                 Some(w) => w,
