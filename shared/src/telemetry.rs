@@ -2,19 +2,29 @@
 //! `AWS_LAMBDA_LOG_LEVEL` or `RUST_LOG` (default `info`). E-mail addresses and tokens are never
 //! logged: no handler logs a claim, a body or a header.
 
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::{EnvFilter, fmt::MakeWriter};
 
 pub fn init() {
     let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
         .or_else(|_| std::env::var("RUST_LOG"))
         .unwrap_or_else(|_| "info".into())
         .to_lowercase();
-    let _ = tracing_subscriber::fmt()
+    let _ = tracing::subscriber::set_global_default(subscriber(&level, std::io::stdout));
+}
+
+/// The functions' log format (JSON lines, the current span, no colours) at `level`, written to
+/// `writer`: stdout in a function, a buffer in the test that reads a whole sale's logs.
+pub fn subscriber<W>(level: &str, writer: W) -> impl tracing::Subscriber + Send + Sync
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing_subscriber::fmt()
         .json()
-        .with_env_filter(EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info")))
+        .with_env_filter(EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info")))
         .with_current_span(true)
         .with_span_list(false)
         .with_target(false)
         .with_ansi(false)
-        .try_init();
+        .with_writer(writer)
+        .finish()
 }

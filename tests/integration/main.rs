@@ -5,6 +5,7 @@ mod faults;
 mod fixtures;
 mod grab_script;
 mod helpers;
+mod logs;
 mod mail;
 mod reconcile;
 mod routes;
