@@ -215,3 +215,49 @@ fn env_json_sets_only_variables_the_template_declares() {
         }
     }
 }
+
+/// openapi.yaml (the contract clients and `scripts/attack` read) and the router serve the same
+/// routes, and every code a handler can answer is one the contract names.
+#[test]
+fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
+    let text = std::fs::read_to_string(repo_root().join("openapi.yaml")).expect("openapi.yaml");
+    let spec: Value = serde_yaml_ng::from_str(&text).expect("openapi.yaml is YAML");
+    assert_eq!(spec["openapi"], "3.1.0");
+    let mut documented = BTreeSet::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            documented.insert(format!("{} {path}", method.to_ascii_uppercase()));
+        }
+    }
+    let served: BTreeSet<String> = ROUTES.iter().map(|r| r.key()).collect();
+    assert_eq!(documented, served);
+    assert_eq!(spec["security"], json!([{"cognito": []}]), "every route needs the JWT");
+
+    use shared::http::ApiError as E;
+    let codes: BTreeSet<&str> = spec["components"]["schemas"]["Problem"]["properties"]["code"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    let errors = [
+        E::Unauthorized(""),
+        E::Forbidden,
+        E::EmailNotVerified,
+        E::InvalidEvent(shared::domain::InvalidEvent(vec![])),
+        E::BadRequest(String::new()),
+        E::PayloadTooLarge(0),
+        E::EventExists,
+        E::EventNotFound,
+        E::SaleNotStarted,
+        E::SaleEnded,
+        E::BadHash,
+        E::SoldOut,
+        E::RateLimited { retry_after_ms: 1 },
+        E::NoOrder,
+        E::RouteNotFound,
+        E::Busy,
+    ];
+    let answered: BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
+    assert_eq!(answered, codes, "the contract names exactly the codes the handlers answer");
+}
