@@ -277,6 +277,53 @@ mod tests {
         assert_eq!(fields(err), ["colour", "title", "capacity", "sale_start", "sale_end"]);
     }
 
+    /// Any JSON at all: no panic, and either a draft whose fields hold the release rules or an error
+    /// naming at least one field.
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_map(|f| json!(f)),
+            "\\PC{0,40}".prop_map(Value::from),
+            Just(json!("2026-12-01T09:00:00Z")),
+        ];
+        leaf.prop_recursive(3, 40, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("title".to_owned()),
+                        Just("capacity".to_owned()),
+                        Just("sale_start".to_owned()),
+                        Just("sale_end".to_owned()),
+                        Just("id".to_owned()),
+                        Just("venue".to_owned()),
+                        "\\PC{0,10}"
+                    ],
+                    inner,
+                    0..8
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn any_json_is_a_draft_within_the_rules_or_names_a_field(body in any_json()) {
+            match EventDraft::from_json(&body) {
+                Ok(draft) => {
+                    proptest::prop_assert!((1..=MAX_CAPACITY).contains(&draft.capacity));
+                    proptest::prop_assert!(!draft.title.is_empty() && !draft.title.chars().any(char::is_control));
+                }
+                Err(InvalidEvent(problems)) => proptest::prop_assert!(!problems.is_empty()),
+            }
+        }
+    }
+
     #[test]
     fn a_line_break_or_control_character_is_refused_in_every_single_line_field() {
         let base = json!({"title": "t", "capacity": 1, "sale_start": "2026-12-01T09:00:00Z", "sale_end": "2026-12-01T10:00:00Z"});

@@ -138,6 +138,26 @@ impl Email {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// Any string: a clear error or an id that cannot break a Redis hash tag or a DynamoDB key.
+        #[test]
+        fn any_string_is_refused_or_a_safe_id(s in "\\PC{0,80}|[A-Za-z0-9_:@.+{}#-]{0,140}") {
+            if let Ok(id) = EventId::parse(&s) {
+                proptest::prop_assert!(id.as_str().len() <= EventId::MAX_LEN);
+                proptest::prop_assert!(!id.as_str().contains(['{', '}', '#', ':', ' ']), "{}", id);
+            }
+            if let Ok(user) = UserId::parse(&s) {
+                proptest::prop_assert!(user.as_str().len() <= UserId::MAX_LEN);
+                proptest::prop_assert!(!user.as_str().contains(['{', '}', '#', '|', ' ']), "{}", user);
+            }
+            if let Ok(order) = OrderId::parse(&s) {
+                proptest::prop_assert_eq!(order.as_str().len(), 36);
+            }
+            let _ = Email::parse(&s);
+        }
+    }
+
     #[test]
     fn an_order_id_tells_when_it_was_made() {
         let before = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;

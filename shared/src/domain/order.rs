@@ -165,7 +165,39 @@ pub struct OrderView {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// Any body, and any message with each field replaced by garbage: a clear error or a message
+        /// whose every id and number holds the rules.
+        #[test]
+        fn any_body_is_refused_or_a_valid_order(
+            body in "\\PC{0,200}",
+            field in 0usize..7,
+            garbage in prop_oneof![
+                "\\PC{0,40}".prop_map(serde_json::Value::from),
+                any::<i64>().prop_map(serde_json::Value::from),
+                Just(serde_json::Value::Null),
+            ],
+        ) {
+            let _ = OrderMessage::parse(&body);
+            let mut message = serde_json::json!({
+                "v": 1, "order_id": "0199a0b0-0000-7000-8000-000000000001", "event_id": "e1", "user_id": "u1",
+                "email": "a@b.co", "created_at": "2026-11-23T10:00:00Z", "ticket_no": 3,
+            });
+            let key = ["v", "order_id", "event_id", "user_id", "email", "created_at", "ticket_no"][field];
+            message[key] = garbage;
+            if let Ok(m) = OrderMessage::parse(&message.to_string()) {
+                proptest::prop_assert_eq!(m.v, 1);
+                proptest::prop_assert!(m.ticket_no >= 1 && m.ticket_no <= crate::domain::event::MAX_CAPACITY);
+                proptest::prop_assert!(EventId::parse(&m.event_id).is_ok() && UserId::parse(&m.user_id).is_ok());
+                proptest::prop_assert!(OrderId::parse(&m.order_id).is_ok() && Email::parse(&m.email).is_ok());
+            }
+        }
+    }
 
     #[test]
     fn a_completed_head_is_the_order_message() {

@@ -70,6 +70,16 @@ impl SealKey {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        #[test]
+        fn no_seal_but_the_bodys_own_passes(body in "\\PC{0,100}", seal in "\\PC{0,80}|v1\\.[A-Za-z0-9_-]{0,60}") {
+            let key = SealKey::new(b"0123456789abcdef-order-key").unwrap();
+            proptest::prop_assert!(key.check(&body, Some(&seal)).is_err() || seal == key.seal(&body));
+            proptest::prop_assert!(key.check(&body, Some(&key.seal(&body))).is_ok());
+        }
+    }
+
     #[test]
     fn a_seal_vouches_for_its_exact_body_and_key_only() {
         let key = SealKey::new(b"0123456789abcdef-order-key").unwrap();

@@ -67,6 +67,24 @@ impl HashKey {
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// Any token, and any single-character change of a real one: refused, never a panic.
+        #[test]
+        fn only_the_issued_hash_verifies(garbage in "\\PC{0,120}", at in 0usize..80, with in proptest::char::any()) {
+            let (key, event, user) = ids();
+            let real = key.issue(&event, &user, 2_000_000_000_000);
+            proptest::prop_assert!(key.verify(&garbage, &event, &user, 0).is_err() || garbage == real);
+            let mut chars: Vec<char> = real.chars().collect();
+            let at = at % chars.len();
+            if chars[at] != with {
+                chars[at] = with;
+                let changed: String = chars.into_iter().collect();
+                proptest::prop_assert!(key.verify(&changed, &event, &user, 0).is_err(), "{changed}");
+            }
+        }
+    }
+
     fn ids() -> (HashKey, EventId, UserId) {
         (
             HashKey::new(b"0123456789abcdef-test-secret").unwrap(),

@@ -75,6 +75,18 @@ fn groups(claim: &str) -> impl Iterator<Item = &str> {
 mod tests {
     use super::groups;
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// A groups claim in any form: never a panic, and admin only where the claim names it.
+        #[test]
+        fn admin_only_where_the_claim_names_it(claim in "\\PC{0,60}|[\\[\\]\" ,a-z]{0,40}") {
+            let found = groups(&claim).any(|g| g == "admin");
+            proptest::prop_assert!(!found || claim.contains("admin"));
+            let listed = format!("[{} admin]", claim.replace(['[', ']', ' ', ',', '"'], ""));
+            proptest::prop_assert!(groups(&listed).any(|g| g == "admin"), "{}", listed);
+        }
+    }
+
     #[test]
     fn groups_arrive_in_every_form_the_http_api_uses() {
         for claim in ["[admin editors]", r#"["editors","admin"]"#, "admin", "editors,admin", "[admin]"] {

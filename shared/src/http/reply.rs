@@ -68,3 +68,25 @@ where
     crate::metrics::outcome(function, code, latency_ms);
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+        /// Any body bytes (up to twice the limit): a clear 400 or 413, never a panic; over the limit
+        /// it is refused before it is parsed.
+        #[test]
+        fn any_body_is_json_or_a_clear_refusal(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..(2 * MAX_BODY_BYTES))) {
+            let len = bytes.len();
+            let req = lambda_http::Request::new(lambda_http::Body::from(bytes));
+            match json_body::<serde_json::Value>(&req) {
+                Ok(_) => proptest::prop_assert!(len <= MAX_BODY_BYTES),
+                Err(ApiError::PayloadTooLarge(_)) => proptest::prop_assert!(len > MAX_BODY_BYTES),
+                Err(ApiError::BadRequest(_)) => proptest::prop_assert!(len <= MAX_BODY_BYTES),
+                Err(other) => proptest::prop_assert!(false, "unexpected {other:?}"),
+            }
+        }
+    }
+}

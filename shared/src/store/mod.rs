@@ -320,3 +320,23 @@ fn decode_event_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, 
 pub(crate) fn event_list_key(event: &Event) -> String {
     format!("{}#{}", rfc3339(event.sale_start), event.id)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// Any cursor: refused, or the key of an event with a valid id; a cursor this API issued
+        /// always reads back.
+        #[test]
+        fn any_cursor_is_refused_or_names_a_valid_event(cursor in "\\PC{0,80}|[A-Za-z0-9_-]{0,80}", id in "[A-Za-z0-9_-]{1,64}") {
+            if let Ok(key) = decode_event_cursor(&cursor) {
+                let pk = key[attr::PK].as_s().unwrap();
+                proptest::prop_assert!(EventId::parse(pk.trim_start_matches("EVENT#")).is_ok());
+            }
+            let issued = URL_SAFE_NO_PAD.encode(format!("2026-12-01T09:00:00Z#{id}"));
+            proptest::prop_assert!(decode_event_cursor(&issued).is_ok());
+        }
+    }
+}
