@@ -111,3 +111,43 @@ async fn one_user_firing_two_hundred_grabs_gets_one_ticket() {
     assert_eq!((cache.seats.len(), cache.holdings.len(), cache.outbox.len()), (99, 1, 1));
     assert_eq!(app.drain_queue().await.len(), 1);
 }
+
+/// 10,000 grabs from one user within about a second, while 200 others buy 50 tickets of another
+/// event: the flooder is answered `429` past the limit (its requests refused before the sale
+/// counted), and the sale beside it goes on untouched: every other user is answered, none limited,
+/// exactly 50 tickets sold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_grabs_from_one_user_are_limited_and_the_sale_beside_them_is_not() {
+    let app = Arc::new(TestApp::build(GrabPolicy::default(), true).await);
+    let now = time::OffsetDateTime::now_utc();
+    let later = app.put_event(10, now + time::Duration::hours(1), now + time::Duration::hours(2)).await;
+    let sale = app.open_event(50).await;
+    let flood = app.grab_event(&later, "flooder");
+    let flooding: Vec<_> = (0..10_000)
+        .map(|_| {
+            let (app, flood) = (app.clone(), flood.clone());
+            tokio::spawn(async move { app.call(Function::Grab, flood).await })
+        })
+        .collect();
+    let buying: Vec<_> = (0..200)
+        .map(|i| {
+            let (app, sale) = (app.clone(), sale.clone());
+            tokio::spawn(async move { app.grab(&sale, &format!("buyer-{i:03}")).await })
+        })
+        .collect();
+    let started = std::time::Instant::now();
+    let mut flooder = std::collections::BTreeMap::<String, usize>::new();
+    for task in flooding {
+        *flooder.entry(task.await.unwrap().code().to_owned()).or_default() += 1;
+    }
+    let windows = started.elapsed().as_millis() as usize / 1000 + 2;
+    let mut buyers = std::collections::BTreeMap::<u16, usize>::new();
+    for task in buying {
+        *buyers.entry(task.await.unwrap().status).or_default() += 1;
+    }
+    let refused = flooder.get("SALE_NOT_STARTED").copied().unwrap_or(0);
+    assert_eq!(refused + flooder.get("RATE_LIMITED").copied().unwrap_or(0), 10_000, "{flooder:?}");
+    assert!(refused <= 5 * windows, "at most five refusals per window reached the script: {flooder:?}");
+    assert_eq!(buyers, [(202, 50), (409, 150)].into_iter().collect(), "the sale beside the flood");
+    assert_eq!(app.cache(&sale).await.holdings.len(), 50);
+}

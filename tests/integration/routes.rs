@@ -348,11 +348,13 @@ async fn grab_refuses_bad_hashes_before_touching_redis() {
     let expired =
         app.settings.hash.secret.issue(&id, &UserId::parse("u1").unwrap(), epoch_ms(OffsetDateTime::now_utc()) - 1);
     let before = app.cache(&id).await;
+    let real = app.hash_for(&id, "u1");
     for hash in [
         "".to_owned(),
         "v1.1.AAAA".to_owned(),
-        app.hash_for(&id, "u2"),    // another user's
-        app.hash_for(&other, "u1"), // another event's
+        real[..real.len() - 4].to_owned(), // truncated
+        app.hash_for(&id, "u2"),           // another user's
+        app.hash_for(&other, "u1"),        // another event's
         expired,
     ] {
         let reply = app
@@ -417,6 +419,31 @@ async fn a_flood_from_one_user_on_verify_hash_and_query_is_limited_and_others_ar
         let other = app.call(function, request(&format!("calm-{}", uuid::Uuid::now_v7().simple()))).await;
         assert_eq!(other.status, 200, "another user is served during the flood");
     }
+}
+
+/// Claims without a usable `sub`, and event ids no route accepts (a hash tag's braces, a key
+/// separator, a path climb, spaces, non-ASCII, 10 KB): refused before any I/O.
+#[tokio::test]
+async fn a_token_without_a_subject_and_hostile_ids_are_refused_before_any_io() {
+    let app = TestApp::new().await;
+    let id = app.open_event(10).await;
+    let before = app.cache(&id).await;
+    for claims in [
+        json!({ "email": "u1@example.com", "email_verified": "true" }),
+        json!({ "sub": "a b", "email": "x@y.z" }),
+        json!({ "sub": "" }),
+    ] {
+        let mut grab = app.grab_event(&id, "u1");
+        grab["requestContext"]["authorizer"]["jwt"]["claims"] = claims;
+        assert_problem(&app.call(Function::Grab, grab).await, 401, "UNAUTHORIZED");
+    }
+    for bad in ["{ev}", "a:b", "..", "a b", "événement", &"x".repeat(10_240), "a#b"] {
+        let mut event = for_user(fixture("verify-hash.json"), "u1");
+        event["pathParameters"]["id"] = json!(bad);
+        event["rawPath"] = json!(format!("/events/{bad}/verify-hash"));
+        assert_problem(&app.call(Function::VerifyHash, event).await, 400, "BAD_REQUEST");
+    }
+    assert_eq!(app.cache(&id).await, before);
 }
 
 #[tokio::test]
