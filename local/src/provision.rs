@@ -37,7 +37,6 @@ fn queues_failed<E: std::error::Error>(e: E) -> ProvisionError {
 
 pub struct Provisioned {
     pub queue_url: String,
-    pub dlq_url: String,
 }
 
 pub async fn all(
@@ -47,9 +46,9 @@ pub async fn all(
     sender: &str,
 ) -> Result<Provisioned, ProvisionError> {
     ensure_table(&aws_sdk_dynamodb::Client::new(sdk), table).await?;
-    let (queue_url, dlq_url) = ensure_queues(&aws_sdk_sqs::Client::new(sdk), queue).await?;
+    let (queue_url, _) = ensure_queues(&aws_sdk_sqs::Client::new(sdk), queue).await?;
     ensure_sender(&aws_sdk_sesv2::Client::new(sdk), sender).await?;
-    Ok(Provisioned { queue_url, dlq_url })
+    Ok(Provisioned { queue_url })
 }
 
 pub async fn ensure_table(client: &aws_sdk_dynamodb::Client, table: &str) -> Result<(), ProvisionError> {

@@ -1,11 +1,13 @@
 //! The local runner's settings: the same variables as `scripts/local.env`, with the same defaults,
 //! so `cargo run -p local-runner` works with or without that file sourced.
 
-use std::{env, time::Duration};
+use std::time::Duration;
 
 use shared::{
-    config::{ConfigError, GrabPolicy, HashSettings, UserLimit},
-    domain::{order_seal::SealKey, verify_hash::HashKey},
+    config::{
+        ConfigError, GrabPolicy, HashSettings, RebuildSettings, ReconcileSettings, UserLimit, parsed_or, text_or,
+    },
+    domain::order_seal::SealKey,
 };
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
@@ -37,36 +39,28 @@ pub struct LocalSettings {
     pub outbox_age: Duration,
 }
 
-fn var(name: &str, default: &str) -> String {
-    env::var(name).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_owned())
-}
-
 impl LocalSettings {
+    /// The same variables as a deployment, with the local defaults; a malformed value stops the
+    /// runner with its name, as it stops a cold start.
     pub fn from_env() -> Result<Self, ConfigError> {
-        let hash_secret = var("HASH_SECRET", DEFAULT_HASH_SECRET);
-        let hash = HashSettings {
-            secret: HashKey::new(hash_secret.as_bytes())
-                .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?,
-            ttl: Duration::from_secs(var("HASH_TTL_SECONDS", "600").parse().unwrap_or(600)),
-            open_margin: Duration::from_secs(var("HASH_OPEN_MARGIN_SECONDS", "5").parse().unwrap_or(5)),
-        };
-        let seal = SealKey::new(var("ORDER_KEY", DEFAULT_ORDER_KEY).as_bytes())
+        let hash = HashSettings::with_secret(&text_or("HASH_SECRET", DEFAULT_HASH_SECRET))?;
+        let seal = SealKey::new(text_or("ORDER_KEY", DEFAULT_ORDER_KEY).as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
         Ok(Self {
-            redis_url: var("REDIS_URL", DEFAULT_REDIS_URL),
-            aws_endpoint: var("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
-            region: var("AWS_REGION", "us-east-1"),
-            table_name: var("TABLE_NAME", "ticketgrab"),
-            queue_name: var("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
-            mail_from: var("MAIL_FROM", "tickets@example.com"),
+            redis_url: text_or("REDIS_URL", DEFAULT_REDIS_URL),
+            aws_endpoint: text_or("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
+            region: text_or("AWS_REGION", "us-east-1"),
+            table_name: text_or("TABLE_NAME", "ticketgrab"),
+            queue_name: text_or("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
+            mail_from: text_or("MAIL_FROM", "tickets@example.com"),
             hash,
             seal,
-            jwt_secret: var("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
+            jwt_secret: text_or("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             user_limit: UserLimit::from_env()?,
-            mail_claim_timeout: Duration::from_secs(var("MAIL_CLAIM_TIMEOUT_SECONDS", "90").parse().unwrap_or(90)),
-            rebuild: shared::config::rebuild_settings()?,
-            outbox_age: Duration::from_secs(var("RECONCILE_OUTBOX_AGE_SECONDS", "30").parse().unwrap_or(30)),
+            mail_claim_timeout: Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
+            rebuild: RebuildSettings::from_env()?,
+            outbox_age: ReconcileSettings::from_env()?.outbox_age,
         })
     }
 

@@ -15,14 +15,21 @@ pub enum ConfigError {
     SecretUnreadable { name: &'static str, reason: String },
 }
 
-fn required(name: &'static str) -> Result<String, ConfigError> {
+/// A variable read as text, `default` when unset or blank.
+pub fn text_or(name: &'static str, default: &str) -> String {
+    env::var(name).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_owned())
+}
+
+/// A variable that must be set (and not blank).
+pub fn required(name: &'static str) -> Result<String, ConfigError> {
     match env::var(name) {
         Ok(v) if !v.trim().is_empty() => Ok(v),
         _ => Err(ConfigError::Missing(name)),
     }
 }
 
-fn parsed_or<T: FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
+/// A variable read as `T`, `default` when unset or blank; a malformed value is an error naming it.
+pub fn parsed_or<T: FromStr>(name: &'static str, default: T) -> Result<T, ConfigError>
 where
     T::Err: std::fmt::Display,
 {
@@ -157,7 +164,8 @@ impl HashSettings {
         Self::with_secret(&deployment_secret(sdk, "HASH_SECRET_ARN", "HASH_SECRET").await?)
     }
 
-    fn with_secret(secret: &str) -> Result<Self, ConfigError> {
+    /// The settings around a key already in hand (the local runner's development secret).
+    pub fn with_secret(secret: &str) -> Result<Self, ConfigError> {
         let secret = crate::domain::verify_hash::HashKey::new(secret.as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?;
         Ok(Self {
@@ -195,15 +203,70 @@ async fn deployment_secret(
     dev_var: &'static str,
 ) -> Result<String, ConfigError> {
     match env::var(arn_var) {
-        Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, arn_var, arn.trim()).await,
+        Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, arn.trim())
+            .await
+            .map_err(|e| ConfigError::SecretUnreadable { name: arn_var, reason: e.to_string() }),
         _ => required(dev_var),
     }
 }
 
 /// How a lost cache is rebuilt (see `recovery`).
-pub fn rebuild_settings() -> Result<crate::recovery::RebuildSettings, ConfigError> {
-    Ok(crate::recovery::RebuildSettings {
-        lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
-        max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
-    })
+#[derive(Debug, Clone, Copy)]
+pub struct RebuildSettings {
+    /// How long the rebuild lock lives if its holder dies.
+    pub lock_ttl: Duration,
+    /// How long a rebuild waits for in-flight orders to be stored.
+    pub max_wait: Duration,
+}
+
+impl RebuildSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self {
+            lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
+            max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
+        })
+    }
+}
+
+impl Default for RebuildSettings {
+    fn default() -> Self {
+        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30) }
+    }
+}
+
+/// How the mail consumer behaves; read once at cold start.
+#[derive(Debug, Clone)]
+pub struct MailSettings {
+    pub from: String,
+    /// Messages of one batch handled at once.
+    pub concurrency: usize,
+    /// A `SENDING` claim older than this belongs to a sender that crashed; it is taken over. Longer
+    /// than the function timeout, so a live send is never doubled.
+    pub claim_timeout: Duration,
+}
+
+impl MailSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let from = required("MAIL_FROM")?;
+        crate::domain::Email::parse(&from)
+            .map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
+        Ok(Self {
+            from,
+            concurrency: parsed_or("MAIL_CONCURRENCY", 8usize)?.max(1),
+            claim_timeout: Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
+        })
+    }
+}
+
+/// What reconcile does each run.
+#[derive(Debug, Clone, Copy)]
+pub struct ReconcileSettings {
+    /// Outbox entries older than this whose order is not durable are sent again.
+    pub outbox_age: Duration,
+}
+
+impl ReconcileSettings {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Ok(Self { outbox_age: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_AGE_SECONDS", 30)?) })
+    }
 }

@@ -10,9 +10,13 @@
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB;
-//! - [`config`]: typed settings read once at cold start ([`secrets`]: the HMAC key from Secrets
-//!   Manager); [`aws`]: the SDK configuration;
-//!   [`telemetry`]: JSON logs; [`metrics`]: CloudWatch metrics in Embedded Metric Format.
+//! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
+//!   the variable); [`secrets`]: the HMAC keys from Secrets Manager; [`aws`]: the SDK configuration
+//!   and how its errors may be told; [`telemetry`]: JSON logs; [`metrics`]: CloudWatch metrics in
+//!   Embedded Metric Format.
+//!
+//! Layers point one way: handlers use the adapters, the adapters use the domain and `config`;
+//! the domain uses nothing of the others.
 
 pub mod aws;
 pub mod config;

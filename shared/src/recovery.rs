@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, UserId,
+        Buyer, Event, EventId, Holdings, OrderMessage, UserId,
         event::{SalePhase, epoch_ms},
     },
     gate::{Gate, GateError},
@@ -19,19 +19,7 @@ use crate::{
     store::{Store, StoreError},
 };
 
-#[derive(Debug, Clone, Copy)]
-pub struct RebuildSettings {
-    /// How long the rebuild lock lives if its holder dies.
-    pub lock_ttl: Duration,
-    /// How long a rebuild waits for in-flight orders to be stored.
-    pub max_wait: Duration,
-}
-
-impl Default for RebuildSettings {
-    fn default() -> Self {
-        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30) }
-    }
-}
+pub use crate::config::RebuildSettings;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecoveryError {
@@ -41,16 +29,6 @@ pub enum RecoveryError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
-}
-
-impl From<RecoveryError> for crate::http::ApiError {
-    fn from(e: RecoveryError) -> Self {
-        match e {
-            RecoveryError::Gate(e) => e.into(),
-            RecoveryError::Store(e) => e.into(),
-            RecoveryError::Queue(e) => e.into(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,9 +98,7 @@ impl Rebuilder {
         let users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
         for entry in outbox {
             let Ok(message) = OrderMessage::parse(&entry.message) else { continue };
-            let (Ok(user), Ok(order)) = (UserId::parse(&message.user_id), OrderId::parse(&message.order_id)) else {
-                continue;
-            };
+            let (user, order) = (message.user_id, message.order_id);
             // A number already held by a stored order stays with it; DynamoDB rejects the other.
             if users.contains(&user) || !holdings.held.insert(message.ticket_no) {
                 continue;

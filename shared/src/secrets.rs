@@ -1,17 +1,22 @@
 //! Secrets of the deployment (Secrets Manager), read once per execution environment.
 
-use crate::config::ConfigError;
+/// Why a secret could not be had. Says nothing of the value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("the secret has no string value")]
+    Empty,
+}
 
-/// The string value of the secret `id` (an ARN or name), which the variable `name` pointed to.
-/// The value never reaches a log or an error message.
-pub async fn read(sdk: &aws_config::SdkConfig, name: &'static str, id: &str) -> Result<String, ConfigError> {
+/// The string value of the secret `id` (an ARN or name). The value never reaches a log or an
+/// error message.
+pub async fn read(sdk: &aws_config::SdkConfig, id: &str) -> Result<String, SecretError> {
     let out = aws_sdk_secretsmanager::Client::new(sdk)
         .get_secret_value()
         .secret_id(id)
         .send()
         .await
-        .map_err(|e| ConfigError::SecretUnreadable { name, reason: crate::aws::error_summary(&e) })?;
-    out.secret_string
-        .filter(|s| !s.is_empty())
-        .ok_or(ConfigError::SecretUnreadable { name, reason: "the secret has no string value".into() })
+        .map_err(|e| SecretError::Unreadable(crate::aws::error_summary(&e)))?;
+    out.secret_string.filter(|s| !s.is_empty()).ok_or(SecretError::Empty)
 }

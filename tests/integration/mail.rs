@@ -59,9 +59,9 @@ async fn ticket_holder(app: &TestApp, event: &EventId, ticket: u32) -> Option<St
 
 fn drifted(body: &str, user: &str, ticket_no: u32) -> String {
     let mut m = OrderMessage::parse(body).unwrap();
-    m.user_id = user.to_owned();
-    m.email = format!("{user}@example.com");
-    m.order_id = OrderId::generate().to_string();
+    m.user_id = shared::domain::UserId::parse(user).unwrap();
+    m.email = shared::domain::Email::parse(&format!("{user}@example.com")).unwrap();
+    m.order_id = OrderId::generate();
     m.ticket_no = ticket_no;
     serde_json::to_string(&m).unwrap()
 }
@@ -91,7 +91,10 @@ async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and
     assert_eq!(mail.len(), 1, "one mail");
     assert_eq!(mail[0].to, ["u1@example.com"]);
     let order = OrderMessage::parse(&body).unwrap();
-    assert!(mail[0].body_text.contains(&order.order_id) && mail[0].subject.contains(&format!("#{}", order.ticket_no)));
+    assert!(
+        mail[0].body_text.contains(order.order_id.as_str())
+            && mail[0].subject.contains(&format!("#{}", order.ticket_no))
+    );
     assert!(app.cache(&event).await.outbox.is_empty(), "the outbox entry is gone once durable");
 }
 

@@ -45,7 +45,7 @@ pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
 
     let mut rows = vec![
         format!("<tr><th align=\"left\">Ticket number</th><td>{}</td></tr>", order.ticket_no),
-        format!("<tr><th align=\"left\">Order id</th><td><code>{}</code></td></tr>", escape(&order.order_id)),
+        format!("<tr><th align=\"left\">Order id</th><td><code>{}</code></td></tr>", escape(order.order_id.as_str())),
     ];
     if let Some(when) = &when {
         rows.push(format!("<tr><th align=\"left\">When</th><td>{}</td></tr>", escape(when)));
@@ -89,10 +89,10 @@ mod tests {
     fn order() -> OrderMessage {
         OrderMessage {
             v: 1,
-            order_id: "0199a0b0-0000-7000-8000-000000000001".into(),
-            event_id: "ev1".into(),
-            user_id: "u1".into(),
-            email: "u1@example.com".into(),
+            order_id: crate::domain::OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap(),
+            event_id: crate::domain::EventId::parse("ev1").unwrap(),
+            user_id: crate::domain::UserId::parse("u1").unwrap(),
+            email: crate::domain::Email::parse("u1@example.com").unwrap(),
             ticket_no: 42,
             created_at: "2026-12-01T09:00:01Z".into(),
         }

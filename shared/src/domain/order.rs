@@ -10,27 +10,35 @@ use super::ids::{Email, EventId, OrderId, UserId};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderMessage {
     pub v: u32,
-    pub order_id: String,
-    pub event_id: String,
-    pub user_id: String,
-    pub email: String,
+    pub order_id: OrderId,
+    pub event_id: EventId,
+    pub user_id: UserId,
+    pub email: Email,
     pub ticket_no: u32,
     pub created_at: String,
 }
 
+/// Why a body is not an order message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadMessage {
+    /// Not JSON, a field missing or of the wrong type, or an id that fails its check.
+    #[error("not an order message: {0}")]
+    Invalid(String),
+    #[error("unknown message version {0}")]
+    Version(u32),
+    #[error("ticket number {0} out of range")]
+    TicketOutOfRange(u32),
+}
+
 impl OrderMessage {
     /// Reads and validates a message body: every id checked as at the HTTP edge.
-    pub fn parse(body: &str) -> Result<Self, String> {
-        let m: Self = serde_json::from_str(body).map_err(|e| format!("not an order message: {e}"))?;
+    pub fn parse(body: &str) -> Result<Self, BadMessage> {
+        let m: Self = serde_json::from_str(body).map_err(|e| BadMessage::Invalid(e.to_string()))?;
         if m.v != 1 {
-            return Err(format!("unknown message version {}", m.v));
+            return Err(BadMessage::Version(m.v));
         }
-        super::EventId::parse(&m.event_id).map_err(|e| e.to_string())?;
-        super::UserId::parse(&m.user_id).map_err(|e| e.to_string())?;
-        super::OrderId::parse(&m.order_id).map_err(|e| e.to_string())?;
-        super::Email::parse(&m.email).map_err(|e| e.to_string())?;
         if m.ticket_no == 0 || m.ticket_no > super::event::MAX_CAPACITY {
-            return Err(format!("ticket number {} out of range", m.ticket_no));
+            return Err(BadMessage::TicketOutOfRange(m.ticket_no));
         }
         Ok(m)
     }
@@ -193,8 +201,8 @@ mod tests {
             if let Ok(m) = OrderMessage::parse(&message.to_string()) {
                 proptest::prop_assert_eq!(m.v, 1);
                 proptest::prop_assert!(m.ticket_no >= 1 && m.ticket_no <= crate::domain::event::MAX_CAPACITY);
-                proptest::prop_assert!(EventId::parse(&m.event_id).is_ok() && UserId::parse(&m.user_id).is_ok());
-                proptest::prop_assert!(OrderId::parse(&m.order_id).is_ok() && Email::parse(&m.email).is_ok());
+                proptest::prop_assert!(EventId::parse(m.event_id.as_str()).is_ok() && UserId::parse(m.user_id.as_str()).is_ok());
+                proptest::prop_assert!(OrderId::parse(m.order_id.as_str()).is_ok() && Email::parse(m.email.as_str()).is_ok());
             }
         }
     }
@@ -212,10 +220,10 @@ mod tests {
             message,
             OrderMessage {
                 v: 1,
-                order_id: order.to_string(),
-                event_id: "lecture-1".into(),
-                user_id: user.to_string(),
-                email: "ada@example.org".into(),
+                order_id: order.clone(),
+                event_id: event.clone(),
+                user_id: user.clone(),
+                email: email.clone(),
                 ticket_no: 42,
                 created_at: "2026-11-23T10:00:00Z".into(),
             }

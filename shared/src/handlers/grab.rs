@@ -87,7 +87,7 @@ impl Grab {
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             hash,
             policy,
-            crate::config::rebuild_settings()?,
+            crate::config::RebuildSettings::from_env()?,
         ))
     }
 

@@ -4,7 +4,7 @@
 //! A batch is handled concurrently with a bound; the reply names only the messages that failed,
 //! so SQS redelivers those alone and, after the redrive's receives, moves them to the DLQ.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
@@ -13,12 +13,13 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use crate::{
-    config::{ConfigError, GateSettings, StoreSettings},
+    config::{GateSettings, StoreSettings},
     domain::{
         Event, EventId, OrderMessage, OrderStatus, confirmation,
+        order::BadMessage,
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
     },
-    gate::{Gate, GateError},
+    gate::Gate,
     mailer::{MailError, Mailer},
     store::{
         Store, StoreError,
@@ -26,41 +27,7 @@ use crate::{
     },
 };
 
-/// How the consumer behaves; read once at cold start.
-#[derive(Debug, Clone)]
-pub struct MailSettings {
-    pub from: String,
-    /// Messages of one batch handled at once.
-    pub concurrency: usize,
-    /// A `SENDING` claim older than this belongs to a sender that crashed; it is taken over. Longer
-    /// than the function timeout, so a live send is never doubled.
-    pub claim_timeout: Duration,
-}
-
-impl MailSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let from = std::env::var("MAIL_FROM")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-            .ok_or(ConfigError::Missing("MAIL_FROM"))?;
-        crate::domain::Email::parse(&from)
-            .map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
-        let number = |name: &'static str, default: u64| -> Result<u64, ConfigError> {
-            match std::env::var(name) {
-                Ok(v) if !v.trim().is_empty() => v
-                    .trim()
-                    .parse()
-                    .map_err(|e: std::num::ParseIntError| ConfigError::Malformed { name, reason: e.to_string() }),
-                _ => Ok(default),
-            }
-        };
-        Ok(Self {
-            from,
-            concurrency: number("MAIL_CONCURRENCY", 8)?.max(1) as usize,
-            claim_timeout: Duration::from_secs(number("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
-        })
-    }
-}
+pub use crate::config::MailSettings;
 
 /// Why one message could not be finished; SQS will deliver it again (and, if it never can be, move
 /// it to the DLQ after the redrive's receives).
@@ -69,8 +36,8 @@ pub enum MessageError {
     /// Not sealed by grab or reconcile: nothing is stored, nothing mailed.
     #[error("refused: {0}")]
     Unsealed(#[from] BadSeal),
-    #[error("malformed message: {0}")]
-    Malformed(String),
+    #[error(transparent)]
+    Malformed(#[from] BadMessage),
     #[error("the order's event {0} is not stored")]
     UnknownEvent(String),
     #[error("ticket number {ticket_no} is outside the event's 1..{capacity}")]
@@ -117,7 +84,7 @@ pub struct Mail {
     seal: SealKey,
     settings: MailSettings,
     /// Events never change after release, so each is read once per execution environment.
-    events: Arc<Mutex<HashMap<String, Arc<Event>>>>,
+    events: Arc<Mutex<HashMap<EventId, Arc<Event>>>>,
 }
 
 impl Mail {
@@ -184,7 +151,7 @@ impl Mail {
     /// entry. A message that fails a check writes nothing.
     pub async fn handle_message(&self, body: &str, seal: Option<&str>) -> Result<Handled, MessageError> {
         self.seal.check(body, seal)?;
-        let order = OrderMessage::parse(body).map_err(MessageError::Malformed)?;
+        let order = OrderMessage::parse(body)?;
         let event = self.event(&order.event_id).await?;
         if order.ticket_no > event.capacity {
             return Err(MessageError::TicketOutOfRange { ticket_no: order.ticket_no, capacity: event.capacity });
@@ -228,7 +195,7 @@ impl Mail {
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
         let mail = confirmation::compose(event, order);
-        match self.mailer.send(&order.email, &mail).await {
+        match self.mailer.send(order.email.as_str(), &mail).await {
             Ok(message_id) => {
                 self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;
                 Ok(Handled::ConfirmedAndMailed)
@@ -241,22 +208,19 @@ impl Mail {
         }
     }
 
-    async fn event(&self, id: &str) -> Result<Arc<Event>, MessageError> {
+    async fn event(&self, id: &EventId) -> Result<Arc<Event>, MessageError> {
         if let Some(event) = self.events.lock().await.get(id) {
             return Ok(event.clone());
         }
-        let event_id = EventId::parse(id).map_err(|e| MessageError::Malformed(e.to_string()))?;
-        let stored = self.store.get_event(&event_id).await?.ok_or_else(|| MessageError::UnknownEvent(id.to_owned()))?;
+        let stored = self.store.get_event(id).await?.ok_or_else(|| MessageError::UnknownEvent(id.to_string()))?;
         let event = Arc::new(stored.event);
-        self.events.lock().await.insert(id.to_owned(), event.clone());
+        self.events.lock().await.insert(id.clone(), event.clone());
         Ok(event)
     }
 
     /// Best effort: reconcile removes what is left.
     async fn clear_outbox(&self, order: &OrderMessage) {
-        let Ok(event) = EventId::parse(&order.event_id) else { return };
-        if let Err(e) = self.gate.remove_from_outbox(&event, &order.order_id).await {
-            let e: GateError = e;
+        if let Err(e) = self.gate.remove_from_outbox(&order.event_id, order.order_id.as_str()).await {
             tracing::warn!(order_id = %order.order_id, error = %e, "outbox entry left for reconcile");
         }
     }

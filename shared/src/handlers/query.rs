@@ -50,7 +50,7 @@ impl Query {
         let sdk = crate::aws::sdk_config().await;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
         Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?))
     }
 
@@ -108,11 +108,7 @@ impl Query {
 
     async fn list_events(&self, req: &Request) -> Result<Value, ApiError> {
         let limit = page_size(req)?;
-        let page = self
-            .store
-            .list_events(limit as i32, query_param(req, "cursor"))
-            .await?
-            .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+        let page = self.store.list_events(limit as i32, query_param(req, "cursor")).await?;
         Ok(json!({ "events": self.with_stock(page.items).await, "next_cursor": page.next }))
     }
 

@@ -2,14 +2,12 @@
 //! snapshots (DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
 //! followed by the next one.
 
-use std::time::Duration;
-
 use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{ConfigError, GateSettings, QueueSettings, StoreSettings},
-    domain::{OrderMessage, UserId, event::SalePhase, order_seal::SealKey},
+    config::{GateSettings, QueueSettings, StoreSettings},
+    domain::{OrderMessage, event::SalePhase, order_seal::SealKey},
     gate::Gate,
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
@@ -21,22 +19,21 @@ const QUIET_AFTER_END: time::Duration = time::Duration::seconds(crate::gate::CAC
 /// Outbox entries handled per event per run.
 const OUTBOX_BATCH: usize = 1_000;
 
-#[derive(Debug, Clone, Copy)]
-pub struct ReconcileSettings {
-    /// Outbox entries older than this whose order is not durable are sent again.
-    pub outbox_age: Duration,
-}
+pub use crate::config::ReconcileSettings;
 
-impl ReconcileSettings {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let secs = match std::env::var("RECONCILE_OUTBOX_AGE_SECONDS") {
-            Ok(v) if !v.trim().is_empty() => v.trim().parse().map_err(|e: std::num::ParseIntError| {
-                ConfigError::Malformed { name: "RECONCILE_OUTBOX_AGE_SECONDS", reason: e.to_string() }
-            })?,
-            _ => 30,
-        };
-        Ok(Self { outbox_age: Duration::from_secs(secs) })
-    }
+/// Why one event's pass failed (logged; the next run tries again).
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Gate(#[from] crate::gate::GateError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Queue(#[from] crate::queue::QueueError),
+    #[error(transparent)]
+    Recovery(#[from] crate::recovery::RecoveryError),
+    #[error("an outbox entry names a bad user: {0}")]
+    BadEntry(crate::domain::InvalidId),
 }
 
 /// What started a run: the EventBridge schedule, or an admin's invoke with `{}`. Anything else is
@@ -109,7 +106,7 @@ impl Reconcile {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = ReconcileSettings::from_env()?;
-        let rebuild = crate::config::rebuild_settings()?;
+        let rebuild = crate::config::RebuildSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
         let queue_settings = QueueSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
@@ -162,44 +159,42 @@ impl Reconcile {
         stored: &StoredEvent,
         now: OffsetDateTime,
         report: &mut ReconcileReport,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReconcileError> {
         let event = &stored.event;
         // 1. a lost cache of a sale not yet over is rebuilt
-        let mut stock = self.gate.stock(&event.id).await.map_err(|e| e.to_string())?;
+        let mut stock = self.gate.stock(&event.id).await?;
         if stock.is_none() && event.sale_phase(now) != SalePhase::Ended {
-            match self.rebuilder.rebuild(event).await.map_err(|e| e.to_string())? {
+            match self.rebuilder.rebuild(event).await? {
                 Rebuild::Done => report.rebuilt += 1,
                 Rebuild::Busy => report.rebuild_waiting += 1,
                 Rebuild::Present | Rebuild::Ended => {}
             }
-            stock = self.gate.stock(&event.id).await.map_err(|e| e.to_string())?;
+            stock = self.gate.stock(&event.id).await?;
         }
         // 2. the outbox: durable orders leave it, the others are sent again
-        for entry in
-            self.gate.outbox_due(&event.id, self.settings.outbox_age, OUTBOX_BATCH).await.map_err(|e| e.to_string())?
-        {
+        for entry in self.gate.outbox_due(&event.id, self.settings.outbox_age, OUTBOX_BATCH).await? {
             let durable = match OrderMessage::parse(&entry.message) {
                 Ok(order) => {
-                    let user = UserId::parse(&order.user_id).map_err(|e| e.to_string())?;
-                    self.store.get_order(&event.id, &user).await.map_err(|e| e.to_string())?.is_some()
+                    let user = order.user_id;
+                    self.store.get_order(&event.id, &user).await?.is_some()
                 }
                 Err(reason) => {
-                    tracing::error!(event_id = %event.id, reason, "malformed outbox entry removed");
+                    tracing::error!(event_id = %event.id, reason = %reason, "malformed outbox entry removed");
                     true
                 }
             };
             if durable {
-                self.gate.remove_from_outbox(&event.id, &entry.order_id).await.map_err(|e| e.to_string())?;
+                self.gate.remove_from_outbox(&event.id, &entry.order_id).await?;
                 report.cleared += 1;
             } else {
-                self.queue.send(&entry.message, &self.seal).await.map_err(|e| e.to_string())?;
+                self.queue.send(&entry.message, &self.seal).await?;
                 report.redriven += 1;
             }
         }
-        report.outbox_left += self.gate.outbox_len(&event.id).await.map_err(|e| e.to_string())?;
+        report.outbox_left += self.gate.outbox_len(&event.id).await?;
         // 3. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
-            self.store.set_remaining(&event.id, left).await.map_err(|e| e.to_string())?;
+            self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;
         }
         Ok(())

@@ -12,7 +12,7 @@ use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
     domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
-    http::{ApiError, Caller, apigw, json, reply::json_body, serve},
+    http::{Caller, apigw, json, reply::json_body, serve},
     queue::OrderQueue,
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
@@ -34,19 +34,6 @@ pub enum ReleaseError {
     Busy,
 }
 
-impl From<ReleaseError> for ApiError {
-    fn from(e: ReleaseError) -> Self {
-        match e {
-            ReleaseError::Invalid(e) => e.into(),
-            ReleaseError::Exists => ApiError::EventExists,
-            ReleaseError::Store(e) => e.into(),
-            ReleaseError::Gate(e) => e.into(),
-            ReleaseError::Recovery(e) => e.into(),
-            ReleaseError::Busy => ApiError::Busy,
-        }
-    }
-}
-
 #[derive(Clone)]
 pub struct Release {
     store: Store,
@@ -66,7 +53,7 @@ impl Release {
         let sdk = crate::aws::sdk_config().await;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
         Ok(Self::new(store, gate, rebuilder))
     }
 

@@ -37,7 +37,7 @@ impl VerifyHash {
         let hash = HashSettings::load(&sdk).await?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::rebuild_settings()?);
+        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
         Ok(Self::new(gate, store, hash, rebuilder, UserLimit::from_env()?))
     }
 

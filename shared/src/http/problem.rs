@@ -48,61 +48,40 @@ pub enum ApiError {
 }
 
 impl ApiError {
-    pub fn status(&self) -> StatusCode {
+    /// Each outcome's status, stable machine code and title, said once.
+    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
+        use StatusCode as S;
         match self {
-            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::EmailNotVerified | Self::SaleNotStarted | Self::BadHash => StatusCode::FORBIDDEN,
-            Self::InvalidEvent(_) | Self::BadRequest(_) => StatusCode::BAD_REQUEST,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Self::EventExists | Self::SoldOut => StatusCode::CONFLICT,
-            Self::EventNotFound | Self::NoOrder | Self::RouteNotFound => StatusCode::NOT_FOUND,
-            Self::SaleEnded => StatusCode::GONE,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Busy => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized(_) => (S::UNAUTHORIZED, "UNAUTHORIZED", "Authentication required"),
+            Self::Forbidden => (S::FORBIDDEN, "FORBIDDEN", "Forbidden"),
+            Self::EmailNotVerified => (S::FORBIDDEN, "EMAIL_NOT_VERIFIED", "E-mail not verified"),
+            Self::InvalidEvent(_) => (S::BAD_REQUEST, "INVALID_EVENT", "Invalid event"),
+            Self::BadRequest(_) => (S::BAD_REQUEST, "BAD_REQUEST", "Bad request"),
+            Self::PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", "Payload too large"),
+            Self::EventExists => (S::CONFLICT, "EVENT_EXISTS", "Event exists"),
+            Self::EventNotFound => (S::NOT_FOUND, "EVENT_NOT_FOUND", "Event not found"),
+            Self::SaleNotStarted => (S::FORBIDDEN, "SALE_NOT_STARTED", "Sale not started"),
+            Self::SaleEnded => (S::GONE, "SALE_ENDED", "Sale ended"),
+            Self::BadHash => (S::FORBIDDEN, "BAD_HASH", "Bad hash"),
+            Self::SoldOut => (S::CONFLICT, "SOLD_OUT", "Sold out"),
+            Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "RATE_LIMITED", "Rate limited"),
+            Self::NoOrder => (S::NOT_FOUND, "NO_ORDER", "No order"),
+            Self::RouteNotFound => (S::NOT_FOUND, "NOT_FOUND", "Not found"),
+            Self::Busy => (S::SERVICE_UNAVAILABLE, "BUSY", "Busy"),
         }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.parts().0
     }
 
     /// The stable machine code clients switch on.
     pub fn code(&self) -> &'static str {
-        match self {
-            Self::Unauthorized(_) => "UNAUTHORIZED",
-            Self::Forbidden => "FORBIDDEN",
-            Self::EmailNotVerified => "EMAIL_NOT_VERIFIED",
-            Self::InvalidEvent(_) => "INVALID_EVENT",
-            Self::BadRequest(_) => "BAD_REQUEST",
-            Self::PayloadTooLarge(_) => "PAYLOAD_TOO_LARGE",
-            Self::EventExists => "EVENT_EXISTS",
-            Self::EventNotFound => "EVENT_NOT_FOUND",
-            Self::SaleNotStarted => "SALE_NOT_STARTED",
-            Self::SaleEnded => "SALE_ENDED",
-            Self::BadHash => "BAD_HASH",
-            Self::SoldOut => "SOLD_OUT",
-            Self::RateLimited { .. } => "RATE_LIMITED",
-            Self::NoOrder => "NO_ORDER",
-            Self::RouteNotFound => "NOT_FOUND",
-            Self::Busy => "BUSY",
-        }
+        self.parts().1
     }
 
     fn title(&self) -> &'static str {
-        match self {
-            Self::Unauthorized(_) => "Authentication required",
-            Self::Forbidden => "Forbidden",
-            Self::EmailNotVerified => "E-mail not verified",
-            Self::InvalidEvent(_) => "Invalid event",
-            Self::BadRequest(_) => "Bad request",
-            Self::PayloadTooLarge(_) => "Payload too large",
-            Self::EventExists => "Event exists",
-            Self::EventNotFound => "Event not found",
-            Self::SaleNotStarted => "Sale not started",
-            Self::SaleEnded => "Sale ended",
-            Self::BadHash => "Bad hash",
-            Self::SoldOut => "Sold out",
-            Self::RateLimited { .. } => "Rate limited",
-            Self::NoOrder => "No order",
-            Self::RouteNotFound => "Not found",
-            Self::Busy => "Busy",
-        }
+        self.parts().2
     }
 
     /// The `application/problem+json` reply. 5xx bodies say nothing about the cause: that was
@@ -142,6 +121,15 @@ impl From<GateError> for ApiError {
     }
 }
 
+impl From<crate::store::ListError> for ApiError {
+    fn from(e: crate::store::ListError) -> Self {
+        match e {
+            crate::store::ListError::BadCursor(e) => ApiError::BadRequest(e.to_string()),
+            crate::store::ListError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         tracing::error!(dependency = "dynamodb", error = %e, "dependency failed");
@@ -159,5 +147,30 @@ impl From<QueueError> for ApiError {
 impl From<InvalidEvent> for ApiError {
     fn from(e: InvalidEvent) -> Self {
         Self::InvalidEvent(e)
+    }
+}
+
+impl From<crate::recovery::RecoveryError> for ApiError {
+    fn from(e: crate::recovery::RecoveryError) -> Self {
+        use crate::recovery::RecoveryError as R;
+        match e {
+            R::Gate(e) => e.into(),
+            R::Store(e) => e.into(),
+            R::Queue(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::handlers::release::ReleaseError> for ApiError {
+    fn from(e: crate::handlers::release::ReleaseError) -> Self {
+        use crate::handlers::release::ReleaseError as R;
+        match e {
+            R::Invalid(e) => e.into(),
+            R::Exists => ApiError::EventExists,
+            R::Store(e) => e.into(),
+            R::Gate(e) => e.into(),
+            R::Recovery(e) => e.into(),
+            R::Busy => ApiError::Busy,
+        }
     }
 }

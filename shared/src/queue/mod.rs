@@ -36,10 +36,6 @@ impl OrderQueue {
         Self::new(Client::from_conf(config), url)
     }
 
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
     /// Messages on the queue not yet consumed: visible, in flight and delayed.
     pub async fn in_flight(&self) -> Result<u64, QueueError> {
         use aws_sdk_sqs::types::QueueAttributeName as A;

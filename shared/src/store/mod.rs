@@ -62,6 +62,25 @@ pub struct Page<T> {
 #[error("the cursor is not one this API issued")]
 pub struct BadCursor;
 
+/// Why a page of the event list could not be had: a cursor this API did not issue (the caller's
+/// fault), or the store.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error(transparent)]
+    BadCursor(#[from] BadCursor),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl<E> From<aws_sdk_dynamodb::error::SdkError<E>> for ListError
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+{
+    fn from(e: aws_sdk_dynamodb::error::SdkError<E>) -> Self {
+        Self::Store(e.into())
+    }
+}
+
 #[derive(Clone)]
 pub struct Store {
     client: Client,
@@ -113,15 +132,8 @@ impl Store {
     }
 
     /// Events, the latest sale first.
-    pub async fn list_events(
-        &self,
-        limit: i32,
-        cursor: Option<&str>,
-    ) -> Result<Result<Page<StoredEvent>, BadCursor>, StoreError> {
-        let start = match cursor.map(decode_event_cursor).transpose() {
-            Ok(start) => start,
-            Err(e) => return Ok(Err(e)),
-        };
+    pub async fn list_events(&self, limit: i32, cursor: Option<&str>) -> Result<Page<StoredEvent>, ListError> {
+        let start = cursor.map(decode_event_cursor).transpose()?;
         let out = self
             .client
             .query()
@@ -140,7 +152,7 @@ impl Store {
             Some(AttributeValue::S(sk)) => Some(URL_SAFE_NO_PAD.encode(sk)),
             _ => None,
         });
-        Ok(Ok(Page { items, next }))
+        Ok(Page { items, next })
     }
 
     /// The durable order of one user for one event.
@@ -255,8 +267,10 @@ impl Store {
         let mut events = Vec::new();
         let mut cursor: Option<String> = None;
         loop {
-            let page =
-                self.list_events(100, cursor.as_deref()).await?.map_err(|e| StoreError::Malformed(e.to_string()))?;
+            let page = self.list_events(100, cursor.as_deref()).await.map_err(|e| match e {
+                ListError::Store(e) => e,
+                ListError::BadCursor(e) => StoreError::Malformed(e.to_string()),
+            })?;
             events.extend(page.items);
             match page.next {
                 Some(next) => cursor = Some(next),

@@ -81,7 +81,7 @@ fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Ite
         // when the cache is rebuilt, so their users see their order instead of grabbing again.
         _ => {
             item.insert("mail_status".into(), s(MailStatus::None.as_str()));
-            item.insert(attr::GSI2PK.into(), s(rejected_partition(&m.event_id)));
+            item.insert(attr::GSI2PK.into(), s(rejected_partition(m.event_id.as_str())));
             item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
     }
