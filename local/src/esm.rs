@@ -18,6 +18,11 @@ pub struct Poller {
 }
 
 impl Poller {
+    /// A poller taking batches of 10, the event source mapping's default.
+    pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>, mail: Mail) -> Self {
+        Self { sqs, queue_url: queue_url.into(), mail, batch_size: 10 }
+    }
+
     /// Polls until `stop` turns true; `pollers` batches are in flight at once, as Lambda scales.
     pub async fn run(self, pollers: usize, stop: tokio::sync::watch::Receiver<bool>) {
         let this = std::sync::Arc::new(self);

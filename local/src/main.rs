@@ -128,12 +128,7 @@ async fn up(
 
     // The mail function, fed as Lambda's event source mapping would.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let poller = esm::Poller {
-        sqs: aws_sdk_sqs::Client::new(&sdk),
-        queue_url: queues.queue_url.clone(),
-        mail: functions.mail.clone(),
-        batch_size: 10,
-    };
+    let poller = esm::Poller::new(aws_sdk_sqs::Client::new(&sdk), &queues.queue_url, functions.mail.clone());
     let polling = tokio::spawn(poller.run(4, stop_rx));
     // reconcile, as the EventBridge schedule runs it.
     let reconcile = functions.reconcile.clone();

@@ -385,6 +385,11 @@ pub fn sqs_batch_sealed(records: &[(&str, &str, Option<&str>)]) -> SqsEvent {
 }
 
 impl TestApp {
+    /// The event source mapping on this test's queue, feeding this test's mail function.
+    pub fn poller(&self) -> local_runner::esm::Poller {
+        local_runner::esm::Poller::new(self.sqs.clone(), &self.queue_url, self.functions.mail.clone())
+    }
+
     /// The seal grab would put on this body.
     pub fn seal(&self, body: &str) -> String {
         self.settings.seal.seal(body)

@@ -135,12 +135,7 @@ async fn a_whole_sale_and_its_attacks_log_no_address_token_or_hash() {
     app.sqs.send_message().queue_url(&app.queue_url).message_body(forged.to_string()).send().await.unwrap();
 
     // The consumer and reconcile, until the five orders are mailed.
-    let poller = local_runner::esm::Poller {
-        sqs: app.sqs.clone(),
-        queue_url: app.queue_url.clone(),
-        mail: app.functions.mail.clone(),
-        batch_size: 10,
-    };
+    let poller = app.poller();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while app.sent_mail().await.len() < 5 {
         assert!(tokio::time::Instant::now() < deadline, "the five orders were not mailed");

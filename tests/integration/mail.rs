@@ -256,12 +256,7 @@ async fn malformed_and_forged_messages_end_in_the_dlq_storing_and_mailing_nothin
     let ghost = forged_body(&event, "ghost", 1);
     shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone()).send(&ghost, &wrong_key).await.unwrap();
 
-    let poller = local_runner::esm::Poller {
-        sqs: app.sqs.clone(),
-        queue_url: app.queue_url.clone(),
-        mail: app.functions.mail.clone(),
-        batch_size: 10,
-    };
+    let poller = app.poller();
     // Poll as the event source mapping does until SQS moves the three (bounded).
     let mut in_dlq: Vec<String> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -313,12 +308,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let event = app.open_event(100).await;
     let (base, _stop) = crate::runner::start_runner(&app).await;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let poller = local_runner::esm::Poller {
-        sqs: app.sqs.clone(),
-        queue_url: app.queue_url.clone(),
-        mail: app.functions.mail.clone(),
-        batch_size: 10,
-    };
+    let poller = app.poller();
     let polling = tokio::spawn(poller.run(4, stop_rx));
 
     let http = reqwest::Client::new();

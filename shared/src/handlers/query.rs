@@ -3,11 +3,10 @@
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
-use serde_json::{Value, json};
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings, UserLimit},
-    domain::{EventId, OrderId, OrderStatus, order::OrderView},
+    domain::{Event, EventId, OrderId, OrderStatus, order::OrderView},
     gate::Gate,
     http::{
         ApiError, Caller, json,
@@ -16,7 +15,7 @@ use crate::{
     },
     queue::OrderQueue,
     recovery::{Rebuild, Rebuilder},
-    store::{Store, StoredEvent},
+    store::{AttendeeRow, Store, StoredEvent},
 };
 
 const DEFAULT_PAGE: usize = 50;
@@ -30,10 +29,33 @@ pub struct Query {
     limit: UserLimit,
 }
 
+/// An event as the read routes show it: the event, and its stock with where the figure came from.
+#[derive(Debug, Serialize)]
+pub struct EventWithStock {
+    #[serde(flatten)]
+    pub event: Event,
+    pub remaining: u32,
+    pub remaining_source: StockSource,
+}
+
+#[derive(Debug, Serialize)]
+struct EventPage {
+    events: Vec<EventWithStock>,
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct AttendeePage {
+    event_id: EventId,
+    capacity: u32,
+    orders: Vec<AttendeeRow>,
+    next_cursor: Option<String>,
+}
+
 /// Where a `remaining` figure came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-enum StockSource {
+pub enum StockSource {
     Live,
     Snapshot,
 }
@@ -64,24 +86,24 @@ impl Query {
                 Err(e) => tracing::warn!(error = %e, "redis unavailable; query served without its rate limit"),
             }
             let reply = match route_key(&req).as_str() {
-                "GET /events" => self.list_events(&req).await?,
-                "GET /events/{id}" => self.event(&event_id(&req)?).await?,
-                "GET /events/{id}/order" => self.order(&event_id(&req)?, &caller).await?,
+                "GET /events" => json(StatusCode::OK, &self.list_events(&req).await?),
+                "GET /events/{id}" => json(StatusCode::OK, &self.event(&event_id(&req)?).await?),
+                "GET /events/{id}/order" => json(StatusCode::OK, &self.order(&event_id(&req)?, &caller).await?),
                 "GET /admin/events/{id}/orders" => {
                     if !caller.admin {
                         return Err(ApiError::Forbidden);
                     }
-                    self.attendees(&req, &event_id(&req)?).await?
+                    json(StatusCode::OK, &self.attendees(&req, &event_id(&req)?).await?)
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };
-            Ok((json(StatusCode::OK, &reply), "OK"))
+            Ok((reply, "OK"))
         })
         .await
     }
 
     /// Live stock for the given events, falling back to each event's snapshot.
-    async fn with_stock(&self, events: Vec<StoredEvent>) -> Vec<Value> {
+    async fn with_stock(&self, events: Vec<StoredEvent>) -> Vec<EventWithStock> {
         let ids: Vec<EventId> = events.iter().map(|e| e.event.id.clone()).collect();
         let live = match self.gate.stocks(&ids).await {
             Ok(live) => live,
@@ -94,25 +116,22 @@ impl Query {
             .into_iter()
             .zip(live)
             .map(|(stored, live)| {
-                let (remaining, source) = match live {
+                let (remaining, remaining_source) = match live {
                     Some(n) => (n, StockSource::Live),
                     None => (stored.remaining_snapshot, StockSource::Snapshot),
                 };
-                let mut v = serde_json::to_value(&stored.event).unwrap_or_default();
-                v["remaining"] = json!(remaining);
-                v["remaining_source"] = json!(source);
-                v
+                EventWithStock { event: stored.event, remaining, remaining_source }
             })
             .collect()
     }
 
-    async fn list_events(&self, req: &Request) -> Result<Value, ApiError> {
+    async fn list_events(&self, req: &Request) -> Result<EventPage, ApiError> {
         let limit = page_size(req)?;
         let page = self.store.list_events(limit as i32, query_param(req, "cursor")).await?;
-        Ok(json!({ "events": self.with_stock(page.items).await, "next_cursor": page.next }))
+        Ok(EventPage { events: self.with_stock(page.items).await, next_cursor: page.next })
     }
 
-    async fn event(&self, id: &EventId) -> Result<Value, ApiError> {
+    async fn event(&self, id: &EventId) -> Result<EventWithStock, ApiError> {
         let stored = self.store.get_event(id).await?.ok_or(ApiError::EventNotFound)?;
         // An event DynamoDB knows but Redis does not lost its cache: rebuild it once, best effort
         // (the snapshot answers meanwhile).
@@ -127,18 +146,16 @@ impl Query {
 
     /// The caller's order: durable status from DynamoDB, else `PENDING` while the cache holds a
     /// grab not yet persisted.
-    async fn order(&self, event: &EventId, caller: &Caller) -> Result<Value, ApiError> {
+    async fn order(&self, event: &EventId, caller: &Caller) -> Result<OrderView, ApiError> {
         if let Some(order) = self.store.get_order(event, &caller.user).await? {
-            return Ok(serde_json::to_value(order).unwrap_or_default());
+            return Ok(order);
         }
         let (order_id, ticket_no) = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
         let order_id = OrderId::parse(&order_id).map_err(|_| ApiError::NoOrder)?;
-        let view =
-            OrderView { order_id, event_id: event.clone(), ticket_no, status: OrderStatus::Pending, reason: None };
-        Ok(serde_json::to_value(view).unwrap_or_default())
+        Ok(OrderView { order_id, event_id: event.clone(), ticket_no, status: OrderStatus::Pending, reason: None })
     }
 
-    async fn attendees(&self, req: &Request, event: &EventId) -> Result<Value, ApiError> {
+    async fn attendees(&self, req: &Request, event: &EventId) -> Result<AttendeePage, ApiError> {
         let limit = page_size(req)?;
         let after = match query_param(req, "cursor") {
             None => 0,
@@ -146,12 +163,12 @@ impl Query {
         };
         let stored = self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
         let page = self.store.list_orders(event, after, limit).await?;
-        Ok(json!({
-            "event_id": event,
-            "capacity": stored.event.capacity,
-            "orders": page.items,
-            "next_cursor": page.next,
-        }))
+        Ok(AttendeePage {
+            event_id: event.clone(),
+            capacity: stored.event.capacity,
+            orders: page.items,
+            next_cursor: page.next,
+        })
     }
 }
 

@@ -5,7 +5,7 @@
 //! (`sam remote invoke` with `events/release-direct.json`), which IAM already restricts to admins.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
-use serde_json::{Value, json};
+use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::{
@@ -133,8 +133,14 @@ pub enum DirectError {
     Busy,
 }
 
+/// A released event: every ticket number is free.
+#[derive(serde::Serialize)]
+struct ReleasedEvent<'a> {
+    #[serde(flatten)]
+    event: &'a Event,
+    remaining: u32,
+}
+
 fn event_reply(event: &Event) -> Value {
-    let mut v = serde_json::to_value(event).unwrap_or_default();
-    v["remaining"] = json!(event.capacity);
-    v
+    serde_json::to_value(ReleasedEvent { event, remaining: event.capacity }).unwrap_or_default()
 }
