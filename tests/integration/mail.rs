@@ -6,9 +6,10 @@ use std::{collections::HashSet, time::Duration};
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{Value, json};
 use shared::{
-    domain::{EventId, MailStatus, OrderId, OrderMessage, OrderStatus, event::epoch_ms},
+    domain::{EventId, MailStatus, OrderId, OrderMessage, OrderStatus, UserId, event::epoch_ms},
     handlers::mail::{Handled, MessageError},
     http::routes::Function,
+    store::schema::{attr, key},
 };
 use time::OffsetDateTime;
 
@@ -29,8 +30,8 @@ async fn mail_status(app: &TestApp, event: &EventId, user: &str) -> (OrderStatus
         .client()
         .get_item()
         .table_name(app.functions.store.table())
-        .key("PK", AttributeValue::S(format!("ORDER#{event}#{user}")))
-        .key("SK", AttributeValue::S("ORDER".into()))
+        .key(attr::PK, AttributeValue::S(key::order(event, &UserId::parse(user).unwrap())))
+        .key(attr::SK, AttributeValue::S(key::ORDER_SK.into()))
         .consistent_read(true)
         .send()
         .await
@@ -47,8 +48,8 @@ async fn ticket_holder(app: &TestApp, event: &EventId, ticket: u32) -> Option<St
         .client()
         .get_item()
         .table_name(app.functions.store.table())
-        .key("PK", AttributeValue::S(format!("TICKET#{event}#{ticket}")))
-        .key("SK", AttributeValue::S("TICKET".into()))
+        .key(attr::PK, AttributeValue::S(key::ticket(event, ticket)))
+        .key(attr::SK, AttributeValue::S(key::TICKET_SK.into()))
         .consistent_read(true)
         .send()
         .await
@@ -187,8 +188,8 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
         .client()
         .update_item()
         .table_name(app.functions.store.table())
-        .key("PK", AttributeValue::S(format!("ORDER#{event}#u1")))
-        .key("SK", AttributeValue::S("ORDER".into()))
+        .key(attr::PK, AttributeValue::S(key::order(&event, &UserId::parse("u1").unwrap())))
+        .key(attr::SK, AttributeValue::S(key::ORDER_SK.into()))
         .update_expression("SET mail_claimed_at = :old")
         .expression_attribute_values(":old", AttributeValue::N(old.to_string()))
         .send()

@@ -9,13 +9,14 @@ use aws_sdk_dynamodb::{
 use time::OffsetDateTime;
 
 use super::{
-    Store, StoreError,
-    codec::{Item, get_s},
-    schema::{GSI2_SHARDS, attr},
+    Page, Store, StoreError,
+    codec::{Item, get_n, get_s, n, opt_s, s},
+    schema::{GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
-    MailStatus, OrderMessage, OrderStatus,
+    Buyer, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
     event::{epoch_ms, rfc3339},
+    order::OrderView,
 };
 
 /// What persisting an order message found.
@@ -44,16 +45,8 @@ pub enum MailClaim {
     NotDue,
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-fn n(v: impl ToString) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
 fn order_key(m: &OrderMessage) -> [(String, AttributeValue); 2] {
-    [(attr::PK.to_owned(), s(format!("ORDER#{}#{}", m.event_id, m.user_id))), (attr::SK.to_owned(), s("ORDER"))]
+    [(attr::PK.to_owned(), s(key::order(&m.event_id, &m.user_id))), (attr::SK.to_owned(), s(key::ORDER_SK))]
 }
 
 fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Item {
@@ -67,29 +60,25 @@ fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Ite
         ("status".to_owned(), s(status.as_str())),
         ("created_at".to_owned(), s(&m.created_at)),
         ("stored_at".to_owned(), s(rfc3339(now))),
-        (attr::GSI1PK.to_owned(), s(format!("USER#{}", m.user_id))),
-        (attr::GSI1SK.to_owned(), s(format!("EVENT#{}", m.event_id))),
+        (attr::GSI1PK.to_owned(), s(key::user(&m.user_id))),
+        (attr::GSI1SK.to_owned(), s(key::event(&m.event_id))),
     ]);
     match status {
         // Only ticket holders are on the attendee list (GSI2).
         OrderStatus::Confirmed => {
             item.insert("mail_status".into(), s(MailStatus::Pending.as_str()));
-            item.insert(attr::GSI2PK.into(), s(format!("EVENT#{}#{}", m.event_id, m.ticket_no % GSI2_SHARDS)));
+            item.insert(attr::GSI2PK.into(), s(key::attendee_shard(&m.event_id, m.ticket_no)));
             item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
         // Rejected orders sit in a GSI2 partition of their own: off the attendee list, but found
         // when the cache is rebuilt, so their users see their order instead of grabbing again.
         _ => {
             item.insert("mail_status".into(), s(MailStatus::None.as_str()));
-            item.insert(attr::GSI2PK.into(), s(rejected_partition(m.event_id.as_str())));
+            item.insert(attr::GSI2PK.into(), s(key::rejected(&m.event_id)));
             item.insert(attr::GSI2SK.into(), n(m.ticket_no));
         }
     }
     item
-}
-
-pub(super) fn rejected_partition(event: &str) -> String {
-    format!("EVENT#{event}#REJECTED")
 }
 
 fn put(table: &str, item: Item) -> Result<TransactWriteItem, StoreError> {
@@ -116,8 +105,8 @@ impl Store {
     /// orders or a ticket two holders, and no shared item is written.
     pub async fn persist_order(&self, m: &OrderMessage, now: OffsetDateTime) -> Result<Persisted, StoreError> {
         let ticket: Item = [
-            (attr::PK.to_owned(), s(format!("TICKET#{}#{}", m.event_id, m.ticket_no))),
-            (attr::SK.to_owned(), s("TICKET")),
+            (attr::PK.to_owned(), s(key::ticket(&m.event_id, m.ticket_no))),
+            (attr::SK.to_owned(), s(key::TICKET_SK)),
             ("order_id".to_owned(), s(&m.order_id)),
             ("user_id".to_owned(), s(&m.user_id)),
         ]
@@ -310,4 +299,140 @@ impl Store {
             Err(e) => Err(e.into()),
         }
     }
+}
+
+impl Store {
+    /// The durable order of one user for one event.
+    pub async fn get_order(&self, event: &EventId, user: &UserId) -> Result<Option<OrderView>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::order(event, user)))
+            .key(attr::SK, s(key::ORDER_SK))
+            .send()
+            .await?;
+        out.item.map(|item| order_from_item(&item)).transpose()
+    }
+
+    /// The attendee list: durable orders by ticket number, `limit` at a time after `after_ticket`.
+    /// Orders are spread over [`GSI2_SHARDS`] partitions; each page reads every shard from the
+    /// cursor on and merges, so the cursor is just the last ticket number shown.
+    pub async fn list_orders(
+        &self,
+        event: &EventId,
+        after_ticket: u32,
+        limit: usize,
+    ) -> Result<Page<AttendeeRow>, StoreError> {
+        let queries = (0..GSI2_SHARDS).map(|shard| {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(GSI2)
+                .key_condition_expression("#pk = :shard AND #sk > :after")
+                .expression_attribute_names("#pk", attr::GSI2PK)
+                .expression_attribute_names("#sk", attr::GSI2SK)
+                .expression_attribute_values(":shard", s(key::event_shard(event, shard)))
+                .expression_attribute_values(":after", AttributeValue::N(after_ticket.to_string()))
+                .limit(limit as i32 + 1)
+                .send()
+        });
+        let mut rows = Vec::new();
+        for out in futures::future::join_all(queries).await {
+            for item in out?.items() {
+                rows.push(AttendeeRow::from_item(item)?);
+            }
+        }
+        rows.sort_by_key(|r| r.ticket_no);
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if more { rows.last().map(|r| r.ticket_no.to_string()) } else { None };
+        Ok(Page { items: rows, next })
+    }
+
+    /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected)
+    /// and the ticket numbers confirmed orders hold. Reads every GSI2 shard to its end.
+    pub async fn holdings(&self, event: &EventId) -> Result<Holdings, StoreError> {
+        let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| key::event_shard(event, shard)).collect();
+        partitions.push(key::rejected(event));
+        let reads = partitions.into_iter().map(|partition| async move {
+            let mut items = Vec::new();
+            let mut start = None;
+            loop {
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(GSI2)
+                    .key_condition_expression("#pk = :p")
+                    .expression_attribute_names("#pk", attr::GSI2PK)
+                    .expression_attribute_values(":p", s(partition.clone()))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await?;
+                items.extend(out.items().iter().cloned());
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<_, StoreError>(items);
+                }
+            }
+        });
+        let mut holdings = Holdings::default();
+        for items in futures::future::try_join_all(reads).await? {
+            for item in items {
+                let order = order_from_item(&item)?;
+                let user =
+                    UserId::parse(&get_s(&item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+                holdings.buyers.push(Buyer { user, order: order.order_id, ticket_no: order.ticket_no });
+                if order.status == OrderStatus::Confirmed {
+                    holdings.held.insert(order.ticket_no);
+                }
+            }
+        }
+        Ok(holdings)
+    }
+}
+
+/// One line of the attendee list. The e-mail is included: the organiser needs it at the door.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AttendeeRow {
+    pub ticket_no: u32,
+    pub order_id: String,
+    pub user_id: String,
+    pub email: String,
+    pub status: OrderStatus,
+    pub created_at: String,
+    /// When the order became durable (`CONFIRMED`).
+    pub confirmed_at: Option<String>,
+    /// Where its confirmation mail stands (`PENDING`, `SENDING`, `SENT`), and when it was sent.
+    pub mail_status: Option<String>,
+    pub mailed_at: Option<String>,
+}
+
+impl AttendeeRow {
+    fn from_item(item: &Item) -> Result<Self, StoreError> {
+        let view = order_from_item(item)?;
+        Ok(Self {
+            ticket_no: view.ticket_no,
+            order_id: view.order_id.to_string(),
+            user_id: get_s(item, "user_id")?,
+            email: get_s(item, "email")?,
+            status: view.status,
+            created_at: get_s(item, "created_at")?,
+            confirmed_at: opt_s(item, "stored_at"),
+            mail_status: opt_s(item, "mail_status"),
+            mailed_at: opt_s(item, "mail_sent_at"),
+        })
+    }
+}
+
+pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
+    let status = get_s(item, "status")?;
+    Ok(OrderView {
+        order_id: OrderId::parse(&get_s(item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
+        event_id: EventId::parse(&get_s(item, "event_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
+        ticket_no: get_n(item, "ticket_no")?,
+        status: OrderStatus::parse(&status).ok_or_else(|| StoreError::Malformed(format!("status {status}")))?,
+        reason: opt_s(item, "reason"),
+    })
 }

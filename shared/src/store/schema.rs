@@ -9,6 +9,43 @@ pub const GSI2_SHARDS: u32 = 16;
 /// The GSI1 partition that lists events.
 pub const EVENTS_PARTITION: &str = "EVENTS";
 
+/// The items' key values, built here and nowhere else (tests included).
+pub mod key {
+    use super::GSI2_SHARDS;
+    use crate::domain::{EventId, UserId};
+
+    pub const EVENT_SK: &str = "META";
+    pub const ORDER_SK: &str = "ORDER";
+    pub const TICKET_SK: &str = "TICKET";
+
+    pub fn event(e: &EventId) -> String {
+        format!("EVENT#{e}")
+    }
+    /// One order per (event, user): the key is the rule.
+    pub fn order(e: &EventId, u: &UserId) -> String {
+        format!("ORDER#{e}#{u}")
+    }
+    /// One holder per ticket number: the key is the rule.
+    pub fn ticket(e: &EventId, n: u32) -> String {
+        format!("TICKET#{e}#{n}")
+    }
+    /// GSI1: a user's orders.
+    pub fn user(u: &UserId) -> String {
+        format!("USER#{u}")
+    }
+    /// GSI2: the attendee list's partition of ticket `n`.
+    pub fn attendee_shard(e: &EventId, n: u32) -> String {
+        event_shard(e, n % GSI2_SHARDS)
+    }
+    pub fn event_shard(e: &EventId, shard: u32) -> String {
+        format!("EVENT#{e}#{shard}")
+    }
+    /// GSI2: rejected orders, off the attendee list but found by a rebuild.
+    pub fn rejected(e: &EventId) -> String {
+        format!("EVENT#{e}#REJECTED")
+    }
+}
+
 /// Attribute names of the keys.
 pub mod attr {
     pub const PK: &str = "PK";

@@ -1,0 +1,223 @@
+//! Events: the release's conditional put, the reads of one event and of the list (by sale start,
+//! through GSI1), and the `remaining` snapshot reconcile refreshes.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
+
+use super::{
+    Page, Store, StoreError,
+    codec::{Item, get_n, get_s, get_time, n, opt_s, s},
+    schema::{EVENTS_PARTITION, GSI1, attr, key},
+};
+use crate::domain::{Event, EventId, event::rfc3339};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PutEventError {
+    #[error("an event with this id exists")]
+    Exists,
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// An event as stored, with the `remaining` snapshot that serves reads while Redis is down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    pub event: Event,
+    pub remaining_snapshot: u32,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the cursor is not one this API issued")]
+pub struct BadCursor;
+
+/// Why a page of the event list could not be had: a cursor this API did not issue (the caller's
+/// fault), or the store.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error(transparent)]
+    BadCursor(#[from] BadCursor),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl<E> From<aws_sdk_dynamodb::error::SdkError<E>> for ListError
+where
+    E: std::error::Error + aws_sdk_dynamodb::error::ProvideErrorMetadata + Send + Sync + 'static,
+{
+    fn from(e: aws_sdk_dynamodb::error::SdkError<E>) -> Self {
+        Self::Store(e.into())
+    }
+}
+
+impl Store {
+    /// Stores a new event; an id already taken is `Exists` and nothing is overwritten.
+    pub async fn put_event(&self, event: &Event) -> Result<(), PutEventError> {
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(event_item(event)))
+            .condition_expression("attribute_not_exists(PK)")
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_conditional_check_failed_exception()) => {
+                Err(PutEventError::Exists)
+            }
+            Err(e) => Err(StoreError::from(e).into()),
+        }
+    }
+
+    pub async fn get_event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::event(id)))
+            .key(attr::SK, s(key::EVENT_SK))
+            .send()
+            .await?;
+        out.item.map(|item| event_from_item(&item)).transpose()
+    }
+
+    /// Events, the latest sale first.
+    pub async fn list_events(&self, limit: i32, cursor: Option<&str>) -> Result<Page<StoredEvent>, ListError> {
+        let start = cursor.map(decode_event_cursor).transpose()?;
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(GSI1)
+            .key_condition_expression("#pk = :events")
+            .expression_attribute_names("#pk", attr::GSI1PK)
+            .expression_attribute_values(":events", s(EVENTS_PARTITION))
+            .scan_index_forward(false)
+            .limit(limit)
+            .set_exclusive_start_key(start)
+            .send()
+            .await?;
+        let items = out.items().iter().map(event_from_item).collect::<Result<Vec<_>, _>>()?;
+        let next = out.last_evaluated_key().and_then(|k| match k.get(attr::GSI1SK) {
+            Some(AttributeValue::S(sk)) => Some(URL_SAFE_NO_PAD.encode(sk)),
+            _ => None,
+        });
+        Ok(Page { items, next })
+    }
+
+    /// Refreshes the event's `remaining` snapshot, served while Redis cannot answer.
+    pub async fn set_remaining(&self, event: &EventId, remaining: u32) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::event(event)))
+            .key(attr::SK, s(key::EVENT_SK))
+            .update_expression("SET remaining = :r")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":r", AttributeValue::N(remaining.to_string()))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Every event, page by page to the end (reconcile's walk).
+    pub async fn all_events(&self) -> Result<Vec<StoredEvent>, StoreError> {
+        let mut events = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = self.list_events(100, cursor.as_deref()).await.map_err(|e| match e {
+                ListError::Store(e) => e,
+                ListError::BadCursor(e) => StoreError::Malformed(e.to_string()),
+            })?;
+            events.extend(page.items);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => return Ok(events),
+            }
+        }
+    }
+}
+
+pub(super) fn event_item(event: &Event) -> Item {
+    let mut item = HashMap::from([
+        (attr::PK.to_owned(), s(key::event(&event.id))),
+        (attr::SK.to_owned(), s(key::EVENT_SK)),
+        (attr::GSI1PK.to_owned(), s(EVENTS_PARTITION)),
+        (attr::GSI1SK.to_owned(), s(event_list_key(event))),
+        ("event_id".to_owned(), s(event.id.as_str())),
+        ("title".to_owned(), s(&event.title)),
+        ("capacity".to_owned(), n(event.capacity)),
+        ("sale_start".to_owned(), s(rfc3339(event.sale_start))),
+        ("sale_end".to_owned(), s(rfc3339(event.sale_end))),
+        ("created_at".to_owned(), s(rfc3339(event.created_at))),
+        ("remaining".to_owned(), n(event.capacity)),
+    ]);
+    if let Some(v) = &event.venue {
+        item.insert("venue".into(), s(v));
+    }
+    if let Some(v) = event.starts_at {
+        item.insert("starts_at".into(), s(rfc3339(v)));
+    }
+    if let Some(v) = &event.description {
+        item.insert("description".into(), s(v));
+    }
+    item
+}
+
+pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
+    let id = get_s(item, "event_id")?;
+    let event = Event {
+        id: EventId::parse(&id).map_err(|e| StoreError::Malformed(e.to_string()))?,
+        title: get_s(item, "title")?,
+        capacity: get_n(item, "capacity")?,
+        sale_start: get_time(item, "sale_start")?,
+        sale_end: get_time(item, "sale_end")?,
+        venue: opt_s(item, "venue"),
+        starts_at: opt_s(item, "starts_at").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
+        description: opt_s(item, "description"),
+        created_at: get_time(item, "created_at")?,
+    };
+    let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
+    Ok(StoredEvent { event, remaining_snapshot })
+}
+
+fn decode_event_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, BadCursor> {
+    let sk = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| BadCursor)?;
+    let sk = String::from_utf8(sk).map_err(|_| BadCursor)?;
+    let (_, id) = sk.rsplit_once('#').ok_or(BadCursor)?;
+    let id = EventId::parse(id).map_err(|_| BadCursor)?;
+    Ok(HashMap::from([
+        (attr::PK.to_owned(), s(key::event(&id))),
+        (attr::SK.to_owned(), s(key::EVENT_SK)),
+        (attr::GSI1PK.to_owned(), s(EVENTS_PARTITION)),
+        (attr::GSI1SK.to_owned(), s(sk)),
+    ]))
+}
+
+/// The event list's sort key: sale start, then id, so equal starts stay distinct.
+pub(crate) fn event_list_key(event: &Event) -> String {
+    format!("{}#{}", rfc3339(event.sale_start), event.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2_000))]
+        /// Any cursor: refused, or the key of an event with a valid id; a cursor this API issued
+        /// always reads back.
+        #[test]
+        fn any_cursor_is_refused_or_names_a_valid_event(cursor in "\\PC{0,80}|[A-Za-z0-9_-]{0,80}", id in "[A-Za-z0-9_-]{1,64}") {
+            if let Ok(key) = decode_event_cursor(&cursor) {
+                let pk = key[attr::PK].as_s().unwrap();
+                proptest::prop_assert!(EventId::parse(pk.trim_start_matches("EVENT#")).is_ok());
+            }
+            let issued = URL_SAFE_NO_PAD.encode(format!("2026-12-01T09:00:00Z#{id}"));
+            proptest::prop_assert!(decode_event_cursor(&issued).is_ok());
+        }
+    }
+}
