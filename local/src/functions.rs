@@ -69,7 +69,7 @@ impl Functions {
                 queue.clone(),
                 settings.seal.clone(),
                 settings.rebuild,
-                ReconcileSettings { outbox_age: settings.outbox_age },
+                ReconcileSettings { outbox_age: settings.outbox_age, outbox_max_wait: settings.outbox_max_wait },
             ),
             mail: Mail::new(
                 store.clone(),

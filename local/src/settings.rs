@@ -35,8 +35,10 @@ pub struct LocalSettings {
     /// A `SENDING` mail claim older than this is taken over (the sender crashed).
     pub mail_claim_timeout: Duration,
     pub rebuild: shared::recovery::RebuildSettings,
-    /// Outbox entries older than this are re-driven by reconcile.
+    /// Outbox entries older than this are re-driven by reconcile (`outbox_max_wait` while the
+    /// queue still holds messages).
     pub outbox_age: Duration,
+    pub outbox_max_wait: Duration,
 }
 
 impl LocalSettings {
@@ -44,6 +46,7 @@ impl LocalSettings {
     /// runner with its name, as it stops a cold start.
     pub fn from_env() -> Result<Self, ConfigError> {
         let hash = HashSettings::with_secret(&text_or("HASH_SECRET", DEFAULT_HASH_SECRET))?;
+        let reconcile = ReconcileSettings::from_env()?;
         let seal = SealKey::new(text_or("ORDER_KEY", DEFAULT_ORDER_KEY).as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
         Ok(Self {
@@ -60,7 +63,8 @@ impl LocalSettings {
             user_limit: UserLimit::from_env()?,
             mail_claim_timeout: Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
             rebuild: RebuildSettings::from_env()?,
-            outbox_age: ReconcileSettings::from_env()?.outbox_age,
+            outbox_age: reconcile.outbox_age,
+            outbox_max_wait: reconcile.outbox_max_wait,
         })
     }
 

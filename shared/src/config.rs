@@ -261,12 +261,18 @@ impl MailSettings {
 /// What reconcile does each run.
 #[derive(Debug, Clone, Copy)]
 pub struct ReconcileSettings {
-    /// Outbox entries older than this whose order is not durable are sent again.
+    /// Outbox entries older than this whose order is not durable are sent again...
     pub outbox_age: Duration,
+    /// ...unless the queue still holds messages: then the entry is most likely waiting there, and
+    /// a copy would only lengthen the drain. Past this age it is sent again all the same.
+    pub outbox_max_wait: Duration,
 }
 
 impl ReconcileSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { outbox_age: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_AGE_SECONDS", 30)?) })
+        Ok(Self {
+            outbox_age: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_AGE_SECONDS", 30)?),
+            outbox_max_wait: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_MAX_WAIT_SECONDS", 300)?),
+        })
     }
 }

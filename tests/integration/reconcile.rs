@@ -258,6 +258,26 @@ async fn the_redrive_sends_only_orders_not_yet_durable_and_clears_the_others() {
     assert_eq!(app.sent_mail().await.len(), 2, "one mail per order");
 }
 
+/// While the queue still holds messages, a young outbox entry is most likely one of them: reconcile
+/// waits (up to its maximum) instead of sending a copy that would only lengthen the drain; once
+/// the queue is empty, every entry whose order is not durable is sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_redrive_waits_while_the_queue_is_draining() {
+    let app = app().await;
+    let event = app.open_event(10).await;
+    // u1's message is lost (taken off the queue, never consumed); u2's still waits on the queue.
+    assert_eq!(app.grab(&event, "u1").await.status, 202);
+    assert_eq!(app.drain_queue_raw().await.len(), 1);
+    assert_eq!(app.grab(&event, "u2").await.status, 202);
+    let report = app.functions.reconcile.run().await;
+    assert_eq!((report.redriven, report.outbox_left), (0, 2), "the queue is not empty: {report:?}");
+    // The queue drained (u2's message taken off and lost too): both are sent again.
+    assert_eq!(app.drain_queue_raw().await.len(), 1);
+    let report = app.functions.reconcile.run().await;
+    assert_eq!(report.redriven, 2, "{report:?}");
+    assert_eq!(app.drain_queue_raw().await.len(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn query_serves_the_snapshot_while_redis_is_down_and_grab_answers_busy_fast() {
     let app = app().await;

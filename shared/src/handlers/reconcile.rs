@@ -133,9 +133,18 @@ impl Reconcile {
             }
         };
         let now = OffsetDateTime::now_utc();
+        // While the queue holds messages, the outbox's young entries are most likely among them.
+        let outbox_age = match self.queue.in_flight().await {
+            Ok(0) => self.settings.outbox_age,
+            Ok(_) => self.settings.outbox_max_wait.max(self.settings.outbox_age),
+            Err(e) => {
+                tracing::warn!(error = %e, "queue depth unknown; re-driving as if it were empty");
+                self.settings.outbox_age
+            }
+        };
         for stored in events.iter().filter(|s| s.event.sale_end > now - QUIET_AFTER_END) {
             report.events += 1;
-            if let Err(e) = self.event(stored, now, &mut report).await {
+            if let Err(e) = self.event(stored, now, outbox_age, &mut report).await {
                 tracing::warn!(event_id = %stored.event.id, error = %e, "reconcile of an event failed; the next run retries");
                 report.failures += 1;
             }
@@ -158,6 +167,7 @@ impl Reconcile {
         &self,
         stored: &StoredEvent,
         now: OffsetDateTime,
+        outbox_age: std::time::Duration,
         report: &mut ReconcileReport,
     ) -> Result<(), ReconcileError> {
         let event = &stored.event;
@@ -172,7 +182,7 @@ impl Reconcile {
             stock = self.gate.stock(&event.id).await?;
         }
         // 2. the outbox: durable orders leave it, the others are sent again
-        for entry in self.gate.outbox_due(&event.id, self.settings.outbox_age, OUTBOX_BATCH).await? {
+        for entry in self.gate.outbox_due(&event.id, outbox_age, OUTBOX_BATCH).await? {
             let durable = match OrderMessage::parse(&entry.message) {
                 Ok(order) => {
                     let user = order.user_id;
