@@ -196,7 +196,9 @@ impl TestApp {
         self.drain_queue_raw().await.iter().map(|b| serde_json::from_str(b).expect("message body is JSON")).collect()
     }
 
-    /// Every message body on this test's queue, received and deleted, exactly as sent.
+    /// Every distinct message body on this test's queue, received and deleted, exactly as sent, in
+    /// the order received. Distinct: grab's send gives up an attempt after 700 ms and tries again,
+    /// so on a loaded machine one send can land twice (consumers are idempotent, DESIGN.md 7).
     pub async fn drain_queue_raw(&self) -> Vec<String> {
         let mut bodies = Vec::new();
         loop {
@@ -214,7 +216,10 @@ impl TestApp {
                 return bodies;
             }
             for m in messages {
-                bodies.push(m.body().unwrap_or_default().to_owned());
+                let body = m.body().unwrap_or_default().to_owned();
+                if !bodies.contains(&body) {
+                    bodies.push(body);
+                }
                 self.sqs
                     .delete_message()
                     .queue_url(&self.queue_url)
