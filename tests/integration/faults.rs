@@ -161,12 +161,13 @@ async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         assert!(Instant::now() < deadline, "did not drain within 120 s");
-        while poller.poll_once().await.unwrap() > 0 {}
+        // An emulator call that times out under the suite's load counts as "maybe more".
+        while poller.poll_once().await.unwrap_or(1) > 0 && Instant::now() < deadline {}
         app.functions.reconcile.run().await;
         let mut r = app.redis.clone();
         // The connection may still be finding a restarted server: not drained yet.
         let outbox: u64 = r.hlen(keys::outbox(event)).await.unwrap_or(u64::MAX);
-        if outbox == 0 && queue.in_flight().await.unwrap() == 0 {
+        if outbox == 0 && queue.in_flight().await.is_ok_and(|n| n == 0) {
             return started.elapsed();
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

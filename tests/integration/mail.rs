@@ -262,9 +262,11 @@ async fn malformed_and_forged_messages_end_in_the_dlq_storing_and_mailing_nothin
     let mut in_dlq: Vec<String> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     while in_dlq.len() < 3 && tokio::time::Instant::now() < deadline {
-        poller.poll_once().await.unwrap();
-        let out = app.sqs.receive_message().queue_url(&dlq_url).max_number_of_messages(10).send().await.unwrap();
-        in_dlq.extend(out.messages.unwrap_or_default().into_iter().map(|m| m.body.unwrap_or_default()));
+        // A call the emulator, starved by the suite beside it, does not answer in time is tried again.
+        let _ = poller.poll_once().await;
+        if let Ok(out) = app.sqs.receive_message().queue_url(&dlq_url).max_number_of_messages(10).send().await {
+            in_dlq.extend(out.messages.unwrap_or_default().into_iter().map(|m| m.body.unwrap_or_default()));
+        }
     }
     in_dlq.sort();
     let mut expected = vec!["{not json".to_owned(), unsealed, ghost];
