@@ -11,7 +11,10 @@ use local_runner::authorizer::{Authorizer, DevClaims};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
 
-use crate::{helpers::*, runner::start_runner};
+use crate::{
+    helpers::*,
+    runner::{start_runner, verify_hash_over_http},
+};
 
 /// Everything the functions log, in memory.
 #[derive(Clone, Default)]
@@ -69,16 +72,7 @@ async fn a_whole_sale_and_its_attacks_log_no_address_token_or_hash() {
     for i in 0..8 {
         let user = format!("s{i}-{run}");
         let token = auth.mint(&user, Some(&format!("{user}@example.org")), false, hour).unwrap();
-        let hash: Value = http
-            .get(format!("{base}/events/{id}/verify-hash"))
-            .bearer_auth(&token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let hash = hash["hash"].as_str().unwrap().to_owned();
+        let hash = verify_hash_over_http(&http, &base, &id, &token).await;
         for _ in 0..2 {
             let grabbed =
                 http.post(format!("{base}/events/{id}/grab")).bearer_auth(&token).json(&json!({ "hash": hash })).send();

@@ -328,19 +328,11 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
                 auth.mint(&user, Some(&format!("{user}@example.com")), false, Duration::from_secs(600)).unwrap();
             tokio::spawn(async move {
                 let _socket = sockets.acquire().await.unwrap();
-                let hash: Value = http
-                    .get(format!("{base}/events/{event}/verify-hash"))
-                    .bearer_auth(&token)
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
+                let hash = crate::runner::verify_hash_over_http(&http, &base, event.as_str(), &token).await;
                 let reply = http
                     .post(format!("{base}/events/{event}/grab"))
                     .bearer_auth(&token)
-                    .json(&json!({ "hash": hash["hash"] }))
+                    .json(&json!({ "hash": hash }))
                     .send()
                     .await
                     .unwrap();

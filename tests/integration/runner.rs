@@ -25,6 +25,20 @@ pub async fn start_runner(app: &TestApp) -> (String, tokio::sync::oneshot::Sende
     (base, stop)
 }
 
+/// A user's verify hash, asked of a runner over HTTP as a client would.
+pub async fn verify_hash_over_http(http: &reqwest::Client, base: &str, event: &str, token: &str) -> String {
+    let reply: Value = http
+        .get(format!("{base}/events/{event}/verify-hash"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    reply["hash"].as_str().expect("a hash").to_owned()
+}
+
 #[tokio::test]
 async fn token_release_verify_hash_grab_and_order_over_http() {
     let app = TestApp::new().await;
@@ -46,19 +60,11 @@ async fn token_release_verify_hash_grab_and_order_over_http() {
     assert_eq!(created.status(), 201);
     assert_eq!(created.headers()["cache-control"], "no-store");
 
-    let hash: Value = http
-        .get(format!("{base}/events/{id}/verify-hash"))
-        .bearer_auth(&user)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let hash = verify_hash_over_http(&http, &base, id.as_str(), &user).await;
     let grabbed = http
         .post(format!("{base}/events/{id}/grab"))
         .bearer_auth(&user)
-        .json(&json!({ "hash": hash["hash"] }))
+        .json(&json!({ "hash": hash }))
         .send()
         .await
         .unwrap();

@@ -13,7 +13,6 @@ use sha2::Sha256;
 
 const VERSION: &str = "v1";
 const CONTEXT: &[u8] = b"order-v1\n";
-const MIN_SECRET_BYTES: usize = 16;
 
 /// The message attribute that carries the seal.
 pub const SEAL_ATTRIBUTE: &str = "seal";
@@ -40,10 +39,7 @@ pub enum BadSeal {
 
 impl SealKey {
     pub fn new(secret: &[u8]) -> Result<Self, &'static str> {
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err("the secret must be at least 16 bytes");
-        }
-        Hmac::<Sha256>::new_from_slice(secret).map(Self).map_err(|_| "unusable secret")
+        super::verify_hash::hmac_key(secret).map(Self)
     }
 
     fn mac(&self, body: &str) -> Hmac<Sha256> {

@@ -28,12 +28,18 @@ pub enum BadHash {
     Expired,
 }
 
+/// An HMAC-SHA256 key from a deployment secret, refusing one too short to be a secret (the verify
+/// hash's key and the order seal's both come through here).
+pub(crate) fn hmac_key(secret: &[u8]) -> Result<Hmac<Sha256>, &'static str> {
+    if secret.len() < MIN_SECRET_BYTES {
+        return Err("the secret must be at least 16 bytes");
+    }
+    Hmac::<Sha256>::new_from_slice(secret).map_err(|_| "unusable secret")
+}
+
 impl HashKey {
     pub fn new(secret: &[u8]) -> Result<Self, &'static str> {
-        if secret.len() < MIN_SECRET_BYTES {
-            return Err("the secret must be at least 16 bytes");
-        }
-        Hmac::<Sha256>::new_from_slice(secret).map(Self).map_err(|_| "unusable secret")
+        hmac_key(secret).map(Self)
     }
 
     fn mac(&self, event: &EventId, user: &UserId, expires_ms: i64) -> Hmac<Sha256> {
