@@ -37,11 +37,14 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
-// One thread: the runner, the handlers and the consumer all log to this test's subscriber.
+// The process-wide subscriber (a thread-local one missed events whose callsites other threads had
+// cached first): it also takes the lines of the tests running beside this one, which must hold
+// the same rule.
 #[tokio::test(flavor = "current_thread")]
 async fn a_whole_sale_and_its_attacks_log_no_address_token_or_hash() {
     let logs = Captured::default();
-    let _guard = tracing::subscriber::set_default(shared::telemetry::subscriber("info", logs.clone()));
+    tracing::subscriber::set_global_default(shared::telemetry::subscriber("info", logs.clone()))
+        .expect("no other test installs a subscriber");
     let app = TestApp::for_mail(1).await;
     let (base, _stop) = start_runner(&app).await;
     let http = local_runner::client::new();
