@@ -545,7 +545,8 @@ impl Context {
                 head: &head,
                 clock_ms: shared::domain::event::epoch_ms(now),
             };
-            let GrabOutcome::Granted { message, .. } = self.real.gate.grab(&attempt, settings.policy).await? else {
+            let GrabOutcome::Granted { message, .. } = self.real.gate.grab(&attempt, settings.policy).await?.outcome
+            else {
                 return Err("the split's grab was not granted".into());
             };
             let t4 = Instant::now();

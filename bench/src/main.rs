@@ -97,6 +97,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         redis_url: args.redis_url.clone(),
         connect_timeout: Duration::from_secs(5),
         command_timeout: Duration::from_secs(60),
+        replica_wait: Duration::from_millis(100),
     })?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();
@@ -257,11 +258,13 @@ async fn run_round(
         callgrind_control("-z")?;
     }
 
+    // The replication id the warm wrote under: grab.lua's opening field names it.
+    let history = gate.history().await?;
     let started = Instant::now();
     let per_conn = args.users.div_ceil(conns.len() as u32);
     let workers = conns.iter().enumerate().map(|(c, conn)| {
         let mut conn = conn.clone();
-        let (script, keys) = (&script, &keys);
+        let (script, keys, history) = (&script, &keys, &history);
         let event_id = EventId::parse(&keys.event).expect("a bench event id");
         let email = Email::parse("bench@example.com").expect("an address");
         let policy = GrabPolicy::default();
@@ -292,7 +295,7 @@ async fn run_round(
                         };
                         let mut call = script.key(&keys.meta);
                         call.key(&keys.seats).key(&keys.outbox);
-                        for arg in attempt.script_args(policy) {
+                        for arg in attempt.script_args(policy, history) {
                             call.arg(arg);
                         }
                         let r: String = call.invoke_async(&mut conn).await?;

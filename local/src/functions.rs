@@ -40,6 +40,7 @@ impl Functions {
             redis_url: settings.redis_url.clone(),
             connect_timeout: std::time::Duration::from_millis(500),
             command_timeout: std::time::Duration::from_millis(2000),
+            replica_wait: std::time::Duration::from_millis(100),
         })?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);

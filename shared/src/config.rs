@@ -72,6 +72,9 @@ pub struct GateSettings {
     pub redis_url: String,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
+    /// How long a grab whose send failed waits for a replica to hold its outbox entry (`WAIT`)
+    /// before answering `503 BUSY` instead of `202`.
+    pub replica_wait: Duration,
 }
 
 impl GateSettings {
@@ -87,6 +90,7 @@ impl GateSettings {
             redis_url,
             connect_timeout: Duration::from_millis(parsed_or("REDIS_CONNECT_TIMEOUT_MS", 500)?),
             command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
+            replica_wait: Duration::from_millis(parsed_or("REDIS_REPLICA_WAIT_MS", 100)?),
         })
     }
 }
@@ -217,6 +221,10 @@ pub struct RebuildSettings {
     pub lock_ttl: Duration,
     /// How long a rebuild waits for in-flight orders to be stored.
     pub max_wait: Duration,
+    /// How long after the loss was first seen a rebuild waits at least: a grab that wrote on the
+    /// lost server may still be sending its order (grab's send gives up within 1.5 s), and the
+    /// order must be on the queue before the queue is seen drained.
+    pub settle: Duration,
 }
 
 impl RebuildSettings {
@@ -224,13 +232,14 @@ impl RebuildSettings {
         Ok(Self {
             lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
             max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
+            settle: Duration::from_millis(parsed_or("REBUILD_SETTLE_MS", 2_000)?),
         })
     }
 }
 
 impl Default for RebuildSettings {
     fn default() -> Self {
-        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30) }
+        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30), settle: Duration::from_secs(2) }
     }
 }
 

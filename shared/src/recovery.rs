@@ -1,4 +1,6 @@
 //! Rebuilding a lost cache (ElastiCache failover, restart, `FLUSHALL`) exactly from DynamoDB.
+//! A cache written before a failover counts as lost (`gate::link`): the promoted replica may lack
+//! the old primary's last writes, so it is rebuilt the same way.
 //!
 //! DynamoDB is complete only once the orders still in flight on the queue are stored, so a rebuild
 //! waits for the queue to drain (answering "busy" meanwhile), for at most `max_wait` after the loss
@@ -66,6 +68,9 @@ impl Rebuilder {
         let now = epoch_ms(OffsetDateTime::now_utc());
         let lost_since = self.gate.mark_lost(&event.id, now).await?;
         let waited = Duration::from_millis((now - lost_since).max(0) as u64);
+        if waited < self.settings.settle {
+            return Ok(Rebuild::Busy);
+        }
         if waited < self.settings.max_wait {
             let in_flight = self.queue.in_flight().await?;
             if in_flight > 0 {

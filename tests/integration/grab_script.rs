@@ -26,7 +26,7 @@ async fn grab_at(app: &TestApp, event: &EventId, user: &str, policy: GrabPolicy,
     let email = Email::parse("x@example.com").unwrap();
     let head = MessageHead::new(&order_id, event, &user, &email, "2026-11-22T10:00:00Z");
     let attempt = GrabAttempt { event, user: &user, order_id: &order_id, head: &head, clock_ms };
-    app.functions.gate.grab(&attempt, policy).await.expect("script runs")
+    app.functions.gate.grab(&attempt, policy).await.expect("script runs").outcome
 }
 
 async fn grab_with(app: &TestApp, event: &EventId, user: &str, policy: GrabPolicy) -> GrabOutcome {
@@ -183,12 +183,13 @@ async fn a_script_error_writes_nothing_not_even_the_counter() {
     let script = redis::Script::new(include_str!("../../shared/src/gate/grab.lua"));
     let mut r = app.redis.clone();
     let now = format!("{:015}", now_ms());
-    // A caller that forgets an argument (here the clock), or sends times in another format, is
-    // refused before anything is read.
+    let opening = keys::opening(&app.functions.gate.history().await.unwrap());
+    // A caller that forgets an argument (here the opening field), or sends times in another
+    // format, is refused before anything is read.
     for args in [
-        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now],
-        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "soon"],
-        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "1763900000000"],
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, &now],
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "soon", &opening],
+        vec!["=u1", OrderId::generate().as_str(), r#"{"v":1"#, "5", &now, "1763900000000", &opening],
     ] {
         let mut call = script.key(keys::meta(&event));
         call.key(keys::seats(&event)).key(keys::outbox(&event));
@@ -199,6 +200,33 @@ async fn a_script_error_writes_nothing_not_even_the_counter() {
         assert!(result.is_err(), "{args:?}: {result:?}");
     }
     assert_eq!(app.cache(&event).await, before);
+}
+
+#[tokio::test]
+async fn a_cache_written_in_another_history_decides_nothing_and_writes_nothing() {
+    let app = TestApp::new().await;
+    let event = app.open_event(2).await;
+    let GrabOutcome::Granted { .. } = grab(&app, &event, "u1").await else { panic!() };
+    // What a promoted replica holds: the event as the old primary wrote it, under the old
+    // primary's replication id (a replication id is 40 hex digits).
+    let history = app.functions.gate.history().await.unwrap();
+    let old = keys::opening(&"0".repeat(40));
+    let mut r = app.redis.clone();
+    let opens: String = r.hget(keys::meta(&event), keys::opening(&history)).await.unwrap();
+    let _: () = redis::pipe()
+        .hdel(keys::meta(&event), keys::opening(&history))
+        .hset(keys::meta(&event), &old, opens)
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    let before = app.cache(&event).await;
+    for user in ["u1", "u2", "u3"] {
+        assert_eq!(grab(&app, &event, user).await, GrabOutcome::Stale, "{user}");
+    }
+    assert_eq!(app.cache(&event).await, before, "a stale cache is not written to, not even a counter");
+    // Everything that reads the cache sees it as lost.
+    assert_eq!(app.functions.gate.stock(&event).await.unwrap(), None);
+    assert_eq!(app.functions.gate.window(&event).await.unwrap(), None);
 }
 
 #[tokio::test]

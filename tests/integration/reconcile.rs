@@ -23,12 +23,14 @@ use crate::helpers::*;
 /// timeout (500 ms) twice (one reconnect) and its retry delay, with room to spare.
 const BUSY_BUDGET: Duration = Duration::from_millis(2_500);
 
-/// A consumer test whose reconcile re-drives at once and whose rebuild waits at most 5 s.
+/// A consumer test whose reconcile re-drives at once and whose rebuild waits at most 5 s (and
+/// starts at once: these tests send nothing while the cache is lost).
 async fn app() -> Arc<TestApp> {
     Arc::new(
         TestApp::for_mail_with(1, |s| {
             s.outbox_age = Duration::ZERO;
             s.rebuild.max_wait = Duration::from_secs(5);
+            s.rebuild.settle = Duration::ZERO;
         })
         .await,
     )

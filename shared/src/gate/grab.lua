@@ -1,8 +1,9 @@
 -- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
 --
--- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from (start + 10 s) and
---                          open_until (end - 10 s), the span where the caller's clock decides
---                          (in the script's time format, below); and
+-- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from@<history> (start + 10 s)
+--                          and open_until (end - 10 s), the span where the caller's clock decides
+--                          (in the script's time format, below); <history> is the replication id
+--                          of the primary that wrote the cache (gate/link.rs); and
 --                          one field per user who has touched the sale, "=<user>":
 --                          "<order id>:<ticket no>" (holds an order) or
 --                          "#<window end ms>:<count>" (refused requests in the rate window)
@@ -15,9 +16,11 @@
 -- ARGV[4]  rate limit: refused requests allowed per window
 -- ARGV[5]  the end of a rate window that would start now (the caller's clock + the window)
 -- ARGV[6]  the caller's clock
+-- ARGV[7]  "open_from@<history>": the field named after the replication id of the server the
+--          caller is connected to; a cache written in another history (before a failover) lacks it
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | RATE_LIMITED:<ms until the window ends> |
---   NOT_FOUND | NOT_STARTED | ENDED | SOLD_OUT
+--   NOT_FOUND | STALE (cached in another history: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
 --
 -- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -26,12 +29,17 @@
 -- is checked before the first write, so an error cannot leave half a grab.
 
 local now = ARGV[6]
-if #ARGV ~= 6 or #now ~= 15 or #ARGV[5] ~= 15 then
-  return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms)')
+if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
+  return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
 local field = ARGV[1]
-local m = redis.call('HMGET', KEYS[1], 'open_from', 'open_until', field)
+local m = redis.call('HMGET', KEYS[1], ARGV[7], 'open_until', field)
 if not m[1] then
+  -- Absent, or written by a primary whose last writes this server may lack: nothing is decided
+  -- here until the cache is rebuilt from DynamoDB.
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 'STALE'
+  end
   return 'NOT_FOUND'
 end
 

@@ -7,6 +7,9 @@ use std::sync::LazyLock;
 
 use redis::{AsyncCommands, aio::ConnectionManager};
 
+mod link;
+use link::{Link, LinkConn};
+
 use crate::{
     config::{GateSettings, GrabPolicy, UserLimit},
     domain::{Buyer, Event, EventId, Holdings, OrderId, UserId, event::epoch_ms, order::MessageHead},
@@ -60,6 +63,13 @@ pub mod keys {
     pub fn user_requests(u: &UserId, function: &str) -> String {
         format!("rl:{{{u}}}:{function}")
     }
+    /// The meta field that says the event is cached in this server's history (the primary's
+    /// replication id, `gate::link`): `open_from`, the start of the span where the caller's clock
+    /// decides, under a name carrying the id. A cache from another history lacks it and reads as
+    /// lost, at no cost to the grab script, which reads the field anyway.
+    pub fn opening(history: &str) -> String {
+        format!("open_from@{history}")
+    }
     /// Everything a lost cache loses: what the grab script reads and writes.
     pub fn cache(e: &EventId) -> [String; 3] {
         [meta(e), seats(e), outbox(e)]
@@ -80,18 +90,33 @@ pub enum GateError {
     Redis(#[from] redis::RedisError),
     #[error("unexpected reply from redis: {0}")]
     Protocol(String),
+    /// The endpoint leads to a replica (a failover under way): nothing is read or written there.
+    #[error("redis endpoint leads to a replica")]
+    NotPrimary,
 }
 
 /// What the grab script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GrabOutcome {
-    RateLimited { retry_after_ms: u64 },
+    RateLimited {
+        retry_after_ms: u64,
+    },
     NotFound,
+    /// The event is cached, but by a primary whose last writes this server may lack (a failover):
+    /// nothing is decided until the cache is rebuilt.
+    Stale,
     NotStarted,
     Ended,
-    Already { order_id: String, ticket_no: u32 },
+    Already {
+        order_id: String,
+        ticket_no: u32,
+    },
     SoldOut,
-    Granted { order_id: String, ticket_no: u32, message: String },
+    Granted {
+        order_id: String,
+        ticket_no: u32,
+        message: String,
+    },
 }
 
 impl GrabOutcome {
@@ -100,6 +125,7 @@ impl GrabOutcome {
         match self {
             Self::RateLimited { .. } => "RATE_LIMITED",
             Self::NotFound => "NOT_FOUND",
+            Self::Stale => "STALE",
             Self::NotStarted => "NOT_STARTED",
             Self::Ended => "ENDED",
             Self::Already { .. } => "ALREADY",
@@ -124,7 +150,7 @@ pub struct GrabAttempt<'a> {
 impl GrabAttempt<'_> {
     /// The grab script's ARGV, in the order its header gives (gate-bench calls the script with
     /// them too).
-    pub fn script_args(&self, policy: GrabPolicy) -> [String; 6] {
+    pub fn script_args(&self, policy: GrabPolicy, history: &str) -> [String; 7] {
         [
             keys::user_field(self.user),
             self.order_id.to_string(),
@@ -132,6 +158,7 @@ impl GrabAttempt<'_> {
             policy.rate_limit.to_string(),
             script_time(self.clock_ms + policy.rate_window.as_millis() as i64),
             script_time(self.clock_ms),
+            keys::opening(history),
         ]
     }
 }
@@ -152,44 +179,71 @@ pub struct Window {
     pub closed: bool,
 }
 
+/// A grab the script decided, and the connection that wrote it.
+pub struct Grabbed {
+    pub outcome: GrabOutcome,
+    pub written: Written,
+}
+
+/// The server a grab was written on: [`Gate::replicated`] asks how many of its replicas have it.
+pub struct Written(LinkConn);
+
 #[derive(Clone)]
 pub struct Gate {
-    conn: ConnectionManager,
+    link: Link,
+    replica_wait: std::time::Duration,
 }
 
 impl Gate {
-    /// Builds the connection manager without connecting: a cold start never fails because Redis is
-    /// down; the first command fails fast instead and the caller answers `503 BUSY`.
+    /// Builds the gate without connecting: a cold start never fails because Redis is down; the
+    /// first command fails fast instead and the caller answers `503 BUSY`.
     pub fn new(settings: &GateSettings) -> Result<Self, GateError> {
         let client = redis::Client::open(settings.redis_url.as_str())?;
-        let config = redis::aio::ConnectionManagerConfig::new()
+        let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.command_timeout))
-            // One quick reconnect, no retry storm against a server that is down.
-            .set_number_of_retries(1)
-            .set_max_delay(std::time::Duration::from_millis(100));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(Self { conn })
+            .set_response_timeout(Some(settings.command_timeout));
+        Ok(Self { link: Link::new(client, config), replica_wait: settings.replica_wait })
     }
 
-    /// The raw connection, for tests and tools that inspect the keys.
+    /// A connection of its own, for tests and tools that inspect the keys (not bound to a history).
     pub fn connection(&self) -> ConnectionManager {
-        self.conn.clone()
+        ConnectionManager::new_lazy_with_config(self.link.client().clone(), Default::default())
+            .expect("a client that opened")
     }
 
-    pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
+    /// The replication id of the primary the gate talks to (DESIGN.md section 6).
+    pub async fn history(&self) -> Result<String, GateError> {
+        Ok(self.link.conn().await?.history().to_owned())
+    }
+
+    pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<Grabbed, GateError> {
         let e = attempt.event;
+        let mut conn = self.link.conn().await?;
         let mut call = GRAB_SCRIPT.key(keys::meta(e));
         call.key(keys::seats(e)).key(keys::outbox(e));
-        for arg in attempt.script_args(policy) {
+        for arg in attempt.script_args(policy, conn.history()) {
             call.arg(arg);
         }
-        let reply: String = call.invoke_async(&mut self.conn.clone()).await?;
+        let reply: String = call.invoke_async(&mut conn).await?;
         let mut outcome = parse_grab_reply(&reply, attempt.order_id.as_str(), policy)?;
         if let GrabOutcome::Granted { ticket_no, message, .. } = &mut outcome {
             *message = attempt.head.complete(*ticket_no);
         }
-        Ok(outcome)
+        Ok(Grabbed { outcome, written: Written(conn) })
+    }
+
+    /// How many replicas hold what `written`'s connection wrote, waiting up to the configured
+    /// time for one (`WAIT` counts the writes of the connection it is sent on, so it goes on
+    /// that one). 0 at once when the server has no replica: `WAIT` holds its connection, and
+    /// everything queued behind it, for the whole timeout.
+    pub async fn replicated(&self, written: &Written) -> Result<u32, GateError> {
+        let mut conn = written.0.clone();
+        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
+        if link::replicas(&info) == 0 {
+            return Ok(0);
+        }
+        let timeout = self.replica_wait.as_millis().max(1) as u64;
+        Ok(redis::cmd("WAIT").arg(1).arg(timeout).query_async(&mut conn).await?)
     }
 
     /// Fills the cache for a freshly released event: every ticket number free, no user field. One
@@ -198,14 +252,16 @@ impl Gate {
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
         let mut pipe = redis::pipe();
         pipe.atomic();
-        fill(&mut pipe, event, &Holdings::default());
-        pipe.query_async::<()>(&mut self.conn.clone()).await?;
+        let mut conn = self.link.conn().await?;
+        fill(&mut pipe, event, &Holdings::default(), conn.history());
+        pipe.query_async::<()>(&mut conn).await?;
         Ok(())
     }
 
     /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
-    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while `meta` is
-    /// still missing, in one `MULTI`: a concurrent rebuild or grab cannot double anything. The
+    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while the cache
+    /// is still missing from this server's history (absent, or written before a failover), in one
+    /// `MULTI`: a concurrent rebuild or grab cannot double anything. The
     /// outbox is left as it is. Returns false when another rebuild holds the lock or the cache is
     /// already there.
     pub async fn rebuild(
@@ -216,7 +272,8 @@ impl Gate {
     ) -> Result<bool, GateError> {
         let e = &event.id;
         let token = uuid::Uuid::now_v7().to_string();
-        let mut conn = self.conn.clone();
+        let mut conn = self.link.conn().await?;
+        let history = conn.history().to_owned();
         let locked: Option<String> = redis::cmd("SET")
             .arg(keys::rebuild_lock(e))
             .arg(&token)
@@ -229,12 +286,12 @@ impl Gate {
             return Ok(false);
         }
         let result = async {
-            if conn.exists::<_, bool>(keys::meta(e)).await? {
+            if conn.hexists::<_, _, bool>(keys::meta(e), keys::opening(&history)).await? {
                 return Ok(false);
             }
             let mut pipe = redis::pipe();
             pipe.atomic();
-            fill(&mut pipe, event, holdings);
+            fill(&mut pipe, event, holdings, &history);
             pipe.del(keys::lost_since(e)).ignore();
             pipe.query_async::<()>(&mut conn).await?;
             Ok(true)
@@ -264,7 +321,7 @@ impl Gate {
             .ignore()
             .cmd("PTTL")
             .arg(&key)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.link.conn().await?)
             .await?;
         Ok((count > u64::from(limit.requests)).then(|| ttl.clamp(1, window as i64) as u64))
     }
@@ -272,7 +329,7 @@ impl Gate {
     /// Records when the cache was first seen lost and returns that time (epoch ms). The mark
     /// expires by itself; a rebuild removes it.
     pub async fn mark_lost(&self, event: &EventId, now_ms: i64) -> Result<i64, GateError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.link.conn().await?;
         let (_, since): ((), Option<i64>) = redis::pipe()
             .cmd("SET")
             .arg(keys::lost_since(event))
@@ -295,7 +352,7 @@ impl Gate {
         age: std::time::Duration,
         limit: usize,
     ) -> Result<Vec<OutboxEntry>, GateError> {
-        let mut conn = self.conn.clone();
+        let mut conn = self.link.conn().await?;
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let cutoff = secs * 1000 + micros / 1000 - age.as_millis() as i64;
         let mut due = Vec::new();
@@ -323,23 +380,19 @@ impl Gate {
     }
 
     pub async fn outbox_len(&self, event: &EventId) -> Result<u64, GateError> {
-        Ok(self.conn.clone().hlen(keys::outbox(event)).await?)
+        Ok(self.link.conn().await?.hlen(keys::outbox(event)).await?)
     }
 
     /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
     pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
-        let all: Vec<(String, String)> = self.conn.clone().hgetall(keys::outbox(event)).await?;
+        let all: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::outbox(event)).await?;
         Ok(all.into_iter().map(|(order_id, message)| OutboxEntry { order_id, message }).collect())
     }
 
-    /// Free ticket numbers left, or `None` when the event is not in the cache.
+    /// Free ticket numbers left, or `None` when the event is not in the cache (or only in a cache
+    /// written before a failover).
     pub async fn stock(&self, event: &EventId) -> Result<Option<u32>, GateError> {
-        let (warmed, left): (bool, u32) = redis::pipe()
-            .exists(keys::meta(event))
-            .llen(keys::seats(event))
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(warmed.then_some(left))
+        Ok(self.stocks(std::slice::from_ref(event)).await?.pop().flatten())
     }
 
     /// The live stock of many events in one round trip (`None` where not cached).
@@ -347,22 +400,28 @@ impl Gate {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        let mut conn = self.link.conn().await?;
+        let opening = keys::opening(conn.history());
         let mut pipe = redis::pipe();
         for e in events {
-            pipe.exists(keys::meta(e)).llen(keys::seats(e));
+            pipe.hexists(keys::meta(e), &opening).llen(keys::seats(e));
         }
-        let flat: Vec<u32> = pipe.query_async(&mut self.conn.clone()).await?;
+        let flat: Vec<u32> = pipe.query_async(&mut conn).await?;
         Ok(flat.chunks(2).map(|p| (p[0] == 1).then_some(p[1])).collect())
     }
 
+    /// The sale window, or `None` when the event is not in this server's history's cache.
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
-        let (start, end, state): (Option<i64>, Option<i64>, Option<String>) = redis::cmd("HMGET")
-            .arg(keys::meta(event))
-            .arg(&["start", "end", "state"])
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(match (start, end) {
-            (Some(start_ms), Some(end_ms)) => {
+        let mut conn = self.link.conn().await?;
+        let opening = keys::opening(conn.history());
+        let (start, end, state, current): (Option<i64>, Option<i64>, Option<String>, Option<String>) =
+            redis::cmd("HMGET")
+                .arg(keys::meta(event))
+                .arg(&["start", "end", "state", opening.as_str()])
+                .query_async(&mut conn)
+                .await?;
+        Ok(match (start, end, current) {
+            (Some(start_ms), Some(end_ms), Some(_)) => {
                 Some(Window { start_ms, end_ms, closed: state.as_deref() == Some("closed") })
             }
             _ => None,
@@ -371,13 +430,13 @@ impl Gate {
 
     /// Removes an order's outbox entry once DynamoDB holds the order.
     pub async fn remove_from_outbox(&self, event: &EventId, order_id: &str) -> Result<(), GateError> {
-        let _: u32 = self.conn.clone().hdel(keys::outbox(event), order_id).await?;
+        let _: u32 = self.link.conn().await?.hdel(keys::outbox(event), order_id).await?;
         Ok(())
     }
 
     /// The order a user holds in the cache, as `(order id, ticket number)`.
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
-        let field: Option<String> = self.conn.clone().hget(keys::meta(event), keys::user_field(user)).await?;
+        let field: Option<String> = self.link.conn().await?.hget(keys::meta(event), keys::user_field(user)).await?;
         Ok(match field {
             Some(f) if !f.starts_with('#') => Some(split_holding(&f)?),
             _ => None,
@@ -386,7 +445,7 @@ impl Gate {
 
     /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL`).
     pub async fn holdings(&self, event: &EventId) -> Result<Vec<Buyer>, GateError> {
-        let meta: Vec<(String, String)> = self.conn.clone().hgetall(keys::meta(event)).await?;
+        let meta: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::meta(event)).await?;
         let mut buyers = Vec::new();
         for (field, value) in meta {
             let Some(user) = field.strip_prefix('=') else { continue };
@@ -407,7 +466,7 @@ impl Gate {
 
 /// The commands that lay down an event's meta (with its users' holdings) and free numbers
 /// (inside a `MULTI`).
-fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
+fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, history: &str) {
     let e = &event.id;
     pipe.del(keys::seats(e)).ignore().del(keys::meta(e)).ignore();
     let free: Vec<u32> = (1..=event.capacity).filter(|n| !holdings.held.contains(n)).collect();
@@ -430,7 +489,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings) {
             ("state", "open".to_owned()),
             // The span where the grab script lets the caller's clock decide, precomputed so the
             // script compares strings instead of parsing numbers.
-            ("open_from", script_time(start + trust)),
+            (keys::opening(history).as_str(), script_time(start + trust)),
             ("open_until", script_time(end - trust)),
             // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
             // hash table from the start: as a listpack, its first 512 user fields would each be
@@ -477,6 +536,7 @@ fn parse_grab_reply(reply: &str, order_id: &str, policy: GrabPolicy) -> Result<G
                 as u64,
         },
         "NOT_FOUND" => GrabOutcome::NotFound,
+        "STALE" => GrabOutcome::Stale,
         "NOT_STARTED" => GrabOutcome::NotStarted,
         "ENDED" => GrabOutcome::Ended,
         "SOLD_OUT" => GrabOutcome::SoldOut,
@@ -518,7 +578,7 @@ mod tests {
             parse_grab_reply("RATE_LIMITED:-5", order, p).unwrap(),
             GrabOutcome::RateLimited { retry_after_ms: 1 }
         );
-        for code in ["NOT_FOUND", "NOT_STARTED", "ENDED", "SOLD_OUT"] {
+        for code in ["NOT_FOUND", "STALE", "NOT_STARTED", "ENDED", "SOLD_OUT"] {
             assert_eq!(parse_grab_reply(code, order, p).unwrap().code(), code);
         }
         for bad in ["", "OK", "OK:x", "ALREADY:abc", "MAYBE", "RATE_LIMITED:"] {

@@ -1,6 +1,7 @@
 //! grab: checks the verify hash (constant time, before Redis), runs the grab script, then sends
-//! the order to SQS. If the send fails the order stays in the outbox, the user still gets 202 and
-//! reconcile delivers it: no path loses an order.
+//! the order to SQS. A `202` promises the order is durable somewhere: in SQS, or, when the send
+//! failed, in the outbox on a replica as well (`WAIT`); otherwise the reply is `503 BUSY`, the
+//! entry stays in the outbox for reconcile, and the user's retry gets the same order.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Deserialize;
@@ -15,7 +16,7 @@ use crate::{
         order::MessageHead,
         order_seal::SealKey,
     },
-    gate::{Gate, GrabAttempt, GrabOutcome},
+    gate::{Gate, GrabAttempt, GrabOutcome, Written},
     http::{
         ApiError, Caller, json,
         reply::{event_id, json_body},
@@ -46,11 +47,13 @@ pub struct Decided {
     pub delivery: Option<Delivery>,
 }
 
-/// A granted order, durable in the outbox, on its way to the queue.
+/// A granted order, in the outbox, on its way to the queue.
 pub struct Delivery {
     pub event: EventId,
     pub order_id: String,
     pub message: String,
+    /// Where the outbox entry was written, to ask its replicas when the send fails.
+    pub written: Written,
 }
 
 #[derive(Deserialize)]
@@ -94,8 +97,10 @@ impl Grab {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
             let decided = self.decide(req).await?;
-            if let Some(order) = &decided.delivery {
-                self.deliver(order).await;
+            if let Some(order) = &decided.delivery
+                && !self.deliver(order).await
+            {
+                return Err(ApiError::Busy);
             }
             Ok((decided.response, decided.code))
         })
@@ -122,22 +127,23 @@ impl Grab {
             head: &head,
             clock_ms: epoch_ms(now),
         };
-        let mut outcome = self.gate.grab(&attempt, self.policy).await?;
-        if outcome == GrabOutcome::NotFound {
-            // Unknown, or a cache that was lost: DynamoDB knows which. Rebuild once and retry.
+        let mut grabbed = self.gate.grab(&attempt, self.policy).await?;
+        if matches!(grabbed.outcome, GrabOutcome::NotFound | GrabOutcome::Stale) {
+            // Unknown, or a cache that was lost or written before a failover: DynamoDB knows which.
+            // Rebuild once and retry.
             let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
             match self.rebuilder.rebuild(&stored.event).await? {
-                Rebuild::Done | Rebuild::Present => outcome = self.gate.grab(&attempt, self.policy).await?,
+                Rebuild::Done | Rebuild::Present => grabbed = self.gate.grab(&attempt, self.policy).await?,
                 Rebuild::Busy => return Err(ApiError::Busy),
                 Rebuild::Ended => return Err(ApiError::SaleEnded),
             }
         }
-        let code = outcome.code();
-        match outcome {
+        let code = grabbed.outcome.code();
+        match grabbed.outcome {
             GrabOutcome::Granted { order_id, ticket_no, message } => {
                 // No `remaining` here: the script does not count the stock (query serves it live).
                 let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending });
-                let delivery = Some(Delivery { event, order_id, message });
+                let delivery = Some(Delivery { event, order_id, message, written: grabbed.written });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
             GrabOutcome::Already { order_id, ticket_no } => {
@@ -147,18 +153,28 @@ impl Grab {
             }
             GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
             GrabOutcome::NotFound => Err(ApiError::EventNotFound),
+            // Still stale right after a rebuild: a second failover meanwhile.
+            GrabOutcome::Stale => Err(ApiError::Busy),
             GrabOutcome::NotStarted => Err(ApiError::SaleNotStarted),
             GrabOutcome::Ended => Err(ApiError::SaleEnded),
             GrabOutcome::SoldOut => Err(ApiError::SoldOut),
         }
     }
 
-    /// Sends the order to SQS. A failure is logged and left to the outbox: the grab has already
-    /// happened and reconcile re-drives the entry.
-    pub async fn deliver(&self, order: &Delivery) {
-        if let Err(e) = self.queue.send(&order.message, &self.seal).await {
-            tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, "order left in the outbox for reconcile");
-        }
+    /// Sends the order to SQS; says whether the order is durable somewhere, so the user may be told
+    /// `202`. When the send fails the outbox entry is all there is: reconcile re-drives it, and it
+    /// outlives a failover only once a replica holds it.
+    pub async fn deliver(&self, order: &Delivery) -> bool {
+        let Err(e) = self.queue.send(&order.message, &self.seal).await else { return true };
+        let replicas = match self.gate.replicated(&order.written).await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(event_id = %order.event, error = %e, "replica count unknown");
+                0
+            }
+        };
+        tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, replicas, "order left in the outbox for reconcile");
+        replicas > 0
     }
 
     /// A retry's status: the durable one when DynamoDB already holds the order, else `PENDING`.
