@@ -20,25 +20,31 @@ const USERS: usize = 2_000;
 const TICKETS: u32 = 100;
 
 /// A redis-server of the test's own, so killing it disturbs no other test.
-struct PrivateRedis {
-    port: u16,
+pub(crate) struct PrivateRedis {
+    pub port: u16,
+    /// Options beyond the defaults (a replica's `--replicaof`).
+    args: Vec<String>,
     child: Option<Child>,
 }
 
 impl PrivateRedis {
-    async fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut redis = Self { port, child: None };
+    pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    pub async fn start_with(args: &[String]) -> Self {
+        let port = free_port();
+        let mut redis = Self { port, args: args.to_vec(), child: None };
         redis.restart().await;
         redis
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// SIGKILL: no shutdown, no save, everything in memory gone.
-    fn kill(&mut self) {
+    pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -50,6 +56,7 @@ impl PrivateRedis {
         let port = self.port.to_string();
         let child = Command::new("redis-server")
             .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp"])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -75,16 +82,21 @@ impl Drop for PrivateRedis {
     }
 }
 
+/// A loopback port nothing listens on yet.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// Everything the users were told.
 #[derive(Default)]
-struct Replies {
-    by_status: HashMap<u16, u32>,
+pub(crate) struct Replies {
+    pub by_status: HashMap<u16, u32>,
     /// user -> every order id an OK (202/200) reply named
-    ok: HashMap<String, HashSet<String>>,
+    pub ok: HashMap<String, HashSet<String>>,
 }
 
 impl Replies {
-    fn add(&mut self, user: &str, reply: &Reply) {
+    pub fn add(&mut self, user: &str, reply: &Reply) {
         *self.by_status.entry(reply.status).or_default() += 1;
         if reply.status == 202 || reply.status == 200 {
             self.ok.entry(user.to_owned()).or_default().insert(reply.body["order_id"].as_str().unwrap().to_owned());
@@ -92,7 +104,7 @@ impl Replies {
     }
 
     /// Adds the replies of another wave.
-    fn merge(&mut self, other: Replies) {
+    pub fn merge(&mut self, other: Replies) {
         for (user, ids) in other.ok {
             self.ok.entry(user).or_default().extend(ids);
         }
@@ -101,7 +113,7 @@ impl Replies {
         }
     }
 
-    fn seen(&self) -> String {
+    pub fn seen(&self) -> String {
         let mut statuses: Vec<_> = self.by_status.iter().collect();
         statuses.sort();
         statuses.iter().map(|(s, n)| format!("{n}x{s}")).collect::<Vec<_>>().join(" ")
@@ -110,7 +122,7 @@ impl Replies {
 
 /// One wave of grabs, all at once, through the given functions; returns the users left without a
 /// definitive answer (503).
-async fn wave(
+pub(crate) async fn wave(
     functions: &local_runner::Functions,
     app: &Arc<TestApp>,
     event: &EventId,
@@ -138,7 +150,7 @@ async fn wave(
 }
 
 /// Clients retry a 503 until they get an answer (bounded).
-async fn retry(
+pub(crate) async fn retry(
     functions: &local_runner::Functions,
     app: &Arc<TestApp>,
     event: &EventId,
@@ -154,7 +166,7 @@ async fn retry(
 }
 
 /// Runs the mail consumer and reconcile until everything granted is durable and mailed.
-async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
+pub(crate) async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
     let started = Instant::now();
     let poller = app.poller();
     let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
@@ -176,11 +188,11 @@ async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
 
 /// What a fault left behind, measured (DESIGN.md section 13) before anything is asserted, so the
 /// matrix shows what was counted.
-struct Checked {
-    confirmed: usize,
-    rejected: usize,
+pub(crate) struct Checked {
+    pub confirmed: usize,
+    pub rejected: usize,
     /// Users told OK whose order is stored neither CONFIRMED nor REJECTED.
-    lost: usize,
+    pub lost: usize,
     /// Confirmed orders beyond the capacity, plus ticket numbers held by two confirmed orders.
     oversold: usize,
     /// Mails beyond one per confirmed order's address.
@@ -198,7 +210,7 @@ impl Checked {
 }
 
 /// DESIGN.md section 13, counted from DynamoDB, Redis and the sent mail.
-async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies) -> Checked {
+pub(crate) async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies) -> Checked {
     let mut broken = Vec::new();
     let list = app
         .call(Function::Query, with_query(for_event(fixture("query-attendees.json"), event), &[("limit", "500")]))
@@ -259,7 +271,7 @@ async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies
 }
 
 /// Writes the fault's row of the matrix (target/fault-matrix.md), then asserts every invariant.
-fn record(fault: &str, saw: &str, checked: &Checked, recover: Duration) {
+pub(crate) fn record(fault: &str, saw: &str, checked: &Checked, recover: Duration) {
     let row = format!(
         "| {fault} | {saw} | {} confirmed, {} rejected | {} | {} | {} | {:.1} s |\n",
         checked.confirmed,
@@ -277,14 +289,18 @@ fn record(fault: &str, saw: &str, checked: &Checked, recover: Duration) {
     checked.assert_holds();
 }
 
-fn users(tag: &str) -> Vec<String> {
+pub(crate) fn users(tag: &str) -> Vec<String> {
     (0..USERS).map(|i| format!("{tag}-{i:04}")).collect()
 }
 
 /// A sale on a private Redis: 50 users grab first, then the fault, 50 users grab during it, the
 /// system is restored, then the other 1,900 arrive at once.
-async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
-    let url = redis.url();
+pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
+    app_on_redis(redis.url()).await
+}
+
+/// [`app_on_private_redis`] through a Redis endpoint of the test's own.
+pub(crate) async fn app_on_redis(url: String) -> Arc<TestApp> {
     Arc::new(
         TestApp::for_mail_with(1, move |s| {
             s.redis_url = url;

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
 mod concurrency;
+mod failover;
 mod faults;
 mod fixtures;
 mod grab_script;
