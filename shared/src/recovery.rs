@@ -7,7 +7,11 @@
 //! was first seen; past that it proceeds, and DynamoDB's conditions still turn any clash with a
 //! late order into a `REJECTED` order, never an oversold ticket.
 
-use std::{collections::HashSet, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use time::OffsetDateTime;
 
@@ -45,17 +49,54 @@ pub enum Rebuild {
     Ended,
 }
 
+/// How long a reading of the queue's depth stands: while a cache is lost every request asks for a
+/// rebuild, and one reading serves them all instead of one queue call each.
+const DEPTH_READ_EVERY: Duration = Duration::from_millis(250);
+/// Events remembered per execution environment (they never change once released).
+const EVENTS_KEPT: usize = 1_000;
+
 #[derive(Clone)]
 pub struct Rebuilder {
     store: Store,
     gate: Gate,
     queue: OrderQueue,
     settings: RebuildSettings,
+    /// The last reading of the queue's depth; held while a reading is taken, so a burst takes one.
+    depth: Arc<tokio::sync::Mutex<Option<(Instant, u64)>>>,
+    events: Arc<Mutex<HashMap<EventId, Event>>>,
 }
 
 impl Rebuilder {
     pub fn new(store: Store, gate: Gate, queue: OrderQueue, settings: RebuildSettings) -> Self {
-        Self { store, gate, queue, settings }
+        Self { store, gate, queue, settings, depth: Arc::default(), events: Arc::default() }
+    }
+
+    /// A released event, remembered once read: a lost cache makes every request of the sale ask
+    /// for its event until the rebuild, and an event never changes once released. `None` for an
+    /// event DynamoDB does not know (never remembered, so unknown ids cannot fill the memory).
+    pub async fn event(&self, id: &EventId) -> Result<Option<Event>, RecoveryError> {
+        if let Some(event) = self.events.lock().expect("events").get(id) {
+            return Ok(Some(event.clone()));
+        }
+        let Some(stored) = self.store.get_event(id).await? else { return Ok(None) };
+        let mut events = self.events.lock().expect("events");
+        if events.len() >= EVENTS_KEPT {
+            events.clear();
+        }
+        events.insert(id.clone(), stored.event.clone());
+        Ok(Some(stored.event))
+    }
+
+    async fn in_flight(&self) -> Result<u64, RecoveryError> {
+        let mut depth = self.depth.lock().await;
+        if let Some((read_at, n)) = *depth
+            && read_at.elapsed() < DEPTH_READ_EVERY
+        {
+            return Ok(n);
+        }
+        let n = self.queue.in_flight().await?;
+        *depth = Some((Instant::now(), n));
+        Ok(n)
     }
 
     pub async fn rebuild(&self, event: &Event) -> Result<Rebuild, RecoveryError> {
@@ -72,7 +113,7 @@ impl Rebuilder {
             return Ok(Rebuild::Busy);
         }
         if waited < self.settings.max_wait {
-            let in_flight = self.queue.in_flight().await?;
+            let in_flight = self.in_flight().await?;
             if in_flight > 0 {
                 tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
                 return Ok(Rebuild::Busy);

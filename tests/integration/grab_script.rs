@@ -8,10 +8,11 @@ use shared::{
     config::GrabPolicy,
     domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
+    http::routes::Function,
 };
 use time::OffsetDateTime;
 
-use crate::helpers::{TestApp, fresh_event_id};
+use crate::helpers::{TestApp, fixture, for_event, for_user, fresh_event_id};
 
 const POLICY: GrabPolicy = GrabPolicy { rate_limit: 1_000, rate_window: Duration::from_secs(1) };
 
@@ -224,9 +225,12 @@ async fn a_cache_written_in_another_history_decides_nothing_and_writes_nothing()
         assert_eq!(grab(&app, &event, user).await, GrabOutcome::Stale, "{user}");
     }
     assert_eq!(app.cache(&event).await, before, "a stale cache is not written to, not even a counter");
-    // Everything that reads the cache sees it as lost.
+    // Everything that reads the cache sees it as lost, and a user's order it cannot vouch for
+    // (their grab may be among the writes it lacks) is "busy", not "no order".
     assert_eq!(app.functions.gate.stock(&event).await.unwrap(), None);
     assert_eq!(app.functions.gate.window(&event).await.unwrap(), None);
+    let order = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u2")).await;
+    assert_eq!((order.status, order.code()), (503, "BUSY"), "{}", order.body);
 }
 
 #[tokio::test]

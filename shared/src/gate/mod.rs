@@ -93,6 +93,9 @@ pub enum GateError {
     /// The endpoint leads to a replica (a failover under way): nothing is read or written there.
     #[error("redis endpoint leads to a replica")]
     NotPrimary,
+    /// The event's cache was written by another primary (before a failover) and is not rebuilt yet.
+    #[error("the event's cache predates a failover")]
+    Stale,
 }
 
 /// What the grab script decided.
@@ -434,9 +437,20 @@ impl Gate {
         Ok(())
     }
 
-    /// The order a user holds in the cache, as `(order id, ticket number)`.
+    /// The order a user holds in the cache, as `(order id, ticket number)`. A cache written before
+    /// a failover cannot say (the user's grab may be among the writes it lacks): an error, so the
+    /// caller answers "busy" rather than "no order".
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
-        let field: Option<String> = self.link.conn().await?.hget(keys::meta(event), keys::user_field(user)).await?;
+        let mut conn = self.link.conn().await?;
+        let opening = keys::opening(conn.history());
+        let (current, start, field): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(keys::meta(event))
+            .arg(&[opening.as_str(), "start", keys::user_field(user).as_str()])
+            .query_async(&mut conn)
+            .await?;
+        if current.is_none() && start.is_some() {
+            return Err(GateError::Stale);
+        }
         Ok(match field {
             Some(f) if !f.starts_with('#') => Some(split_holding(&f)?),
             _ => None,

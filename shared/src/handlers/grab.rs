@@ -131,8 +131,8 @@ impl Grab {
         if matches!(grabbed.outcome, GrabOutcome::NotFound | GrabOutcome::Stale) {
             // Unknown, or a cache that was lost or written before a failover: DynamoDB knows which.
             // Rebuild once and retry.
-            let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
-            match self.rebuilder.rebuild(&stored.event).await? {
+            let known = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
+            match self.rebuilder.rebuild(&known).await? {
                 Rebuild::Done | Rebuild::Present => grabbed = self.gate.grab(&attempt, self.policy).await?,
                 Rebuild::Busy => return Err(ApiError::Busy),
                 Rebuild::Ended => return Err(ApiError::SaleEnded),
