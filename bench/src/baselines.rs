@@ -196,7 +196,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 struct Context {
     args: Args,
     db: Pool,
-    redis: redis::aio::ConnectionManager,
+    redis: shared::gate::Connection,
     real: local_runner::Functions,
     stub_grab: Grab,
     sqs_grab: Grab,
@@ -246,7 +246,7 @@ impl Context {
         let stub_queue = OrderQueue::for_grab(&stub_sdk, bench_queue.clone());
         let stub_grab = grab_with(stub_queue.clone());
         let sqs_grab = grab_with(OrderQueue::for_grab(&sdk, bench_queue.clone()));
-        let redis = real.gate.connection();
+        let redis = real.gate.connection().await?;
         Ok(Self {
             args: args.clone(),
             db,

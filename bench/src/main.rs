@@ -27,6 +27,7 @@ use time::OffsetDateTime;
 const GRAB: &str = include_str!("../../shared/src/gate/grab.lua");
 const SEEDS: &str = include_str!("../seeds.lua");
 const PREVIOUS: &str = include_str!("../reference/grab-v1.lua");
+const UNCHECKED: &str = include_str!("../reference/grab-v2.lua");
 
 #[derive(Parser)]
 struct Args {
@@ -60,6 +61,8 @@ enum Kind {
     Design,
     /// The layout before DESIGN.md section 6 was revised.
     Previous,
+    /// grab.lua before it checked the cache's history (failover detection), on the same layout.
+    Unchecked,
 }
 
 impl Kind {
@@ -68,6 +71,7 @@ impl Kind {
             Self::Seeds => "seeds",
             Self::Design => "design",
             Self::Previous => "previous",
+            Self::Unchecked => "unchecked",
         }
     }
 }
@@ -95,6 +99,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut admin = client.get_multiplexed_async_connection().await?;
     let gate = Gate::new(&GateSettings {
         redis_url: args.redis_url.clone(),
+        cluster: false,
         connect_timeout: Duration::from_secs(5),
         command_timeout: Duration::from_secs(60),
         replica_wait: Duration::from_millis(100),
@@ -106,11 +111,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.tickets, args.users, args.connections, args.rounds
     );
 
-    let (mut seeds, mut design, mut previous) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut seeds, mut design, mut previous, mut unchecked) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds {
         // Rotate which goes first, so none always runs on a warmer or quieter machine.
-        let mut order = [Kind::Seeds, Kind::Design, Kind::Previous];
-        order.rotate_left(round % 3);
+        let mut order = [Kind::Seeds, Kind::Design, Kind::Previous, Kind::Unchecked];
+        order.rotate_left(round % 4);
         for kind in order {
             let r = run_round(kind, round, &args, &conns, &mut admin, &gate).await?;
             if r.granted != args.tickets.min(args.users) {
@@ -122,6 +127,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Kind::Seeds => seeds.push(r),
                 Kind::Design => design.push(r),
                 Kind::Previous => previous.push(r),
+                Kind::Unchecked => unchecked.push(r),
             }
         }
     }
@@ -138,8 +144,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Each round's ratio to the seeds' round of the same index: noise that hits a whole round
     // hits both sides of its ratio.
-    let ratio_med = |v: &[Round]| {
-        let mut x: Vec<f64> = v.iter().zip(&seeds).map(|(r, s)| r.usec_per_call / s.usec_per_call).collect();
+    let ratio_to = |v: &[Round], base: &[Round]| {
+        let mut x: Vec<f64> = v.iter().zip(base).map(|(r, s)| r.usec_per_call / s.usec_per_call).collect();
         x.sort_by(f64::total_cmp);
         (x[x.len() / 2], x[0], x[x.len() - 1])
     };
@@ -153,6 +159,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("seeds (SISMEMBER, GET, DECR, SADD)", &seeds),
         ("grab.lua (product, lean layout)", &design),
         ("grab-v1.lua (previous layout)", &previous),
+        ("grab-v2.lua (no history check)", &unchecked),
     ] {
         let (cps, us) = (med(rounds, |r| r.calls_per_sec), med(rounds, |r| r.usec_per_call));
         let cmd = med(rounds, |r| r.command_usec_per_call);
@@ -166,7 +173,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!();
     for (name, rounds) in [("grab.lua", &design), ("grab-v1.lua", &previous)] {
-        let (ratio, lo, hi) = ratio_med(rounds);
+        let (ratio, lo, hi) = ratio_to(rounds, &seeds);
         println!(
             "server time per call: {name} is {ratio:.2}x the seeds' (per-round ratios {lo:.2}-{hi:.2}; target at most 2x) -> {}",
             if ratio <= 2.0 { "within target" } else { "OVER target" }
@@ -175,7 +182,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.callgrind.is_some() {
         let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
         let s_ins = ins(&seeds);
-        for (name, rounds) in [("seeds", &seeds), ("grab.lua", &design), ("grab-v1.lua", &previous)] {
+        for (name, rounds) in
+            [("seeds", &seeds), ("grab.lua", &design), ("grab-v1.lua", &previous), ("grab-v2.lua", &unchecked)]
+        {
             println!(
                 "instructions per call (callgrind): {name:<12} {:>8.0}  {:.2}x the seeds'",
                 ins(rounds),
@@ -185,7 +194,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (d_us, p_us) = (med(&design, |r| r.usec_per_call), med(&previous, |r| r.usec_per_call));
     println!("grab.lua takes {:.2}x the previous layout's server time per call", d_us / p_us);
-    for (kind, rounds) in [(Kind::Seeds, &seeds), (Kind::Design, &design), (Kind::Previous, &previous)] {
+    let (ratio, lo, hi) = ratio_to(&design, &unchecked);
+    println!(
+        "failover detection: grab.lua takes {ratio:.3}x the server time of the same script without the history check (per-round ratios {lo:.3}-{hi:.3})"
+    );
+    if args.callgrind.is_some() {
+        let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
+        println!(
+            "failover detection: {:+.0} instructions per call ({:+.2}%)",
+            ins(&design) - ins(&unchecked),
+            (ins(&design) / ins(&unchecked) - 1.0) * 100.0
+        );
+    }
+    for (kind, rounds) in
+        [(Kind::Seeds, &seeds), (Kind::Design, &design), (Kind::Previous, &previous), (Kind::Unchecked, &unchecked)]
+    {
         let per: Vec<String> =
             rounds.iter().map(|r| format!("{:.0}/s {:.2}us", r.calls_per_sec, r.usec_per_call)).collect();
         println!("  {:<8} rounds: {}", kind.name(), per.join(", "));
@@ -208,7 +231,7 @@ async fn run_round(
         Kind::Seeds => {
             let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
         }
-        Kind::Design => {
+        Kind::Design | Kind::Unchecked => {
             // Warmed by the product itself, so the bench meets the layout grab.lua expects.
             let now = OffsetDateTime::now_utc();
             let event = Event {
@@ -223,6 +246,12 @@ async fn run_round(
                 created_at: now,
             };
             gate.warm(&event).await?;
+            if kind == Kind::Unchecked {
+                // The field as grab-v2.lua reads it: without the history in its name.
+                let opening = gate.opening(&event.id).await?;
+                let from: String = redis::cmd("HGET").arg(&keys.meta).arg(&opening).query_async(admin).await?;
+                let _: () = redis::cmd("HSET").arg(&keys.meta).arg("open_from").arg(from).query_async(admin).await?;
+            }
         }
         Kind::Previous => {
             let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_millis() as u64;
@@ -249,6 +278,7 @@ async fn run_round(
         Kind::Seeds => SEEDS,
         Kind::Design => &design,
         Kind::Previous => PREVIOUS,
+        Kind::Unchecked => UNCHECKED,
     });
     // Load outside the measured window.
     let mut warm = conns[0].clone();
@@ -258,13 +288,13 @@ async fn run_round(
         callgrind_control("-z")?;
     }
 
-    // The replication id the warm wrote under: grab.lua's opening field names it.
-    let history = gate.history().await?;
+    // The opening field the warm wrote (named after the primary's replication id).
+    let opening = gate.opening(&EventId::parse(&keys.event)?).await?;
     let started = Instant::now();
     let per_conn = args.users.div_ceil(conns.len() as u32);
     let workers = conns.iter().enumerate().map(|(c, conn)| {
         let mut conn = conn.clone();
-        let (script, keys, history) = (&script, &keys, &history);
+        let (script, keys, opening) = (&script, &keys, &opening);
         let event_id = EventId::parse(&keys.event).expect("a bench event id");
         let email = Email::parse("bench@example.com").expect("an address");
         let policy = GrabPolicy::default();
@@ -281,7 +311,7 @@ async fn run_round(
                         let r: i64 = script.key(&keys.stock).key(&keys.buyers).arg(&user).invoke_async(&mut conn).await?;
                         r == 1
                     }
-                    Kind::Design => {
+                    Kind::Design | Kind::Unchecked => {
                         // The product's own arguments: the message head and the script's time format.
                         let order = OrderId::parse(&format!("0199a0b0-0000-7000-8000-{u:012}")).expect("a UUID");
                         let user = UserId::parse(&user).expect("a user id");
@@ -295,7 +325,10 @@ async fn run_round(
                         };
                         let mut call = script.key(&keys.meta);
                         call.key(&keys.seats).key(&keys.outbox);
-                        for arg in attempt.script_args(policy, history) {
+                        let args = attempt.script_args(policy, opening);
+                        // grab-v2.lua takes the first six (it names no history).
+                        let used = if kind == Kind::Unchecked { &args[..6] } else { &args[..] };
+                        for arg in used {
                             call.arg(arg);
                         }
                         let r: String = call.invoke_async(&mut conn).await?;

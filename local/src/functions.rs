@@ -38,6 +38,7 @@ impl Functions {
         let sdk = settings.sdk_config().await;
         let gate = Gate::new(&shared::config::GateSettings {
             redis_url: settings.redis_url.clone(),
+            cluster: settings.redis_cluster,
             connect_timeout: std::time::Duration::from_millis(500),
             command_timeout: std::time::Duration::from_millis(2000),
             replica_wait: std::time::Duration::from_millis(100),

@@ -20,6 +20,8 @@ pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
 #[derive(Debug, Clone)]
 pub struct LocalSettings {
     pub redis_url: String,
+    /// `REDIS_URL` is a Redis Cluster's node (`REDIS_CLUSTER=true`).
+    pub redis_cluster: bool,
     pub aws_endpoint: String,
     pub region: String,
     pub table_name: String,
@@ -51,6 +53,7 @@ impl LocalSettings {
             .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
         Ok(Self {
             redis_url: text_or("REDIS_URL", DEFAULT_REDIS_URL),
+            redis_cluster: parsed_or("REDIS_CLUSTER", false)?,
             aws_endpoint: text_or("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
             region: text_or("AWS_REGION", "us-east-1"),
             table_name: text_or("TABLE_NAME", "ticketgrab"),

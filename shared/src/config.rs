@@ -69,7 +69,10 @@ impl QueueSettings {
 /// `503 BUSY` quickly instead of piling up behind a dead connection.
 #[derive(Debug, Clone)]
 pub struct GateSettings {
+    /// The primary endpoint, or in cluster mode the configuration endpoint.
     pub redis_url: String,
+    /// A Redis Cluster (ElastiCache cluster mode enabled): each event's keys live on their slot's shard.
+    pub cluster: bool,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
     /// How long a grab whose send failed waits for a replica to hold its outbox entry (`WAIT`)
@@ -88,6 +91,7 @@ impl GateSettings {
         }
         Ok(Self {
             redis_url,
+            cluster: parsed_or("REDIS_CLUSTER", false)?,
             connect_timeout: Duration::from_millis(parsed_or("REDIS_CONNECT_TIMEOUT_MS", 500)?),
             command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
             replica_wait: Duration::from_millis(parsed_or("REDIS_REPLICA_WAIT_MS", 100)?),

@@ -124,7 +124,8 @@ impl Pair {
     async fn start() -> Self {
         let primary = PrivateRedis::start().await;
         let link = Proxy::start(primary.port).await;
-        let replica = PrivateRedis::start_with(&["--replicaof".into(), "127.0.0.1".into(), link.port.to_string()]).await;
+        let replica =
+            PrivateRedis::start_with(&["--replicaof".into(), "127.0.0.1".into(), link.port.to_string()]).await;
         let endpoint = Proxy::start(primary.port).await;
         let pair = Self { primary, replica, link, endpoint };
         let mut r = pair.direct(&pair.replica).await;
@@ -282,5 +283,8 @@ async fn a_failed_send_is_acknowledged_only_once_a_replica_holds_the_order() {
     assert_eq!(retry.status, 200, "{}", retry.body);
     let primary_outbox = app.cache(&event).await.outbox;
     assert_eq!(primary_outbox.len(), 2);
-    assert!(primary_outbox.contains_key(retry.body["order_id"].as_str().unwrap()), "the same order, still in the outbox");
+    assert!(
+        primary_outbox.contains_key(retry.body["order_id"].as_str().unwrap()),
+        "the same order, still in the outbox"
+    );
 }

@@ -295,8 +295,11 @@ pub(crate) fn users(tag: &str) -> Vec<String> {
 
 /// A sale on a private Redis: 50 users grab first, then the fault, 50 users grab during it, the
 /// system is restored, then the other 1,900 arrive at once.
+/// In the cluster pass (`REDIS_CLUSTER=true`) the faults that need no server of their own run on
+/// the stack's cluster instead.
 pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
-    app_on_redis(redis.url()).await
+    let settings = local_runner::LocalSettings::from_env().expect("settings");
+    app_on_redis(if settings.redis_cluster { settings.redis_url } else { redis.url() }).await
 }
 
 /// [`app_on_private_redis`] through a Redis endpoint of the test's own.

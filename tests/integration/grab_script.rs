@@ -184,7 +184,7 @@ async fn a_script_error_writes_nothing_not_even_the_counter() {
     let script = redis::Script::new(include_str!("../../shared/src/gate/grab.lua"));
     let mut r = app.redis.clone();
     let now = format!("{:015}", now_ms());
-    let opening = keys::opening(&app.functions.gate.history().await.unwrap());
+    let opening = app.functions.gate.opening(&event).await.unwrap();
     // A caller that forgets an argument (here the opening field), or sends times in another
     // format, is refused before anything is read.
     for args in [
@@ -209,13 +209,13 @@ async fn a_cache_written_in_another_history_decides_nothing_and_writes_nothing()
     let event = app.open_event(2).await;
     let GrabOutcome::Granted { .. } = grab(&app, &event, "u1").await else { panic!() };
     // What a promoted replica holds: the event as the old primary wrote it, under the old
-    // primary's replication id (a replication id is 40 hex digits).
-    let history = app.functions.gate.history().await.unwrap();
-    let old = keys::opening(&"0".repeat(40));
+    // primary's replication id (12 hex digits of it).
+    let opening = app.functions.gate.opening(&event).await.unwrap();
+    let old = keys::opening(&"0".repeat(12));
     let mut r = app.redis.clone();
-    let opens: String = r.hget(keys::meta(&event), keys::opening(&history)).await.unwrap();
+    let opens: String = r.hget(keys::meta(&event), &opening).await.unwrap();
     let _: () = redis::pipe()
-        .hdel(keys::meta(&event), keys::opening(&history))
+        .hdel(keys::meta(&event), &opening)
         .hset(keys::meta(&event), &old, opens)
         .query_async(&mut r)
         .await

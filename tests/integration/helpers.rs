@@ -6,7 +6,6 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use aws_lambda_events::{apigw::ApiGatewayV2httpRequest, sqs::SqsEvent};
 use local_runner::{Functions, LocalSettings, provision};
-use redis::aio::ConnectionManager;
 use serde_json::{Value, json};
 use shared::{
     config::GrabPolicy,
@@ -21,7 +20,7 @@ static PROVISIONED: OnceCell<String> = OnceCell::const_new();
 pub struct TestApp {
     pub settings: LocalSettings,
     pub functions: Functions,
-    pub redis: ConnectionManager,
+    pub redis: shared::gate::Connection,
     pub sqs: aws_sdk_sqs::Client,
     pub queue_url: String,
     pub sdk: aws_config::SdkConfig,
@@ -54,10 +53,6 @@ impl TestApp {
     pub async fn for_mail_with(visibility: u32, adjust: impl FnOnce(&mut LocalSettings)) -> Self {
         let mut app = Self::build(GrabPolicy::default(), true).await;
         adjust(&mut app.settings);
-        app.redis = {
-            let client = redis::Client::open(app.settings.redis_url.as_str()).unwrap();
-            ConnectionManager::new(client).await.expect("redis")
-        };
         let (queue_url, _) =
             provision::ensure_queues_with(&app.sqs, &format!("m-{}", uuid::Uuid::now_v7().simple()), visibility)
                 .await
@@ -77,6 +72,7 @@ impl TestApp {
             .await
             .expect("sender identity");
         app.functions = Functions::build(&app.settings, &app.queue_url).await.expect("functions");
+        app.redis = app.functions.gate.connection().await.expect("redis");
         app
     }
 
@@ -122,7 +118,7 @@ impl TestApp {
             shared_queue
         };
         let functions = Functions::build(&settings, &queue_url).await.expect("functions");
-        let redis = functions.gate.connection();
+        let redis = functions.gate.connection().await.expect("redis");
         Self { settings, functions, redis, sqs, queue_url, sdk }
     }
 
@@ -248,7 +244,7 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub async fn read(redis: &ConnectionManager, event: &EventId) -> Self {
+    pub async fn read(redis: &shared::gate::Connection, event: &EventId) -> Self {
         use redis::AsyncCommands;
         use shared::gate::keys;
         let mut r = redis.clone();

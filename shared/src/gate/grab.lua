@@ -17,7 +17,10 @@
 -- ARGV[5]  the end of a rate window that would start now (the caller's clock + the window)
 -- ARGV[6]  the caller's clock
 -- ARGV[7]  "open_from@<history>": the field named after the replication id of the server the
---          caller is connected to; a cache written in another history (before a failover) lacks it
+--          caller is connected to (its first 12 hex digits); a cache written in another history
+--          (before a failover) lacks it.
+--          Empty in cluster mode, where the caller cannot know the node: the history is then the
+--          node's own id (a promoted replica is another node)
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
@@ -32,8 +35,11 @@ local now = ARGV[6]
 if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
-local field = ARGV[1]
-local m = redis.call('HMGET', KEYS[1], ARGV[7], 'open_until', field)
+local field, opening = ARGV[1], ARGV[7]
+if opening == '' then
+  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+end
+local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field)
 if not m[1] then
   -- Absent, or written by a primary whose last writes this server may lack: nothing is decided
   -- here until the cache is rebuilt from DynamoDB.

@@ -11,52 +11,134 @@
 //! A replica is never bound: its id would change under the open connection when it is promoted.
 //! A connection that fails (dropped, timed out, or answering `READONLY` because its server was
 //! demoted) is forgotten and the next command makes a new one, reading the id again.
+//!
+//! In cluster mode the redis crate's cluster client routes each command to its slot's primary
+//! and follows failovers by itself, so no connection knows its server: there the history is the
+//! node's id (`CLUSTER MYID`; a promoted replica is another node), asked by the command itself
+//! (the grab script, or a one-line script on the event's key).
 
 use std::sync::Arc;
 
 use redis::{
     AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value,
     aio::{ConnectionLike, MultiplexedConnection},
+    cluster::ClusterClient,
+    cluster_async::ClusterConnection,
+    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr},
 };
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OnceCell};
 
 use super::GateError;
 
 /// One connection to a primary, with the replication id it was made under.
-struct Bound {
+pub(crate) struct Bound {
     conn: MultiplexedConnection,
     history: Arc<str>,
 }
 
 #[derive(Clone)]
-pub(crate) struct Link {
+pub(crate) enum Link {
+    Primary(Primary),
+    Cluster(Cluster),
+}
+
+/// One primary (ElastiCache with cluster mode disabled, or a local redis-server).
+#[derive(Clone)]
+pub(crate) struct Primary {
     client: redis::Client,
     config: AsyncConnectionConfig,
     /// Held while a connection is made, so a burst of requests makes one, not one each.
     current: Arc<Mutex<Option<Arc<Bound>>>>,
 }
 
+/// A Redis Cluster, through its configuration endpoint; connected on first use.
+#[derive(Clone)]
+pub(crate) struct Cluster {
+    client: ClusterClient,
+    conn: Arc<OnceCell<ClusterConnection>>,
+}
+
 impl Link {
-    pub fn new(client: redis::Client, config: AsyncConnectionConfig) -> Self {
-        Self { client, config, current: Arc::default() }
+    pub fn primary(client: redis::Client, config: AsyncConnectionConfig) -> Self {
+        Self::Primary(Primary { client, config, current: Arc::default() })
     }
 
-    pub fn client(&self) -> &redis::Client {
-        &self.client
+    pub fn cluster(client: ClusterClient) -> Self {
+        Self::Cluster(Cluster { client, conn: Arc::default() })
     }
 
     /// The current connection, made (and its history read) when there is none.
     pub async fn conn(&self) -> Result<LinkConn, GateError> {
+        match self {
+            Self::Primary(primary) => primary.conn().await,
+            Self::Cluster(cluster) => {
+                let conn = cluster.conn.get_or_try_init(|| cluster.client.get_async_connection()).await?;
+                Ok(LinkConn::Cluster(conn.clone()))
+            }
+        }
+    }
+}
+
+/// A connection for tests and tools that read the keys: it reconnects by itself and is bound to no
+/// history.
+#[derive(Clone)]
+pub enum Connection {
+    Single(redis::aio::ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Self::Single(conn) => conn.req_packed_command(cmd),
+            Self::Cluster(conn) => conn.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Self::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Single(conn) => conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
+    }
+}
+
+impl Link {
+    pub async fn inspection(&self) -> Result<Connection, GateError> {
+        Ok(match self {
+            Self::Primary(primary) => Connection::Single(redis::aio::ConnectionManager::new_lazy_with_config(
+                primary.client.clone(),
+                Default::default(),
+            )?),
+            Self::Cluster(cluster) => Connection::Cluster(cluster.client.get_async_connection().await?),
+        })
+    }
+}
+
+impl Primary {
+    async fn conn(&self) -> Result<LinkConn, GateError> {
         let mut current = self.current.lock().await;
         if let Some(bound) = current.as_ref() {
-            return Ok(LinkConn { bound: bound.clone(), link: self.clone() });
+            return Ok(LinkConn::Primary { bound: bound.clone(), link: self.clone() });
         }
         let mut conn = self.client.get_multiplexed_async_connection_with_config(&self.config).await?;
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
         let history = primary_history(&info)?;
         let bound = Arc::new(Bound { conn, history: history.into() });
         *current = Some(bound.clone());
-        Ok(LinkConn { bound, link: self.clone() })
+        Ok(LinkConn::Primary { bound, link: self.clone() })
     }
 
     async fn forget(&self, bound: &Arc<Bound>) {
@@ -67,25 +149,44 @@ impl Link {
     }
 }
 
-/// A command channel on one bound connection: what it sends goes to the server whose history
-/// [`LinkConn::history`] names, or fails.
+/// A command channel: on one bound connection to a primary (what it sends goes to the server
+/// whose history [`LinkConn::history`] names, or fails), or through the cluster client.
 #[derive(Clone)]
-pub(crate) struct LinkConn {
-    bound: Arc<Bound>,
-    link: Link,
+pub(crate) enum LinkConn {
+    Primary { bound: Arc<Bound>, link: Primary },
+    Cluster(ClusterConnection),
 }
 
 impl LinkConn {
-    /// The replication id of the server this connection talks to.
-    pub fn history(&self) -> &str {
-        &self.bound.history
+    /// The replication id of the primary this connection talks to; `None` in cluster mode, where
+    /// each command asks its node.
+    pub fn history(&self) -> Option<&str> {
+        match self {
+            Self::Primary { bound, .. } => Some(&bound.history),
+            Self::Cluster(_) => None,
+        }
+    }
+
+    /// Sends `cmd` to the primary that serves `key` (a keyless command, like `INFO` or `WAIT`,
+    /// would go to every node of a cluster).
+    pub async fn on_node_of<T: redis::FromRedisValue>(&mut self, key: &str, cmd: &Cmd) -> Result<T, GateError> {
+        Ok(match self {
+            Self::Primary { .. } => cmd.query_async(self).await?,
+            Self::Cluster(conn) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                let reply = conn
+                    .route_command(cmd.clone(), RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))
+                    .await?;
+                redis::from_redis_value(reply).map_err(RedisError::from)?
+            }
+        })
     }
 
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let Err(e) = &result
+        if let (Err(e), Self::Primary { bound, link }) = (&result, self)
             && ends_connection(e)
         {
-            self.link.forget(&self.bound).await;
+            link.forget(bound).await;
         }
         result
     }
@@ -94,7 +195,10 @@ impl LinkConn {
 impl ConnectionLike for LinkConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let result = self.bound.conn.clone().req_packed_command(cmd).await;
+            let result = match self {
+                Self::Primary { bound, .. } => bound.conn.clone().req_packed_command(cmd).await,
+                Self::Cluster(conn) => conn.req_packed_command(cmd).await,
+            };
             self.check(result).await
         })
     }
@@ -106,13 +210,19 @@ impl ConnectionLike for LinkConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let result = self.bound.conn.clone().req_packed_commands(pipeline, offset, count).await;
+            let result = match self {
+                Self::Primary { bound, .. } => bound.conn.clone().req_packed_commands(pipeline, offset, count).await,
+                Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+            };
             self.check(result).await
         })
     }
 
     fn get_db(&self) -> i64 {
-        self.bound.conn.get_db()
+        match self {
+            Self::Primary { bound, .. } => bound.conn.get_db(),
+            Self::Cluster(conn) => conn.get_db(),
+        }
     }
 }
 
@@ -123,6 +233,10 @@ fn ends_connection(e: &RedisError) -> bool {
         || e.is_timeout()
         || e.kind() == ErrorKind::Server(ServerErrorKind::ReadOnly)
 }
+
+/// How much of a replication id (40 random hex digits) names a history: 48 bits tell two apart
+/// all but once in 10^14, and the grab script hashes a short field name for less (section 6.1).
+pub(crate) const HISTORY_LEN: usize = 12;
 
 /// A field of `INFO`'s `name:value` lines.
 fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
@@ -143,7 +257,9 @@ fn primary_history(info: &str) -> Result<String, GateError> {
         None => return Err(GateError::Protocol("INFO replication names no role".into())),
     }
     match field("master_replid") {
-        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric()) => Ok(id.to_owned()),
+        Some(id) if id.len() >= HISTORY_LEN && id.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Ok(id[..HISTORY_LEN].to_owned())
+        }
         _ => Err(GateError::Protocol("INFO replication names no replication id".into())),
     }
 }
@@ -158,7 +274,8 @@ mod tests {
             "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nmaster_replid:8a1f0c\r\nmaster_replid2:0000\r\n";
         assert_eq!(primary_history(primary).unwrap(), "8a1f0c");
         assert_eq!(replicas(primary), 1);
-        let replica = "# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_replid:8a1f0c\r\n";
+        let replica = "# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_replid:8a1f0c5d9e2b7a41c3f0e8d6b5a4c3d2e1f0a9b8\r\n";
+        assert!(primary_history("role:master\r\nmaster_replid:8a1f0c\r\n").is_err(), "too short to name a history");
         assert!(matches!(primary_history(replica), Err(GateError::NotPrimary)));
         assert!(primary_history("# Replication\r\nrole:master\r\n").is_err());
         assert!(primary_history("").is_err());

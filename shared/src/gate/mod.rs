@@ -5,9 +5,10 @@
 
 use std::sync::LazyLock;
 
-use redis::{AsyncCommands, aio::ConnectionManager};
+use redis::AsyncCommands;
 
 mod link;
+pub use link::Connection;
 use link::{Link, LinkConn};
 
 use crate::{
@@ -18,6 +19,11 @@ use crate::{
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
 static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
+
+/// In cluster mode, the opening field of the node that serves the key it is given (`keys::opening`
+/// of its `CLUSTER MYID`), routed by that key like any command of the event.
+static NODE_OPENING_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new("return 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)"));
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
 
@@ -64,7 +70,7 @@ pub mod keys {
         format!("rl:{{{u}}}:{function}")
     }
     /// The meta field that says the event is cached in this server's history (the primary's
-    /// replication id, `gate::link`): `open_from`, the start of the span where the caller's clock
+    /// replication id, or in cluster mode the node's id, to 12 hex digits: `gate::link`): `open_from`, the start of the span where the caller's clock
     /// decides, under a name carrying the id. A cache from another history lacks it and reads as
     /// lost, at no cost to the grab script, which reads the field anyway.
     pub fn opening(history: &str) -> String {
@@ -153,7 +159,9 @@ pub struct GrabAttempt<'a> {
 impl GrabAttempt<'_> {
     /// The grab script's ARGV, in the order its header gives (gate-bench calls the script with
     /// them too).
-    pub fn script_args(&self, policy: GrabPolicy, history: &str) -> [String; 7] {
+    /// `opening` is [`keys::opening`] of the connection's history, or empty in cluster mode (the
+    /// script asks its node).
+    pub fn script_args(&self, policy: GrabPolicy, opening: &str) -> [String; 7] {
         [
             keys::user_field(self.user),
             self.order_id.to_string(),
@@ -161,7 +169,7 @@ impl GrabAttempt<'_> {
             policy.rate_limit.to_string(),
             script_time(self.clock_ms + policy.rate_window.as_millis() as i64),
             script_time(self.clock_ms),
-            keys::opening(history),
+            opening.to_owned(),
         ]
     }
 }
@@ -189,7 +197,11 @@ pub struct Grabbed {
 }
 
 /// The server a grab was written on: [`Gate::replicated`] asks how many of its replicas have it.
-pub struct Written(LinkConn);
+pub struct Written {
+    conn: LinkConn,
+    /// The event's meta key: in cluster mode it names the node that holds the write.
+    key: String,
+}
 
 #[derive(Clone)]
 pub struct Gate {
@@ -201,22 +213,34 @@ impl Gate {
     /// Builds the gate without connecting: a cold start never fails because Redis is down; the
     /// first command fails fast instead and the caller answers `503 BUSY`.
     pub fn new(settings: &GateSettings) -> Result<Self, GateError> {
-        let client = redis::Client::open(settings.redis_url.as_str())?;
-        let config = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(settings.connect_timeout))
-            .set_response_timeout(Some(settings.command_timeout));
-        Ok(Self { link: Link::new(client, config), replica_wait: settings.replica_wait })
+        let link = if settings.cluster {
+            let client = redis::cluster::ClusterClient::builder([settings.redis_url.as_str()])
+                .connection_timeout(settings.connect_timeout)
+                .response_timeout(settings.command_timeout)
+                // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
+                .retries(1)
+                .build()?;
+            Link::cluster(client)
+        } else {
+            let client = redis::Client::open(settings.redis_url.as_str())?;
+            let config = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(settings.connect_timeout))
+                .set_response_timeout(Some(settings.command_timeout));
+            Link::primary(client, config)
+        };
+        Ok(Self { link, replica_wait: settings.replica_wait })
     }
 
-    /// A connection of its own, for tests and tools that inspect the keys (not bound to a history).
-    pub fn connection(&self) -> ConnectionManager {
-        ConnectionManager::new_lazy_with_config(self.link.client().clone(), Default::default())
-            .expect("a client that opened")
+    /// A connection of its own, for tests and tools that inspect the keys (not bound to a history;
+    /// it reconnects by itself).
+    pub async fn connection(&self) -> Result<Connection, GateError> {
+        self.link.inspection().await
     }
 
-    /// The replication id of the primary the gate talks to (DESIGN.md section 6).
-    pub async fn history(&self) -> Result<String, GateError> {
-        Ok(self.link.conn().await?.history().to_owned())
+    /// The meta field that says `event` is cached in the current history (DESIGN.md section 6).
+    pub async fn opening(&self, event: &EventId) -> Result<String, GateError> {
+        let mut conn = self.link.conn().await?;
+        opening_on(&mut conn, event).await
     }
 
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<Grabbed, GateError> {
@@ -224,7 +248,8 @@ impl Gate {
         let mut conn = self.link.conn().await?;
         let mut call = GRAB_SCRIPT.key(keys::meta(e));
         call.key(keys::seats(e)).key(keys::outbox(e));
-        for arg in attempt.script_args(policy, conn.history()) {
+        let opening = conn.history().map(keys::opening).unwrap_or_default();
+        for arg in attempt.script_args(policy, &opening) {
             call.arg(arg);
         }
         let reply: String = call.invoke_async(&mut conn).await?;
@@ -232,7 +257,7 @@ impl Gate {
         if let GrabOutcome::Granted { ticket_no, message, .. } = &mut outcome {
             *message = attempt.head.complete(*ticket_no);
         }
-        Ok(Grabbed { outcome, written: Written(conn) })
+        Ok(Grabbed { outcome, written: Written { conn, key: keys::meta(e) } })
     }
 
     /// How many replicas hold what `written`'s connection wrote, waiting up to the configured
@@ -240,13 +265,13 @@ impl Gate {
     /// that one). 0 at once when the server has no replica: `WAIT` holds its connection, and
     /// everything queued behind it, for the whole timeout.
     pub async fn replicated(&self, written: &Written) -> Result<u32, GateError> {
-        let mut conn = written.0.clone();
-        let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
+        let mut conn = written.conn.clone();
+        let info: String = conn.on_node_of(&written.key, redis::cmd("INFO").arg("replication")).await?;
         if link::replicas(&info) == 0 {
             return Ok(0);
         }
         let timeout = self.replica_wait.as_millis().max(1) as u64;
-        Ok(redis::cmd("WAIT").arg(1).arg(timeout).query_async(&mut conn).await?)
+        conn.on_node_of(&written.key, redis::cmd("WAIT").arg(1).arg(timeout)).await
     }
 
     /// Fills the cache for a freshly released event: every ticket number free, no user field. One
@@ -256,7 +281,7 @@ impl Gate {
         let mut pipe = redis::pipe();
         pipe.atomic();
         let mut conn = self.link.conn().await?;
-        fill(&mut pipe, event, &Holdings::default(), conn.history());
+        fill(&mut pipe, event, &Holdings::default(), &opening_on(&mut conn, &event.id).await?);
         pipe.query_async::<()>(&mut conn).await?;
         Ok(())
     }
@@ -276,7 +301,7 @@ impl Gate {
         let e = &event.id;
         let token = uuid::Uuid::now_v7().to_string();
         let mut conn = self.link.conn().await?;
-        let history = conn.history().to_owned();
+        let opening = opening_on(&mut conn, e).await?;
         let locked: Option<String> = redis::cmd("SET")
             .arg(keys::rebuild_lock(e))
             .arg(&token)
@@ -289,12 +314,12 @@ impl Gate {
             return Ok(false);
         }
         let result = async {
-            if conn.hexists::<_, _, bool>(keys::meta(e), keys::opening(&history)).await? {
+            if conn.hexists::<_, _, bool>(keys::meta(e), &opening).await? {
                 return Ok(false);
             }
             let mut pipe = redis::pipe();
             pipe.atomic();
-            fill(&mut pipe, event, holdings, &history);
+            fill(&mut pipe, event, holdings, &opening);
             pipe.del(keys::lost_since(e)).ignore();
             pipe.query_async::<()>(&mut conn).await?;
             Ok(true)
@@ -404,7 +429,23 @@ impl Gate {
             return Ok(Vec::new());
         }
         let mut conn = self.link.conn().await?;
-        let opening = keys::opening(conn.history());
+        let Some(history) = conn.history() else {
+            // A cluster answers per slot: one event at a time, the events' nodes in parallel.
+            let each = events.iter().map(|e| {
+                let mut conn = conn.clone();
+                async move {
+                    let opening = opening_on(&mut conn, e).await?;
+                    let (current, left): (bool, u32) = redis::pipe()
+                        .hexists(keys::meta(e), &opening)
+                        .llen(keys::seats(e))
+                        .query_async(&mut conn)
+                        .await?;
+                    Ok::<_, GateError>(current.then_some(left))
+                }
+            });
+            return futures::future::try_join_all(each).await;
+        };
+        let opening = keys::opening(history);
         let mut pipe = redis::pipe();
         for e in events {
             pipe.hexists(keys::meta(e), &opening).llen(keys::seats(e));
@@ -416,7 +457,7 @@ impl Gate {
     /// The sale window, or `None` when the event is not in this server's history's cache.
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
         let mut conn = self.link.conn().await?;
-        let opening = keys::opening(conn.history());
+        let opening = opening_on(&mut conn, event).await?;
         let (start, end, state, current): (Option<i64>, Option<i64>, Option<String>, Option<String>) =
             redis::cmd("HMGET")
                 .arg(keys::meta(event))
@@ -442,7 +483,7 @@ impl Gate {
     /// caller answers "busy" rather than "no order".
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<(String, u32)>, GateError> {
         let mut conn = self.link.conn().await?;
-        let opening = keys::opening(conn.history());
+        let opening = opening_on(&mut conn, event).await?;
         let (current, start, field): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(keys::meta(event))
             .arg(&[opening.as_str(), "start", keys::user_field(user).as_str()])
@@ -480,7 +521,7 @@ impl Gate {
 
 /// The commands that lay down an event's meta (with its users' holdings) and free numbers
 /// (inside a `MULTI`).
-fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, history: &str) {
+fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening: &str) {
     let e = &event.id;
     pipe.del(keys::seats(e)).ignore().del(keys::meta(e)).ignore();
     let free: Vec<u32> = (1..=event.capacity).filter(|n| !holdings.held.contains(n)).collect();
@@ -503,7 +544,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, history:
             ("state", "open".to_owned()),
             // The span where the grab script lets the caller's clock decide, precomputed so the
             // script compares strings instead of parsing numbers.
-            (keys::opening(history).as_str(), script_time(start + trust)),
+            (opening, script_time(start + trust)),
             ("open_until", script_time(end - trust)),
             // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
             // hash table from the start: as a listpack, its first 512 user fields would each be
@@ -515,6 +556,15 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, history:
     let forget_at = end + CACHE_AFTER_END.as_millis() as i64;
     pipe.cmd("PEXPIREAT").arg(keys::meta(e)).arg(forget_at).ignore();
     pipe.cmd("PEXPIREAT").arg(keys::seats(e)).arg(forget_at).ignore();
+}
+
+/// The opening field of `event` on the server `conn` leads to: from the connection's history, or in
+/// cluster mode from the node that serves the event's slot.
+async fn opening_on(conn: &mut LinkConn, event: &EventId) -> Result<String, GateError> {
+    match conn.history() {
+        Some(history) => Ok(keys::opening(history)),
+        None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).invoke_async(conn).await?),
+    }
 }
 
 /// Epoch milliseconds as the grab script compares them: zero-padded to 15 digits, so string order is

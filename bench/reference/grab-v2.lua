@@ -1,0 +1,93 @@
+-- grab.lua as it was before it checked the cache's history (failover detection, issue 14): gate-bench
+-- measures what that check costs, on the same layout.
+--
+-- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
+--
+-- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from (start + 10 s) and
+--                          open_until (end - 10 s), the span where the caller's clock decides
+--                          (in the script's time format, below); and
+--                          one field per user who has touched the sale, "=<user>":
+--                          "<order id>:<ticket no>" (holds an order) or
+--                          "#<window end ms>:<count>" (refused requests in the rate window)
+-- KEYS[2]  ev:{E}:seats    list: the free ticket numbers
+-- KEYS[3]  ev:{E}:outbox   hash: order id -> order message
+-- ARGV[1]  the user's field, "=<user id>"
+-- ARGV[2]  order id (UUIDv7, made by the caller; used only on OK)
+-- ARGV[3]  the order message, a JSON object without its closing brace; the script appends
+--          ,"ticket_no":<n>} (splicing: decoding and re-encoding JSON would cost more than the rest)
+-- ARGV[4]  rate limit: refused requests allowed per window
+-- ARGV[5]  the end of a rate window that would start now (the caller's clock + the window)
+-- ARGV[6]  the caller's clock
+-- Returns one string:
+--   OK:<ticket no> | ALREADY:<order id>:<ticket no> | RATE_LIMITED:<ms until the window ends> |
+--   NOT_FOUND | NOT_STARTED | ENDED | SOLD_OUT
+--
+-- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
+-- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
+-- 15 digits (every RFC 3339 year up to 9999), so they compare as strings: a string compare costs
+-- far less than the strtod behind tonumber. A refusal writes only the user's counter. Everything
+-- is checked before the first write, so an error cannot leave half a grab.
+
+local now = ARGV[6]
+if #ARGV ~= 6 or #now ~= 15 or #ARGV[5] ~= 15 then
+  return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms)')
+end
+local field = ARGV[1]
+local m = redis.call('HMGET', KEYS[1], 'open_from', 'open_until', field)
+if not m[1] then
+  return 'NOT_FOUND'
+end
+
+-- One ticket per user: a retry gets the order it already has, whatever the counter says.
+local held = m[3]
+local count, window_end = 0, ARGV[5]
+if held then
+  if string.byte(held, 1) ~= 35 then -- not '#': an order
+    return 'ALREADY:' .. held
+  end
+  -- Rate limit: refused requests in the current fixed window, on the caller's clock.
+  local sep = string.find(held, ':', 2, true)
+  local held_end = string.sub(held, 2, sep - 1)
+  if now < held_end then
+    count = tonumber(string.sub(held, sep + 1))
+    if count >= tonumber(ARGV[4]) then
+      return 'RATE_LIMITED:' .. (tonumber(held_end) - tonumber(now))
+    end
+    window_end = held_end
+  end
+end
+
+-- The sale window. Inside [open_from, open_until) the caller's clock puts both boundaries more
+-- than 10 s away and decides; elsewhere it decides only when a boundary is more than 10 s away,
+-- and near one Redis's TIME does, so the opening and closing seconds are decided on one clock.
+local open = now >= m[1] and now < m[2]
+local refused
+if not open then
+  local start_ms, end_ms, t = tonumber(m[1]) - 10000, tonumber(m[2]) + 10000, tonumber(now)
+  if t < start_ms - 10000 then
+    refused = 'NOT_STARTED'
+  elseif t >= end_ms + 10000 then
+    refused = 'ENDED'
+  else
+    local time = redis.call('TIME')
+    t = time[1] * 1000 + math.floor(time[2] / 1000)
+    if t < start_ms then
+      refused = 'NOT_STARTED'
+    elseif t >= end_ms then
+      refused = 'ENDED'
+    else
+      open = true
+    end
+  end
+end
+if open then
+  local n = redis.call('LPOP', KEYS[2])
+  if n then
+    redis.call('HSET', KEYS[1], field, ARGV[2] .. ':' .. n)
+    redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ',"ticket_no":' .. n .. '}')
+    return 'OK:' .. n
+  end
+  refused = 'SOLD_OUT'
+end
+redis.call('HSET', KEYS[1], field, '#' .. window_end .. ':' .. (count + 1))
+return refused
