@@ -38,39 +38,37 @@ pub(crate) struct Bound {
 
 #[derive(Clone)]
 pub(crate) enum Link {
-    Primary(Primary),
-    Cluster(Cluster),
+    Primary(Arc<Primary>),
+    Cluster(Arc<Cluster>),
 }
 
 /// One primary (ElastiCache with cluster mode disabled, or a local redis-server).
-#[derive(Clone)]
 pub(crate) struct Primary {
     client: redis::Client,
     config: AsyncConnectionConfig,
     /// Held while a connection is made, so a burst of requests makes one, not one each.
-    current: Arc<Mutex<Option<Arc<Bound>>>>,
+    current: Mutex<Option<Arc<Bound>>>,
 }
 
 /// A Redis Cluster, through its configuration endpoint; connected on first use.
-#[derive(Clone)]
 pub(crate) struct Cluster {
     client: ClusterClient,
-    conn: Arc<OnceCell<ClusterConnection>>,
+    conn: OnceCell<ClusterConnection>,
 }
 
 impl Link {
     pub fn primary(client: redis::Client, config: AsyncConnectionConfig) -> Self {
-        Self::Primary(Primary { client, config, current: Arc::default() })
+        Self::Primary(Arc::new(Primary { client, config, current: Mutex::default() }))
     }
 
     pub fn cluster(client: ClusterClient) -> Self {
-        Self::Cluster(Cluster { client, conn: Arc::default() })
+        Self::Cluster(Arc::new(Cluster { client, conn: OnceCell::new() }))
     }
 
     /// The current connection, made (and its history read) when there is none.
     pub async fn conn(&self) -> Result<LinkConn, GateError> {
         match self {
-            Self::Primary(primary) => primary.conn().await,
+            Self::Primary(primary) => Primary::conn(primary).await,
             Self::Cluster(cluster) => {
                 let conn = cluster.conn.get_or_try_init(|| cluster.client.get_async_connection()).await?;
                 Ok(LinkConn::Cluster(conn.clone()))
@@ -128,17 +126,17 @@ impl Link {
 }
 
 impl Primary {
-    async fn conn(&self) -> Result<LinkConn, GateError> {
-        let mut current = self.current.lock().await;
+    async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
+        let mut current = this.current.lock().await;
         if let Some(bound) = current.as_ref() {
-            return Ok(LinkConn::Primary { bound: bound.clone(), link: self.clone() });
+            return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
         }
-        let mut conn = self.client.get_multiplexed_async_connection_with_config(&self.config).await?;
+        let mut conn = this.client.get_multiplexed_async_connection_with_config(&this.config).await?;
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
         let history = primary_history(&info)?;
         let bound = Arc::new(Bound { conn, history: history.into() });
         *current = Some(bound.clone());
-        Ok(LinkConn::Primary { bound, link: self.clone() })
+        Ok(LinkConn::Primary { bound, link: this.clone() })
     }
 
     async fn forget(&self, bound: &Arc<Bound>) {
@@ -153,7 +151,7 @@ impl Primary {
 /// whose history [`LinkConn::history`] names, or fails), or through the cluster client.
 #[derive(Clone)]
 pub(crate) enum LinkConn {
-    Primary { bound: Arc<Bound>, link: Primary },
+    Primary { bound: Arc<Bound>, link: Arc<Primary> },
     Cluster(ClusterConnection),
 }
 
