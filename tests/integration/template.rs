@@ -261,3 +261,50 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
     let answered: BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
     assert_eq!(answered, codes, "the contract names exactly the codes the handlers answer");
 }
+
+/// The value a nest of `Fn::If` takes when exactly the conditions in `true_` hold.
+fn pick<'a>(v: &'a Value, true_: &[&str]) -> &'a Value {
+    match v.get("Fn::If") {
+        Some(branches) => {
+            let holds = true_.contains(&branches[0].as_str().unwrap());
+            pick(&branches[if holds { 1 } else { 2 }], true_)
+        }
+        None => v,
+    }
+}
+
+/// Cluster mode is one parameter: the functions get the configuration endpoint (which the
+/// cluster client finds the shards from) and `REDIS_CLUSTER=true`, the replication group its
+/// shards; with it disabled the functions get the primary endpoint, as before.
+#[test]
+fn cluster_mode_gives_the_functions_the_configuration_endpoint() {
+    let t = template();
+    assert_eq!(t["Parameters"]["CacheClusterMode"]["Default"], "disabled");
+    assert_eq!(t["Conditions"]["CacheClustered"], json!({"Fn::Equals": [{"Ref": "CacheClusterMode"}, "enabled"]}));
+    let vars = &t["Globals"]["Function"]["Environment"]["Variables"];
+    let cases = [
+        (
+            &["CacheClustered", "CacheTls", "CacheTlsClustered"][..],
+            "rediss://${Cache.ConfigurationEndPoint.Address}",
+            "true",
+        ),
+        (&["CacheClustered", "CachePlainClustered"][..], "redis://${Cache.ConfigurationEndPoint.Address}", "true"),
+        (&["CacheTls"][..], "rediss://${Cache.PrimaryEndPoint.Address}", "false"),
+        (&[][..], "redis://${Cache.PrimaryEndPoint.Address}", "false"),
+    ];
+    for (holding, url, cluster) in cases {
+        let sub = pick(&vars["REDIS_URL"], holding)["Fn::Sub"].as_str().unwrap();
+        assert!(sub.starts_with(url), "{holding:?}: {sub}");
+        assert_eq!(pick(&vars["REDIS_CLUSTER"], holding), cluster, "{holding:?}");
+    }
+    for (name, holding) in
+        [("CacheTlsClustered", ["CacheTls", "CacheClustered"]), ("CachePlainClustered", ["", "CacheClustered"])]
+    {
+        let c = t["Conditions"][name].to_string();
+        assert!(holding.iter().filter(|h| !h.is_empty()).all(|h| c.contains(h)), "{name}: {c}");
+    }
+    let cache = &t["Resources"]["Cache"]["Properties"];
+    assert_eq!(*pick(&cache["NumNodeGroups"], &["CacheClustered"]), json!({"Ref": "CacheShards"}));
+    assert_eq!(*pick(&cache["NumCacheClusters"], &[]), json!({"Ref": "CacheNodes"}));
+    assert_eq!(*pick(&cache["CacheParameterGroupName"], &["CacheClustered"]), json!("default.valkey8.cluster.on"));
+}
