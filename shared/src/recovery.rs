@@ -35,6 +35,8 @@ pub enum RecoveryError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Queue(#[from] QueueError),
+    #[error("the queue's depth was not read within {0:?}")]
+    QueueSlow(Duration),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +54,8 @@ pub enum Rebuild {
 /// How long a reading of the queue's depth stands: while a cache is lost every request asks for a
 /// rebuild, and one reading serves them all instead of one queue call each.
 const DEPTH_READ_EVERY: Duration = Duration::from_millis(250);
+/// How long one reading may take before the rebuild answers "busy" instead.
+const DEPTH_READ_LIMIT: Duration = Duration::from_secs(1);
 /// Events remembered per execution environment (they never change once released).
 const EVENTS_KEPT: usize = 1_000;
 
@@ -94,7 +98,10 @@ impl Rebuilder {
         {
             return Ok(n);
         }
-        let n = self.queue.in_flight().await?;
+        // Bounded: the others wait on this reading, and one stalled call must not hold them all.
+        let n = tokio::time::timeout(DEPTH_READ_LIMIT, self.queue.in_flight())
+            .await
+            .map_err(|_| RecoveryError::QueueSlow(DEPTH_READ_LIMIT))??;
         *depth = Some((Instant::now(), n));
         Ok(n)
     }
@@ -119,18 +126,29 @@ impl Rebuilder {
                 return Ok(Rebuild::Busy);
             }
         }
-        let mut holdings = self.store.holdings(&event.id).await?;
-        self.add_undelivered(&event.id, &mut holdings).await?;
-        if self.gate.rebuild(event, &holdings, self.settings.lock_ttl).await? {
-            tracing::warn!(
-                event_id = %event.id,
-                buyers = holdings.buyers.len(),
-                held = holdings.held.len(),
-                "cache rebuilt from DynamoDB"
-            );
-            return Ok(Rebuild::Done);
+        let Some(lock) = self.gate.lock_rebuild(&event.id, self.settings.lock_ttl).await? else {
+            // Another rebuild is under way (or just finished).
+            return Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy });
+        };
+        let rebuilt = async {
+            let mut holdings = self.store.holdings(&event.id).await?;
+            self.add_undelivered(&event.id, &mut holdings).await?;
+            let done = self.gate.rebuild(&lock, event, &holdings).await?;
+            Ok::<_, RecoveryError>((done, holdings))
         }
-        Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy })
+        .await;
+        self.gate.unlock_rebuild(lock).await?;
+        let (done, holdings) = rebuilt?;
+        if !done {
+            return Ok(Rebuild::Present);
+        }
+        tracing::warn!(
+            event_id = %event.id,
+            buyers = holdings.buyers.len(),
+            held = holdings.held.len(),
+            "cache rebuilt from DynamoDB"
+        );
+        Ok(Rebuild::Done)
     }
 
     /// Orders that survived in the outbox (the cache was lost in part, or the send failed and the

@@ -182,6 +182,12 @@ pub struct OutboxEntry {
     pub message: String,
 }
 
+/// The event's rebuild lock, held (`Gate::lock_rebuild`).
+pub struct RebuildLock {
+    event: EventId,
+    token: String,
+}
+
 /// The sale window as Redis holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Window {
@@ -286,47 +292,54 @@ impl Gate {
         Ok(())
     }
 
-    /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
-    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while the cache
-    /// is still missing from this server's history (absent, or written before a failover), in one
-    /// `MULTI`: a concurrent rebuild or grab cannot double anything. The
-    /// outbox is left as it is. Returns false when another rebuild holds the lock or the cache is
-    /// already there.
-    pub async fn rebuild(
+    /// Takes the event's rebuild lock (`SET NX PX`): `None` when another rebuild holds it. Taken
+    /// before anything is read from DynamoDB, so a crowd that finds the cache lost makes one
+    /// rebuild's reads, not one each.
+    pub async fn lock_rebuild(
         &self,
-        event: &Event,
-        holdings: &Holdings,
-        lock_ttl: std::time::Duration,
-    ) -> Result<bool, GateError> {
-        let e = &event.id;
+        event: &EventId,
+        ttl: std::time::Duration,
+    ) -> Result<Option<RebuildLock>, GateError> {
         let token = uuid::Uuid::now_v7().to_string();
-        let mut conn = self.link.conn().await?;
-        let opening = opening_on(&mut conn, e).await?;
         let locked: Option<String> = redis::cmd("SET")
-            .arg(keys::rebuild_lock(e))
+            .arg(keys::rebuild_lock(event))
             .arg(&token)
             .arg("NX")
             .arg("PX")
-            .arg(lock_ttl.as_millis() as u64)
-            .query_async(&mut conn)
+            .arg(ttl.as_millis() as u64)
+            .query_async(&mut self.link.conn().await?)
             .await?;
-        if locked.is_none() {
+        Ok(locked.map(|_| RebuildLock { event: event.clone(), token }))
+    }
+
+    /// Releases the lock if it is still this rebuild's (it may have expired and been taken).
+    pub async fn unlock_rebuild(&self, lock: RebuildLock) -> Result<(), GateError> {
+        let _: i64 = UNLOCK_SCRIPT
+            .key(keys::rebuild_lock(&lock.event))
+            .arg(&lock.token)
+            .invoke_async(&mut self.link.conn().await?)
+            .await?;
+        Ok(())
+    }
+
+    /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
+    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while the cache
+    /// is still missing from this server's history (absent, or written before a failover), in one
+    /// `MULTI`: a concurrent rebuild or grab cannot double anything. The outbox is left as it is.
+    /// Returns false when the cache is already there.
+    pub async fn rebuild(&self, _lock: &RebuildLock, event: &Event, holdings: &Holdings) -> Result<bool, GateError> {
+        let e = &event.id;
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, e).await?;
+        if conn.hexists::<_, _, bool>(keys::meta(e), &opening).await? {
             return Ok(false);
         }
-        let result = async {
-            if conn.hexists::<_, _, bool>(keys::meta(e), &opening).await? {
-                return Ok(false);
-            }
-            let mut pipe = redis::pipe();
-            pipe.atomic();
-            fill(&mut pipe, event, holdings, &opening);
-            pipe.del(keys::lost_since(e)).ignore();
-            pipe.query_async::<()>(&mut conn).await?;
-            Ok(true)
-        }
-        .await;
-        let _: i64 = UNLOCK_SCRIPT.key(keys::rebuild_lock(e)).arg(&token).invoke_async(&mut conn).await?;
-        result
+        let mut pipe = redis::pipe();
+        pipe.atomic();
+        fill(&mut pipe, event, holdings, &opening);
+        pipe.del(keys::lost_since(e)).ignore();
+        pipe.query_async::<()>(&mut conn).await?;
+        Ok(true)
     }
 
     /// Counts one request of `user` to `function` in a fixed window (one round trip: `INCR`, an

@@ -157,6 +157,10 @@ impl From<crate::recovery::RecoveryError> for ApiError {
             R::Gate(e) => e.into(),
             R::Store(e) => e.into(),
             R::Queue(e) => e.into(),
+            R::QueueSlow(_) => {
+                tracing::warn!(dependency = "sqs", error = %e, "dependency slow");
+                ApiError::Busy
+            }
         }
     }
 }
