@@ -58,7 +58,7 @@ impl Functions {
             ),
             grab: Grab::new(
                 gate.clone(),
-                OrderQueue::for_grab(&sdk, queue_url),
+                OrderQueue::for_grab_within(&sdk, queue_url, settings.grab_send),
                 settings.seal.clone(),
                 store.clone(),
                 settings.hash.clone(),

@@ -41,6 +41,9 @@ pub struct LocalSettings {
     /// queue still holds messages).
     pub outbox_age: Duration,
     pub outbox_max_wait: Duration,
+    /// Grab's budget for one SQS send (`LOCAL_GRAB_SEND_MS`; deployed, 1.5 s): MiniStack under a
+    /// test suite's load answers far slower than SQS. `REBUILD_SETTLE_MS` must stay above it.
+    pub grab_send: Duration,
 }
 
 impl LocalSettings {
@@ -68,6 +71,10 @@ impl LocalSettings {
             rebuild: RebuildSettings::from_env()?,
             outbox_age: reconcile.outbox_age,
             outbox_max_wait: reconcile.outbox_max_wait,
+            grab_send: Duration::from_millis(parsed_or(
+                "LOCAL_GRAB_SEND_MS",
+                shared::queue::GRAB_SEND_BUDGET.as_millis() as u64,
+            )?),
         })
     }
 

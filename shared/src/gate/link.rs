@@ -268,9 +268,9 @@ mod tests {
 
     #[test]
     fn a_primary_gives_its_replication_id_and_a_replica_is_refused() {
-        let primary =
-            "# Replication\r\nrole:master\r\nconnected_slaves:1\r\nmaster_replid:8a1f0c\r\nmaster_replid2:0000\r\n";
-        assert_eq!(primary_history(primary).unwrap(), "8a1f0c");
+        let primary = "# Replication\r\nrole:master\r\nconnected_slaves:1\r\n\
+                       master_replid:8a1f0c5d9e2b7a41c3f0e8d6b5a4c3d2e1f0a9b8\r\nmaster_replid2:0000\r\n";
+        assert_eq!(primary_history(primary).unwrap(), "8a1f0c5d9e2b", "the first 12 digits name the history");
         assert_eq!(replicas(primary), 1);
         let replica = "# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_replid:8a1f0c5d9e2b7a41c3f0e8d6b5a4c3d2e1f0a9b8\r\n";
         assert!(primary_history("role:master\r\nmaster_replid:8a1f0c\r\n").is_err(), "too short to name a history");

@@ -9,6 +9,10 @@ use crate::domain::order_seal::{SEAL_ATTRIBUTE, SealKey};
 #[error("sqs: {0}")]
 pub struct QueueError(String);
 
+/// How long grab's send may take in all (two attempts of 700 ms): a rebuild waits longer than this
+/// after a loss (`REBUILD_SETTLE_MS`), so a send under way when the cache was lost lands first.
+pub const GRAB_SEND_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
+
 #[derive(Clone)]
 pub struct OrderQueue {
     client: Client,
@@ -23,12 +27,18 @@ impl OrderQueue {
     /// The client grab uses: short timeouts and one retry, because a grab that already holds a
     /// ticket must answer fast; an order whose send fails waits in the outbox for reconcile.
     pub fn for_grab(sdk: &aws_config::SdkConfig, url: impl Into<String>) -> Self {
+        Self::for_grab_within(sdk, url, GRAB_SEND_BUDGET)
+    }
+
+    /// [`Self::for_grab`] with another budget for the whole send (two attempts of half of it
+    /// each): the local runner gives an emulator under a test suite's load more time.
+    pub fn for_grab_within(sdk: &aws_config::SdkConfig, url: impl Into<String>, budget: std::time::Duration) -> Self {
         let config = aws_sdk_sqs::config::Builder::from(sdk)
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .connect_timeout(std::time::Duration::from_millis(300))
-                    .operation_attempt_timeout(std::time::Duration::from_millis(700))
-                    .operation_timeout(std::time::Duration::from_millis(1500))
+                    .operation_attempt_timeout(budget.mul_f64(0.47))
+                    .operation_timeout(budget)
                     .build(),
             )
             .retry_config(aws_config::retry::RetryConfig::standard().with_max_attempts(2))
