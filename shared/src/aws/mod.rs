@@ -9,7 +9,12 @@
 
 use std::time::Duration;
 
-use aws_config::{BehaviorVersion, retry::RetryConfig, timeout::TimeoutConfig};
+use aws_config::{
+    BehaviorVersion,
+    environment::{EnvironmentVariableCredentialsProvider, EnvironmentVariableRegionProvider},
+    retry::RetryConfig,
+    timeout::TimeoutConfig,
+};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
 
@@ -23,6 +28,12 @@ pub async fn sdk_config() -> aws_config::SdkConfig {
 /// timeout, so every call is bounded.
 pub fn loader() -> aws_config::ConfigLoader {
     aws_config::defaults(BehaviorVersion::latest())
+        // Lambda hands a function its credentials and region in the environment. The default
+        // chains would, at every cold start, also build an STS client (web identity, with its own
+        // endpoint rules), read profile files and set up the ECS and IMDS providers: a quarter of
+        // grab's init instructions, for sources a function never uses (fn-costs, BENCHMARKS.md).
+        .credentials_provider(EnvironmentVariableCredentialsProvider::new())
+        .region(EnvironmentVariableRegionProvider::new())
         .http_client(https_client())
         .timeout_config(
             TimeoutConfig::builder()
