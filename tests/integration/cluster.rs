@@ -4,7 +4,10 @@
 //! them a second time with `REDIS_URL` at the cluster and `REDIS_CLUSTER=true`. This test shows
 //! what that cannot: the events spread over the shards, every key of one event on one of them.
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    time::Duration,
+};
 
 use shared::gate::keys;
 
@@ -66,4 +69,138 @@ async fn events_spread_over_the_masters_with_all_of_an_events_keys_on_one() {
     let used: HashSet<&String> = owners.values().flatten().collect();
     assert!(used.len() >= 2, "12 events all on {used:?}");
     println!("12 events over {} masters: {owners:?}", used.len());
+}
+
+/// A cluster node of the test's own (its slot map in a file of its own).
+async fn private_node() -> crate::faults::PrivateRedis {
+    let conf = format!("/tmp/tg-node-{}.conf", uuid::Uuid::now_v7().simple());
+    crate::faults::PrivateRedis::start_with(&[
+        "--cluster-enabled".into(),
+        "yes".into(),
+        "--cluster-config-file".into(),
+        conf,
+        "--cluster-node-timeout".into(),
+        "2000".into(),
+    ])
+    .await
+}
+
+async fn node_conn(node: &crate::faults::PrivateRedis) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(node.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+async fn info(conn: &mut redis::aio::MultiplexedConnection, what: &str) -> String {
+    redis::cmd(what).arg(if what == "INFO" { "replication" } else { "INFO" }).query_async(conn).await.unwrap()
+}
+
+/// A real failover in cluster mode: a shard of a primary and its replica (two cluster nodes, every
+/// slot on the primary), the primary killed and the replica taking over (`CLUSTER FAILOVER
+/// TAKEOVER`). The replica is another node, so every event cached by the primary reads as written
+/// in another history: the sale pauses, the cache is rebuilt from DynamoDB, and every user told
+/// `202` before the failover still holds their ticket after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
+    logs_when_asked();
+    let mut primary = private_node().await;
+    let replica = private_node().await;
+    let (mut p, mut r) = (node_conn(&primary).await, node_conn(&replica).await);
+    let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut p).await.unwrap();
+    let _: () = redis::cmd("CLUSTER").arg("MEET").arg("127.0.0.1").arg(primary.port).query_async(&mut r).await.unwrap();
+    let primary_id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await.unwrap();
+    let joined = eventually(Duration::from_secs(20), || {
+        let mut r = r.clone();
+        let id = primary_id.clone();
+        async move { redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok() }
+    })
+    .await;
+    assert!(joined, "the replica did not learn of the primary");
+    let synced = eventually(Duration::from_secs(20), || {
+        let (mut r, mut p) = (r.clone(), p.clone());
+        async move {
+            info(&mut r, "INFO").await.contains("master_link_status:up")
+                && info(&mut p, "CLUSTER").await.contains("cluster_state:ok")
+        }
+    })
+    .await;
+    assert!(synced, "the shard did not form");
+
+    let nodes = format!("{},{}", primary.url(), replica.url());
+    let app = TestApp::for_mail_with(1, |s| {
+        // What ElastiCache's configuration endpoint is: a way to every node of the cluster.
+        s.redis_url = nodes;
+        s.redis_cluster = true;
+        s.rebuild.max_wait = Duration::from_secs(10);
+    })
+    .await;
+    let event = app.open_event(10).await;
+    let mut told = HashMap::new();
+    for user in ["u1", "u2", "u3"] {
+        let reply = app.grab(&event, user).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        told.insert(user, (reply.body["order_id"].clone(), reply.body["ticket_no"].clone()));
+    }
+    // The replica has them too (this test is about the node changing, not about lag).
+    let replicated = eventually(Duration::from_secs(10), || {
+        let (mut p, mut r) = (p.clone(), r.clone());
+        async move {
+            let offset = |info: String, name: &str| -> i64 {
+                info.lines()
+                    .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
+                    .unwrap_or(-1)
+            };
+            let written = offset(info(&mut p, "INFO").await, "master_repl_offset");
+            offset(info(&mut r, "INFO").await, "slave_repl_offset") >= written
+        }
+    })
+    .await;
+    assert!(replicated);
+
+    primary.kill();
+    let _: () = redis::cmd("CLUSTER").arg("FAILOVER").arg("TAKEOVER").query_async(&mut r).await.unwrap();
+    let promoted = eventually(Duration::from_secs(20), || {
+        let mut r = r.clone();
+        async move { info(&mut r, "INFO").await.contains("role:master") }
+    })
+    .await;
+    assert!(promoted, "the replica did not take over");
+
+    // Clients retry 503s; the sale resumes once the cache is rebuilt on the new primary.
+    let consume = app.poller();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let polling = tokio::spawn(consume.run(1, stop_rx));
+    let started = std::time::Instant::now();
+    let mut statuses = Vec::new();
+    let mut u4 = None;
+    while started.elapsed() < Duration::from_secs(60) {
+        let reply = app.grab(&event, "u4").await;
+        statuses.push(reply.status);
+        if reply.status != 503 {
+            u4 = Some(reply);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let _ = stop_tx.send(true);
+    polling.await.unwrap();
+    let u4 = u4.unwrap_or_else(|| panic!("the sale never resumed: {statuses:?}"));
+    assert_eq!(u4.status, 202, "{}", u4.body);
+    assert!(statuses.contains(&503), "the sale paused for the rebuild");
+    println!("cluster failover: the sale resumed after {:?} ({} x 503)", started.elapsed(), statuses.len() - 1);
+
+    // Every user told 202 before the failover still holds their order and number on the new
+    // primary, and the newcomer got another number. (The test's own connection finds the new
+    // primary on its first request after the failover, which fails, as the gate's did.)
+    let found = eventually(Duration::from_secs(10), || {
+        let (mut conn, key) = (app.redis.clone(), keys::meta(&event));
+        async move { redis::AsyncCommands::exists::<_, bool>(&mut conn, key).await.is_ok() }
+    })
+    .await;
+    assert!(found);
+    let cache = app.cache(&event).await;
+    for (user, (order, ticket)) in &told {
+        let (held_order, held_ticket) = &cache.holdings[*user];
+        assert_eq!((held_order.as_str(), u64::from(*held_ticket)), (order.as_str().unwrap(), ticket.as_u64().unwrap()));
+    }
+    let numbers: HashSet<u32> = cache.holdings.values().map(|(_, n)| *n).collect();
+    assert_eq!((cache.holdings.len(), numbers.len(), cache.seats.len()), (4, 4, 6));
 }

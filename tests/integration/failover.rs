@@ -194,10 +194,7 @@ async fn holders(conn: &mut redis::aio::MultiplexedConnection, event: &EventId) 
 /// killed under them. Every user told `202` must end with their ticket; nobody is oversold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn primary_killed_mid_sale_with_a_lagging_replica() {
-    // DEBUG_FAILOVER=1: the functions' logs on stderr (with --nocapture), to see what a slow run met.
-    if std::env::var_os("DEBUG_FAILOVER").is_some() {
-        let _ = tracing_subscriber::fmt().with_env_filter("info").with_writer(std::io::stderr).try_init();
-    }
+    logs_when_asked();
     let mut pair = Pair::start().await;
     let app = app_on_redis(pair.endpoint.url()).await;
     let event = app.open_event(100).await;

@@ -421,3 +421,11 @@ impl TestApp {
             .expect("send to the test queue");
     }
 }
+
+/// `DEBUG_FAILOVER=1`: the functions' logs on stderr (run with `--nocapture`), to see what a slow or
+/// failing failover run met.
+pub fn logs_when_asked() {
+    if std::env::var_os("DEBUG_FAILOVER").is_some() {
+        let _ = tracing_subscriber::fmt().with_env_filter("info").with_writer(std::io::stderr).try_init();
+    }
+}

@@ -46,6 +46,8 @@ pub(crate) enum Link {
 pub(crate) struct Primary {
     client: redis::Client,
     config: AsyncConnectionConfig,
+    /// The same timeouts for the inspection connection (`Gate::connection`).
+    inspection: redis::aio::ConnectionManagerConfig,
     /// Held while a connection is made, so a burst of requests makes one, not one each.
     current: Mutex<Option<Arc<Bound>>>,
 }
@@ -57,8 +59,13 @@ pub(crate) struct Cluster {
 }
 
 impl Link {
-    pub fn primary(client: redis::Client, config: AsyncConnectionConfig) -> Self {
-        Self::Primary(Arc::new(Primary { client, config, current: Mutex::default() }))
+    pub fn primary(client: redis::Client, connect: std::time::Duration, command: std::time::Duration) -> Self {
+        let config =
+            AsyncConnectionConfig::new().set_connection_timeout(Some(connect)).set_response_timeout(Some(command));
+        let inspection = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(connect))
+            .set_response_timeout(Some(command));
+        Self::Primary(Arc::new(Primary { client, config, inspection, current: Mutex::default() }))
     }
 
     pub fn cluster(client: ClusterClient) -> Self {
@@ -118,7 +125,7 @@ impl Link {
         Ok(match self {
             Self::Primary(primary) => Connection::Single(redis::aio::ConnectionManager::new_lazy_with_config(
                 primary.client.clone(),
-                Default::default(),
+                primary.inspection.clone(),
             )?),
             Self::Cluster(cluster) => Connection::Cluster(cluster.client.get_async_connection().await?),
         })

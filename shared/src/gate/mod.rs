@@ -220,7 +220,9 @@ impl Gate {
     /// first command fails fast instead and the caller answers `503 BUSY`.
     pub fn new(settings: &GateSettings) -> Result<Self, GateError> {
         let link = if settings.cluster {
-            let client = redis::cluster::ClusterClient::builder([settings.redis_url.as_str()])
+            // The configuration endpoint (a name that leads to every node), or nodes listed with
+            // commas: the client finds the cluster again from them after a node is lost.
+            let client = redis::cluster::ClusterClient::builder(settings.redis_url.split(',').map(str::trim))
                 .connection_timeout(settings.connect_timeout)
                 .response_timeout(settings.command_timeout)
                 // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
@@ -229,10 +231,7 @@ impl Gate {
             Link::cluster(client)
         } else {
             let client = redis::Client::open(settings.redis_url.as_str())?;
-            let config = redis::AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(settings.connect_timeout))
-                .set_response_timeout(Some(settings.command_timeout));
-            Link::primary(client, config)
+            Link::primary(client, settings.connect_timeout, settings.command_timeout)
         };
         Ok(Self { link, replica_wait: settings.replica_wait })
     }
