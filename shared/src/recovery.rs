@@ -131,6 +131,10 @@ impl Rebuilder {
             return Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy });
         };
         let rebuilt = async {
+            // A rebuild that held the lock just before may have finished: no DynamoDB reads then.
+            if self.gate.window(&event.id).await?.is_some() {
+                return Ok((false, Holdings::default()));
+            }
             let mut holdings = self.store.holdings(&event.id).await?;
             self.add_undelivered(&event.id, &mut holdings).await?;
             let done = self.gate.rebuild(&lock, event, &holdings).await?;

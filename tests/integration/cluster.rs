@@ -11,7 +11,7 @@ use std::{
 
 use shared::gate::keys;
 
-use crate::helpers::*;
+use crate::{failover::offset, helpers::*};
 
 /// The cluster's masters, from `CLUSTER NODES` (`<id> <ip:port@bus> <flags> ...`).
 async fn masters(url: &str) -> Vec<String> {
@@ -143,13 +143,8 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     let replicated = eventually(Duration::from_secs(10), || {
         let (mut p, mut r) = (p.clone(), r.clone());
         async move {
-            let offset = |info: String, name: &str| -> i64 {
-                info.lines()
-                    .find_map(|l| l.trim_end().strip_prefix(name)?.strip_prefix(':')?.parse().ok())
-                    .unwrap_or(-1)
-            };
-            let written = offset(info(&mut p, "INFO").await, "master_repl_offset");
-            offset(info(&mut r, "INFO").await, "slave_repl_offset") >= written
+            let written = offset(&mut p, "master_repl_offset").await;
+            offset(&mut r, "slave_repl_offset").await >= written
         }
     })
     .await;

@@ -128,7 +128,7 @@ impl Pair {
             PrivateRedis::start_with(&["--replicaof".into(), "127.0.0.1".into(), link.port.to_string()]).await;
         let endpoint = Proxy::start(primary.port).await;
         let pair = Self { primary, replica, link, endpoint };
-        let mut r = pair.direct(&pair.replica).await;
+        let r = pair.direct(&pair.replica).await;
         let synced = eventually(Duration::from_secs(20), || {
             let mut r = r.clone();
             async move {
@@ -138,7 +138,6 @@ impl Pair {
         })
         .await;
         assert!(synced, "the replica did not sync");
-        let _: () = redis::cmd("PING").query_async(&mut r).await.unwrap();
         pair
     }
 
@@ -172,7 +171,7 @@ impl Pair {
 }
 
 /// A replication offset from a server's `INFO replication`.
-async fn offset(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> i64 {
+pub(crate) async fn offset(conn: &mut redis::aio::MultiplexedConnection, name: &str) -> i64 {
     let info: String = redis::cmd("INFO").arg("replication").query_async(conn).await.unwrap();
     info.lines()
         .find_map(|l| l.trim_end().strip_prefix(name).and_then(|v| v.strip_prefix(':')))

@@ -70,9 +70,10 @@ pub mod keys {
         format!("rl:{{{u}}}:{function}")
     }
     /// The meta field that says the event is cached in this server's history (the primary's
-    /// replication id, or in cluster mode the node's id, to 12 hex digits: `gate::link`): `open_from`, the start of the span where the caller's clock
-    /// decides, under a name carrying the id. A cache from another history lacks it and reads as
-    /// lost, at no cost to the grab script, which reads the field anyway.
+    /// replication id, or in cluster mode the node's id, to 12 hex digits: `gate::link`):
+    /// `open_from`, the start of the span where the caller's clock decides, under a name carrying
+    /// the id. A cache from another history lacks it and reads as lost, at no cost to the grab
+    /// script, which reads the field anyway.
     pub fn opening(history: &str) -> String {
         format!("open_from@{history}")
     }
