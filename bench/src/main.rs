@@ -243,6 +243,8 @@ async fn run_round(
                 venue: None,
                 starts_at: None,
                 description: None,
+                cancel_until: now + time::Duration::hours(1),
+                waitlist_size: 0,
                 created_at: now,
             };
             gate.warm(&event).await?;

@@ -52,6 +52,17 @@ impl Authorizer {
         admin: bool,
         ttl: std::time::Duration,
     ) -> Result<String, TokenError> {
+        self.mint_in(sub, email, if admin { &["admin"] } else { &[] }, ttl)
+    }
+
+    /// A token for a member of the given groups (`admin`, `staff`).
+    pub fn mint_in(
+        &self,
+        sub: &str,
+        email: Option<&str>,
+        groups: &[&str],
+        ttl: std::time::Duration,
+    ) -> Result<String, TokenError> {
         let now = time::OffsetDateTime::now_utc().unix_timestamp() as u64;
         self.sign(&DevClaims {
             sub: sub.to_owned(),
@@ -59,7 +70,7 @@ impl Authorizer {
             email_verified: email.map(|_| true),
             iat: now,
             exp: now + ttl.as_secs(),
-            groups: if admin { vec!["admin".into()] } else { Vec::new() },
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
         })
     }
 

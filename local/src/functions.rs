@@ -47,8 +47,14 @@ impl Functions {
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
         Ok(Self {
-            release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
-            query: Query::new(store.clone(), gate.clone(), rebuilder.clone(), settings.user_limit),
+            release: Release::new(store.clone(), gate.clone(), rebuilder.clone(), settings.pass.public()),
+            query: Query::new(
+                store.clone(),
+                gate.clone(),
+                rebuilder.clone(),
+                settings.user_limit,
+                settings.pass.public(),
+            ),
             verify_hash: VerifyHash::new(
                 gate.clone(),
                 store.clone(),
@@ -64,6 +70,7 @@ impl Functions {
                 settings.hash.clone(),
                 settings.policy,
                 settings.rebuild,
+                settings.user_limit,
             ),
             reconcile: Reconcile::new(
                 store.clone(),
@@ -78,6 +85,7 @@ impl Functions {
                 gate.clone(),
                 Mailer::new(aws_sdk_sesv2::Client::new(&sdk), &settings.mail_from),
                 settings.seal.clone(),
+                settings.pass.clone(),
                 MailSettings {
                     from: settings.mail_from.clone(),
                     concurrency: 8,

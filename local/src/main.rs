@@ -44,6 +44,9 @@ enum Command {
         /// Put the user in the `admin` group.
         #[arg(long)]
         admin: bool,
+        /// Put the user in this group too (repeatable): `--group staff` for door staff.
+        #[arg(long = "group")]
+        groups: Vec<String>,
         /// Lifetime: 30s, 15m, 1h, 2d.
         #[arg(long, default_value = "1h", value_parser = parse_ttl)]
         ttl: std::time::Duration,
@@ -73,8 +76,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => Cli::parse_from(["local-runner", "up"]).command.ok_or("no command")?,
     };
     match command {
-        Command::Token { sub, email, admin, ttl } => {
-            println!("{}", Authorizer::new(&settings.jwt_secret).mint(&sub, email.as_deref(), admin, ttl)?);
+        Command::Token { sub, email, admin, groups, ttl } => {
+            let mut groups: Vec<&str> = groups.iter().map(String::as_str).collect();
+            if admin {
+                groups.push("admin");
+            }
+            println!("{}", Authorizer::new(&settings.jwt_secret).mint_in(&sub, email.as_deref(), &groups, ttl)?);
             Ok(())
         }
         Command::Stack { action } => Ok(stack::run(&action)?),

@@ -7,13 +7,14 @@ use shared::{
     config::{
         ConfigError, GrabPolicy, HashSettings, RebuildSettings, ReconcileSettings, UserLimit, parsed_or, text_or,
     },
-    domain::order_seal::SealKey,
+    domain::{order_seal::SealKey, ticket_pass::PassKey},
 };
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
 pub const DEFAULT_AWS_ENDPOINT: &str = "http://127.0.0.1:14566";
 pub const DEFAULT_HASH_SECRET: &str = "local-dev-hash-secret-not-for-production";
 pub const DEFAULT_ORDER_KEY: &str = "local-dev-order-key-not-for-production";
+pub const DEFAULT_PASS_KEY: &str = "local-dev-pass-key-not-for-production";
 /// The documented development secret of the runner's JWT authorizer.
 pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
 
@@ -30,6 +31,8 @@ pub struct LocalSettings {
     pub hash: HashSettings,
     /// Seals order messages (grab, reconcile) and checks them (mail).
     pub seal: SealKey,
+    /// Signs ticket passes (mail) and checks them at the door (release); query publishes its public half.
+    pub pass: PassKey,
     pub jwt_secret: String,
     pub policy: GrabPolicy,
     /// Requests per user and window on verify-hash and query.
@@ -54,6 +57,8 @@ impl LocalSettings {
         let reconcile = ReconcileSettings::from_env()?;
         let seal = SealKey::new(text_or("ORDER_KEY", DEFAULT_ORDER_KEY).as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
+        let pass = PassKey::new(text_or("PASS_KEY", DEFAULT_PASS_KEY).as_bytes())
+            .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })?;
         Ok(Self {
             redis_url: text_or("REDIS_URL", DEFAULT_REDIS_URL),
             redis_cluster: parsed_or("REDIS_CLUSTER", false)?,
@@ -64,6 +69,7 @@ impl LocalSettings {
             mail_from: text_or("MAIL_FROM", "tickets@example.com"),
             hash,
             seal,
+            pass,
             jwt_secret: text_or("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             user_limit: UserLimit::from_env()?,

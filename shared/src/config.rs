@@ -204,6 +204,13 @@ pub async fn seal_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::orde
         .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })
 }
 
+/// The pass key from `PASS_KEY_ARN` (Secrets Manager) or else `PASS_KEY` (a development value).
+pub async fn pass_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::ticket_pass::PassKey, ConfigError> {
+    let secret = deployment_secret(sdk, "PASS_KEY_ARN", "PASS_KEY").await?;
+    crate::domain::ticket_pass::PassKey::new(secret.as_bytes())
+        .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })
+}
+
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.
 async fn deployment_secret(
     sdk: &aws_config::SdkConfig,

@@ -9,7 +9,8 @@
 //! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
-//! - [`recovery`]: rebuilding a lost cache from DynamoDB;
+//! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`returns`]: giving a cancelled ticket
+//!   number back (to the waitlist's head, or on sale again);
 //! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
 //!   the variable); [`secrets`]: the HMAC keys from Secrets Manager; [`aws`]: the SDK configuration
 //!   and how its errors may be told; [`telemetry`]: JSON logs; [`metrics`]: CloudWatch metrics in
@@ -28,6 +29,7 @@ pub mod mailer;
 pub mod metrics;
 pub mod queue;
 pub mod recovery;
+pub mod returns;
 pub mod secrets;
 pub mod store;
 pub mod telemetry;

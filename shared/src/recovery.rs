@@ -16,10 +16,7 @@ use std::{
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{
-        Buyer, Event, EventId, Holdings, OrderMessage, UserId,
-        event::{SalePhase, epoch_ms},
-    },
+    domain::{Buyer, Event, EventId, Holdings, OrderMessage, UserId, event::epoch_ms},
     gate::{Gate, GateError},
     queue::{OrderQueue, QueueError},
     store::{Store, StoreError},
@@ -47,7 +44,8 @@ pub enum Rebuild {
     Present,
     /// Another rebuild holds the lock, or orders are still in flight: ask again shortly.
     Busy,
-    /// The sale is over: nothing needs its cache, so nobody can make the system rebuild one.
+    /// The sale and its cancellation window are over: nothing needs its cache, so nobody can make
+    /// the system rebuild one.
     Ended,
 }
 
@@ -107,7 +105,8 @@ impl Rebuilder {
     }
 
     pub async fn rebuild(&self, event: &Event) -> Result<Rebuild, RecoveryError> {
-        if event.sale_phase(OffsetDateTime::now_utc()) == SalePhase::Ended {
+        // After the sale, the cache serves cancellations until their window closes.
+        if OffsetDateTime::now_utc() >= event.active_until() {
             return Ok(Rebuild::Ended);
         }
         if self.gate.window(&event.id).await?.is_some() {

@@ -268,3 +268,94 @@ async fn a_100k_ticket_event_is_warmed_whole_and_pops_distinct_numbers() {
     union.sort_unstable();
     assert_eq!(union, (1..=100_000).collect::<Vec<_>>(), "free + sold = 1..capacity");
 }
+
+/// `give_back.lua` alone: acts once, only for the exact holding; serves the waitlist in order and
+/// skips whoever meanwhile holds or cancelled an order; frees the number when nobody waits; leaves
+/// a cache it cannot trust alone.
+#[tokio::test]
+async fn the_give_back_script_acts_once_in_waitlist_order() {
+    use shared::{
+        domain::order::WaitHead,
+        gate::{GaveBack, GiveBack},
+    };
+    let app = TestApp::new().await;
+    let event = app.open_event(2).await;
+    let gate = &app.functions.gate;
+    let (GrabOutcome::Granted { order_id, ticket_no, .. }, GrabOutcome::Granted { .. }) =
+        (grab(&app, &event, "ada").await, grab(&app, &event, "bob").await)
+    else {
+        panic!("two grants");
+    };
+    let email = Email::parse("x@example.com").unwrap();
+    for user in ["bob", "cy", "dee"] {
+        let user = UserId::parse(user).unwrap();
+        gate.join_waitlist(&event, &user, &WaitHead::new(&event, &user, &email), now_ms()).await.unwrap();
+    }
+    let ada = UserId::parse("ada").unwrap();
+    let promotion = OrderId::generate();
+    fn give<'a>(
+        event: &'a EventId,
+        user: &'a UserId,
+        holding: &'a str,
+        n: u32,
+        promotion: &'a OrderId,
+    ) -> GiveBack<'a> {
+        GiveBack { event, user, order_id: holding, ticket_no: n, promotion, now: "2026-11-24T10:00:00Z" }
+    }
+    let give = |holding| give(&event, &ada, holding, ticket_no, &promotion);
+    // Not ada's holding (a wrong order id): nothing happens.
+    assert_eq!(gate.give_back(&give("0199a0b0-0000-7000-8000-000000000009")).await.unwrap(), GaveBack::Gone);
+    let holding = order_id.as_str();
+    let GaveBack::Promoted { user, message, .. } = gate.give_back(&give(holding)).await.unwrap() else {
+        panic!("a promotion");
+    };
+    // bob already holds an order: skipped (and off the list); cy is next.
+    assert_eq!(user, "cy");
+    let message: serde_json::Value = serde_json::from_str(&message).unwrap();
+    assert_eq!(
+        (message["ticket_no"].as_u64(), message["promoted"].as_bool()),
+        (Some(u64::from(ticket_no)), Some(true))
+    );
+    let cache = app.cache(&event).await;
+    assert_eq!(cache.cancelled.get("ada"), Some(&order_id));
+    assert_eq!(cache.holdings["cy"], (promotion.to_string(), ticket_no));
+    assert!(cache.outbox.contains_key(promotion.as_str()));
+    assert!(cache.seats.is_empty());
+    // Again: gone; ada grabbing again is told she cancelled.
+    assert_eq!(gate.give_back(&give(holding)).await.unwrap(), GaveBack::Gone);
+    assert_eq!(grab(&app, &event, "ada").await, GrabOutcome::Cancelled { order_id: order_id.clone() });
+    let mut r = app.redis.clone();
+    let waiting: Vec<String> = r.zrange(keys::wait(&event), 0, -1).await.unwrap();
+    assert_eq!(waiting, ["dee"]);
+
+    // A cache written in another history is not trusted: nothing written.
+    let other = app.open_event(1).await;
+    let _: () = r.hdel(keys::meta(&other), app.functions.gate.opening(&other).await.unwrap()).await.unwrap();
+    let before = app.cache(&other).await;
+    let lost = GiveBack { event: &other, ..give(holding) };
+    assert_eq!(gate.give_back(&lost).await.unwrap(), GaveBack::NotCached);
+    assert_eq!(app.cache(&other).await, before);
+}
+
+/// `wait.lua` alone: the window (not before the sale, not after the cancellation window), and the
+/// one place per user.
+#[tokio::test]
+async fn the_wait_script_keeps_one_place_per_user_within_the_window() {
+    use shared::{domain::order::WaitHead, gate::Waitlisted};
+    let app = TestApp::new().await;
+    let event = app.open_event(1).await;
+    let gate = &app.functions.gate;
+    assert!(matches!(grab(&app, &event, "ada").await, GrabOutcome::Granted { .. }));
+    let bob = UserId::parse("bob").unwrap();
+    let head = WaitHead::new(&event, &bob, &Email::parse("bob@example.com").unwrap());
+    let meta = app.cache(&event).await.meta;
+    let (start, until): (i64, i64) = (meta["start"].parse().unwrap(), meta["cancel_until"].parse().unwrap());
+    assert_eq!(gate.join_waitlist(&event, &bob, &head, start - 1).await.unwrap(), Waitlisted::NotStarted);
+    assert_eq!(gate.join_waitlist(&event, &bob, &head, until).await.unwrap(), Waitlisted::Closed);
+    assert_eq!(gate.join_waitlist(&event, &bob, &head, now_ms()).await.unwrap(), Waitlisted::Joined { position: 1 });
+    assert_eq!(gate.join_waitlist(&event, &bob, &head, now_ms()).await.unwrap(), Waitlisted::Waiting { position: 1 });
+    let mut r = app.redis.clone();
+    let stored: String = r.hget(keys::waiting(&event), "bob").await.unwrap();
+    assert_eq!(stored, head.as_str());
+    assert!(r.pttl::<_, i64>(keys::wait(&event)).await.unwrap() > 0, "forgotten with the event's cache");
+}

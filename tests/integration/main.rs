@@ -1,5 +1,6 @@
 //! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
+mod after_sale;
 mod cluster;
 mod concurrency;
 mod failover;

@@ -1,13 +1,25 @@
 //! The confirmation mail a winner receives: subject, text and HTML parts, composed from the event
 //! and the order. Pure: sending is the mailer's job.
 
-use super::{Event, event::rfc3339, order::OrderMessage};
+use super::{
+    Event,
+    event::rfc3339,
+    order::OrderMessage,
+    ticket_pass::{Pass, PassKey, qr_png},
+};
+
+/// The content id of the ticket pass's QR code, an inline image the HTML part shows.
+pub const PASS_IMAGE_ID: &str = "ticket-pass";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confirmation {
     pub subject: String,
     pub text: String,
     pub html: String,
+    /// The signed ticket pass (also in the text part, for a door that types it in).
+    pub pass: String,
+    /// The pass as a QR code (PNG), sent inline as [`PASS_IMAGE_ID`].
+    pub pass_png: Option<Vec<u8>>,
 }
 
 /// Organisers write titles and venues; they go into HTML escaped.
@@ -26,7 +38,13 @@ fn escape(s: &str) -> String {
     out
 }
 
-pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
+pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmation {
+    let pass = key.issue(&Pass {
+        event: order.event_id.clone(),
+        order: order.order_id.clone(),
+        user: order.user_id.clone(),
+        ticket_no: order.ticket_no,
+    });
     let when = event.starts_at.map(rfc3339);
     let mut lines = vec![
         format!("Your ticket for \"{}\" is confirmed.", event.title),
@@ -41,7 +59,8 @@ pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
         lines.push(format!("Where:         {venue}"));
     }
     lines.push(String::new());
-    lines.push("Show the ticket number and order id at the door. This ticket is yours alone.".into());
+    lines.push("Show the QR code at the door (or this pass). This ticket is yours alone.".into());
+    lines.push(format!("Pass: {pass}"));
 
     let mut rows = vec![
         format!("<tr><th align=\"left\">Ticket number</th><td>{}</td></tr>", order.ticket_no),
@@ -55,7 +74,8 @@ pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
     }
     let html = format!(
         "<!doctype html><html><body><p>Your ticket for <strong>{}</strong> is confirmed.</p><table>{}</table>\
-         <p>Show the ticket number and order id at the door. This ticket is yours alone.</p></body></html>",
+         <p><img src=\"cid:{PASS_IMAGE_ID}\" alt=\"Ticket pass QR code\" width=\"240\" height=\"240\"></p>\
+         <p>Show the QR code at the door. This ticket is yours alone.</p></body></html>",
         escape(&event.title),
         rows.join("")
     );
@@ -63,6 +83,8 @@ pub fn compose(event: &Event, order: &OrderMessage) -> Confirmation {
         subject: format!("Your ticket #{} for {}", order.ticket_no, event.title),
         text: lines.join("\n"),
         html,
+        pass_png: qr_png(&pass, 6),
+        pass,
     }
 }
 
@@ -82,6 +104,8 @@ mod tests {
             venue: venue.map(str::to_owned),
             starts_at: venue.map(|_| datetime!(2026-12-08 18:00 UTC)),
             description: None,
+            cancel_until: datetime!(2026-12-01 10:00 UTC),
+            waitlist_size: 100,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }
@@ -95,12 +119,18 @@ mod tests {
             email: crate::domain::Email::parse("u1@example.com").unwrap(),
             ticket_no: 42,
             created_at: "2026-12-01T09:00:01Z".into(),
+            promoted: false,
         }
     }
 
     #[test]
     fn the_mail_names_the_event_ticket_order_date_and_place() {
-        let mail = compose(&event(Some("Hall \"A\"")), &order());
+        let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
+        let mail = compose(&event(Some("Hall \"A\"")), &order(), &key);
+        let pass = key.public().verify(&mail.pass).expect("the mail's pass is signed");
+        assert_eq!((pass.ticket_no, pass.order.as_str()), (42, "0199a0b0-0000-7000-8000-000000000001"));
+        assert!(mail.text.contains(&mail.pass) && mail.html.contains("cid:ticket-pass"));
+        assert!(mail.pass_png.as_deref().is_some_and(|png| png.starts_with(b"\x89PNG")));
         assert_eq!(mail.subject, "Your ticket #42 for Rust <on> Lambda");
         for part in [&mail.text, &mail.html] {
             assert!(part.contains("42") && part.contains("0199a0b0-0000-7000-8000-000000000001"));
@@ -113,7 +143,7 @@ mod tests {
 
     #[test]
     fn date_and_place_are_left_out_when_not_given() {
-        let mail = compose(&event(None), &order());
+        let mail = compose(&event(None), &order(), &PassKey::new(b"0123456789abcdef-pass-key").unwrap());
         assert!(!mail.text.contains("Where") && !mail.text.contains("When"));
     }
 }

@@ -29,6 +29,13 @@ pub struct Event {
     pub starts_at: Option<OffsetDateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// Until when a holder may cancel (and the waitlist be promoted): `sale_end` unless the
+    /// organiser set a later time.
+    #[serde(with = "time::serde::rfc3339")]
+    pub cancel_until: OffsetDateTime,
+    /// How many users may wait for a returned ticket (0: no waitlist). The organiser's choice at
+    /// release; `capacity` by default.
+    pub waitlist_size: u32,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
@@ -45,6 +52,17 @@ pub enum SalePhase {
 impl Event {
     pub fn sale_phase(&self, now: OffsetDateTime) -> SalePhase {
         phase(now, self.sale_start, self.sale_end)
+    }
+
+    /// Whether a holder may still cancel at `now` (the sale has started and `cancel_until` is ahead).
+    pub fn cancellable(&self, now: OffsetDateTime) -> bool {
+        now >= self.sale_start && now < self.cancel_until
+    }
+
+    /// Until when the event's cache is needed: the sale, and after it the cancellation window
+    /// (a returned number is handed out by the cache).
+    pub fn active_until(&self) -> OffsetDateTime {
+        self.sale_end.max(self.cancel_until)
     }
 }
 
@@ -99,9 +117,22 @@ pub struct EventDraft {
     pub venue: Option<String>,
     pub starts_at: Option<OffsetDateTime>,
     pub description: Option<String>,
+    pub cancel_until: Option<OffsetDateTime>,
+    pub waitlist_size: Option<u32>,
 }
 
-const FIELDS: [&str; 8] = ["id", "title", "capacity", "sale_start", "sale_end", "venue", "starts_at", "description"];
+const FIELDS: [&str; 10] = [
+    "id",
+    "title",
+    "capacity",
+    "sale_start",
+    "sale_end",
+    "venue",
+    "starts_at",
+    "description",
+    "cancel_until",
+    "waitlist_size",
+];
 
 struct Fields<'a> {
     object: &'a Map<String, Value>,
@@ -151,6 +182,25 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A whole number from `min` to [`MAX_CAPACITY`] (a capacity, a waitlist's size).
+    fn count(&mut self, field: &str, min: u32, required: bool) -> Option<u32> {
+        match self.object.get(field) {
+            None | Some(Value::Null) => {
+                if required {
+                    self.problem(field, "is required");
+                }
+                None
+            }
+            Some(v) => match v.as_u64() {
+                Some(n) if (u64::from(min)..=u64::from(MAX_CAPACITY)).contains(&n) => Some(n as u32),
+                _ => {
+                    self.problem(field, format!("must be a whole number from {min} to {MAX_CAPACITY}"));
+                    None
+                }
+            },
+        }
+    }
+
     fn instant(&mut self, field: &str, required: bool) -> Option<OffsetDateTime> {
         let text = self.text(field, required, 64)?;
         match OffsetDateTime::parse(&text, &Rfc3339) {
@@ -186,28 +236,27 @@ impl EventDraft {
             }
         });
         let title = f.text("title", true, MAX_TITLE);
-        let capacity = match object.get("capacity") {
-            None | Some(Value::Null) => {
-                f.problem("capacity", "is required");
-                None
-            }
-            Some(v) => match v.as_u64() {
-                Some(n) if (1..=u64::from(MAX_CAPACITY)).contains(&n) => Some(n as u32),
-                _ => {
-                    f.problem("capacity", format!("must be a whole number from 1 to {MAX_CAPACITY}"));
-                    None
-                }
-            },
-        };
+        let capacity = f.count("capacity", 1, true);
+        let waitlist_size = f.count("waitlist_size", 0, false);
         let sale_start = f.instant("sale_start", true);
         let sale_end = f.instant("sale_end", true);
         let venue = f.text("venue", false, MAX_TITLE);
         let starts_at = f.instant("starts_at", false);
         let description = f.text_lines("description", false, MAX_TEXT, true);
+        let cancel_until = f.instant("cancel_until", false);
         match (title, capacity, sale_start, sale_end) {
-            (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => {
-                Ok(Self { id, title, capacity, sale_start, sale_end, venue, starts_at, description })
-            }
+            (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
+                id,
+                title,
+                capacity,
+                sale_start,
+                sale_end,
+                venue,
+                starts_at,
+                description,
+                cancel_until,
+                waitlist_size,
+            }),
             _ => Err(InvalidEvent(f.problems)),
         }
     }
@@ -223,6 +272,16 @@ impl EventDraft {
         if self.sale_end <= now {
             problems.push(FieldProblem { field: "sale_end".into(), problem: "is already in the past".into() });
         }
+        let cancel_until = self.cancel_until.unwrap_or(self.sale_end);
+        if cancel_until < self.sale_start {
+            problems
+                .push(FieldProblem { field: "cancel_until".into(), problem: "must not be before sale_start".into() });
+        } else if cancel_until - self.sale_end > MAX_SALE_LENGTH {
+            problems.push(FieldProblem {
+                field: "cancel_until".into(),
+                problem: "may be at most 90 days after sale_end".into(),
+            });
+        }
         if !problems.is_empty() {
             return Err(InvalidEvent(problems));
         }
@@ -235,6 +294,8 @@ impl EventDraft {
             venue: self.venue,
             starts_at: self.starts_at,
             description: self.description,
+            cancel_until,
+            waitlist_size: self.waitlist_size.unwrap_or(self.capacity),
             created_at: now,
         })
     }

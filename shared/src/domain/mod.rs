@@ -1,11 +1,13 @@
 //! The product's own words: events, tickets, orders and the verify hash. Pure types and rules;
 //! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
 
+pub mod audit;
 pub mod confirmation;
 pub mod event;
 pub mod ids;
 pub mod order;
 pub mod order_seal;
+pub mod ticket_pass;
 pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};

@@ -16,6 +16,9 @@ pub struct OrderMessage {
     pub email: Email,
     pub ticket_no: u32,
     pub created_at: String,
+    /// The order went to a user from the waitlist (a returned ticket), not to a grab.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub promoted: bool,
 }
 
 /// Why a body is not an order message.
@@ -78,6 +81,42 @@ impl MessageHead {
     }
 }
 
+/// A waiting user's order message before a returned ticket comes: the JSON object of
+/// [`OrderMessage`] without `order_id`, `created_at` and `ticket_no`, and without its closing
+/// brace, marked `promoted`. It waits in Redis beside the user's place; the return script completes
+/// it with [`WaitHead::tail`] when the user's turn comes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitHead(String);
+
+impl WaitHead {
+    pub fn new(event: &EventId, user: &UserId, email: &Email) -> Self {
+        #[derive(Serialize)]
+        struct Head<'a> {
+            v: u32,
+            event_id: &'a EventId,
+            user_id: &'a UserId,
+            email: &'a Email,
+            promoted: bool,
+        }
+        let head = Head { v: 1, event_id: event, user_id: user, email, promoted: true };
+        let mut text = serde_json::to_string(&head).expect("strings always serialize");
+        text.pop();
+        Self(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// What the return script appends to a waiting head to make the promoted order's message.
+    pub fn tail(order_id: &OrderId, created_at: &str, ticket_no: u32) -> String {
+        let tail = serde_json::json!({ "order_id": order_id, "created_at": created_at, "ticket_no": ticket_no });
+        let mut text = tail.to_string();
+        text.replace_range(..1, ",");
+        text
+    }
+}
+
 /// A user holding a ticket number through an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Buyer {
@@ -94,6 +133,8 @@ pub struct Holdings {
     pub buyers: Vec<Buyer>,
     /// Ticket numbers held by confirmed orders.
     pub held: std::collections::HashSet<u32>,
+    /// Users who cancelled, with the order they cancelled: they may not grab again.
+    pub cancelled: Vec<(UserId, OrderId)>,
 }
 
 /// Where the confirmation mail of an order stands: `PENDING -> SENDING -> SENT`, moved only by
@@ -139,6 +180,8 @@ pub enum OrderStatus {
     Confirmed,
     /// Durable, but the ticket number was already held (the cache drifted); never oversold.
     Rejected,
+    /// Given back by its holder; the ticket number went to the waitlist or back on sale.
+    Cancelled,
 }
 
 impl OrderStatus {
@@ -147,6 +190,7 @@ impl OrderStatus {
             Self::Pending => "PENDING",
             Self::Confirmed => "CONFIRMED",
             Self::Rejected => "REJECTED",
+            Self::Cancelled => "CANCELLED",
         }
     }
 
@@ -155,6 +199,7 @@ impl OrderStatus {
             "PENDING" => Some(Self::Pending),
             "CONFIRMED" => Some(Self::Confirmed),
             "REJECTED" => Some(Self::Rejected),
+            "CANCELLED" => Some(Self::Cancelled),
             _ => None,
         }
     }
@@ -169,6 +214,11 @@ pub struct OrderView {
     pub status: OrderStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// When the ticket was scanned at the door.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_in_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cancelled_at: Option<String>,
 }
 
 #[cfg(test)]
@@ -226,7 +276,22 @@ mod tests {
                 email: email.clone(),
                 ticket_no: 42,
                 created_at: "2026-11-23T10:00:00Z".into(),
+                promoted: false,
             }
         );
+        assert!(!head.complete(42).contains("promoted"), "a grab's message says nothing of the waitlist");
+    }
+
+    #[test]
+    fn a_waiting_head_with_its_tail_is_a_promoted_order_message() {
+        let order = OrderId::generate();
+        let event = EventId::parse("lecture-1").unwrap();
+        let user = UserId::parse("u2").unwrap();
+        let email = Email::parse("grace@example.org").unwrap();
+        let head = WaitHead::new(&event, &user, &email);
+        let body = format!("{}{}", head.as_str(), WaitHead::tail(&order, "2026-11-24T10:00:00Z", 7));
+        let message = OrderMessage::parse(&body).expect("a valid order message");
+        assert_eq!((message.user_id, message.ticket_no, message.promoted), (user, 7, true));
+        assert_eq!(message.order_id, order);
     }
 }

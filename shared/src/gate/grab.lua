@@ -5,8 +5,9 @@
 --                          (in the script's time format, below); <history> is the replication id
 --                          of the primary that wrote the cache (gate/link.rs); and
 --                          one field per user who has touched the sale, "=<user>":
---                          "<order id>:<ticket no>" (holds an order) or
---                          "#<window end ms>:<count>" (refused requests in the rate window)
+--                          "<order id>:<ticket no>" (holds an order),
+--                          "#<window end ms>:<count>" (refused requests in the rate window) or
+--                          "!<order id>" (cancelled that order: no second ticket, give_back.lua)
 -- KEYS[2]  ev:{E}:seats    list: the free ticket numbers
 -- KEYS[3]  ev:{E}:outbox   hash: order id -> order message
 -- ARGV[1]  the user's field, "=<user id>"
@@ -22,7 +23,8 @@
 --          Empty in cluster mode, where the caller cannot know the node: the history is then the
 --          node's own id (a promoted replica is another node)
 -- Returns one string:
---   OK:<ticket no> | ALREADY:<order id>:<ticket no> | RATE_LIMITED:<ms until the window ends> |
+--   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
+--   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
 --
 -- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
@@ -53,7 +55,11 @@ end
 local held = m[3]
 local count, window_end = 0, ARGV[5]
 if held then
-  if string.byte(held, 1) ~= 35 then -- not '#': an order
+  local mark = string.byte(held, 1)
+  if mark ~= 35 then -- not '#': an order, or one the user cancelled ('!')
+    if mark == 33 then
+      return 'CANCELLED:' .. string.sub(held, 2)
+    end
     return 'ALREADY:' .. held
   end
   -- Rate limit: refused requests in the current fixed window, on the caller's clock.

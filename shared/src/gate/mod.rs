@@ -7,7 +7,9 @@ use std::sync::LazyLock;
 
 use redis::AsyncCommands;
 
+mod after_sale;
 mod link;
+pub use after_sale::{GaveBack, GiveBack, WaitlistPlace, Waitlisted};
 pub use link::Connection;
 use link::{Link, LinkConn};
 
@@ -37,7 +39,8 @@ pub const CLOCK_TRUST: std::time::Duration = std::time::Duration::from_secs(10);
 pub const CACHE_AFTER_END: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 /// What the meta hash's user fields mean (DESIGN.md section 6), stored in meta itself.
-const LAYOUT: &str = "grab.lua v2: =<user> holds <order id>:<ticket no> or #<window end ms>:<refused count>";
+const LAYOUT: &str =
+    "grab.lua v3: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or !<cancelled order id>";
 
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
@@ -77,9 +80,17 @@ pub mod keys {
     pub fn opening(history: &str) -> String {
         format!("open_from@{history}")
     }
-    /// Everything a lost cache loses: what the grab script reads and writes.
-    pub fn cache(e: &EventId) -> [String; 3] {
-        [meta(e), seats(e), outbox(e)]
+    /// The waitlist: waiting user id -> place (a sorted set; the lowest place is served first).
+    pub fn wait(e: &EventId) -> String {
+        format!("ev:{{{e}}}:wait")
+    }
+    /// Waiting user id -> the head of the order message their promotion completes.
+    pub fn waiting(e: &EventId) -> String {
+        format!("ev:{{{e}}}:waiting")
+    }
+    /// Everything a lost cache loses: what the grab script reads and writes, and the waitlist.
+    pub fn cache(e: &EventId) -> [String; 5] {
+        [meta(e), seats(e), outbox(e), wait(e), waiting(e)]
     }
     /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
     pub fn lost_since(e: &EventId) -> String {
@@ -121,6 +132,10 @@ pub enum GrabOutcome {
         order_id: String,
         ticket_no: u32,
     },
+    /// The user cancelled this order: one ticket per user, even a given-back one.
+    Cancelled {
+        order_id: String,
+    },
     SoldOut,
     Granted {
         order_id: String,
@@ -139,6 +154,7 @@ impl GrabOutcome {
             Self::NotStarted => "NOT_STARTED",
             Self::Ended => "ENDED",
             Self::Already { .. } => "ALREADY",
+            Self::Cancelled { .. } => "CANCELLED",
             Self::SoldOut => "SOLD_OUT",
             Self::Granted { .. } => "OK",
         }
@@ -506,7 +522,7 @@ impl Gate {
             return Err(GateError::Stale);
         }
         Ok(match field {
-            Some(f) if !f.starts_with('#') => Some(split_holding(&f)?),
+            Some(f) if !f.starts_with(['#', '!']) => Some(split_holding(&f)?),
             _ => None,
         })
     }
@@ -514,22 +530,42 @@ impl Gate {
     /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL`).
     pub async fn holdings(&self, event: &EventId) -> Result<Vec<Buyer>, GateError> {
         let meta: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::meta(event)).await?;
-        let mut buyers = Vec::new();
-        for (field, value) in meta {
-            let Some(user) = field.strip_prefix('=') else { continue };
-            if value.starts_with('#') {
-                continue;
-            }
-            let (order, ticket_no) = split_holding(&value)?;
-            let bad = |e: crate::domain::InvalidId| GateError::Protocol(format!("holding {field:?}: {e}"));
-            buyers.push(Buyer {
-                user: UserId::parse(user).map_err(bad)?,
-                order: OrderId::parse(&order).map_err(bad)?,
-                ticket_no,
-            });
-        }
-        Ok(buyers)
+        buyers_in(meta)
     }
+
+    /// The holdings and the outbox's order ids, read together (one `MULTI`), so an order the
+    /// consumer stores and clears meanwhile is in one or the other: reconcile's drift check.
+    pub async fn holdings_and_outbox(
+        &self,
+        event: &EventId,
+    ) -> Result<(Vec<Buyer>, std::collections::HashSet<String>), GateError> {
+        let (meta, outbox): (Vec<(String, String)>, Vec<String>) = redis::pipe()
+            .atomic()
+            .hgetall(keys::meta(event))
+            .hkeys(keys::outbox(event))
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok((buyers_in(meta)?, outbox.into_iter().collect()))
+    }
+}
+
+/// The buyers among meta's fields: `=<user>` holding `<order id>:<ticket no>`.
+fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
+    let mut buyers = Vec::new();
+    for (field, value) in meta {
+        let Some(user) = field.strip_prefix('=') else { continue };
+        if value.starts_with(['#', '!']) {
+            continue;
+        }
+        let (order, ticket_no) = split_holding(&value)?;
+        let bad = |e: crate::domain::InvalidId| GateError::Protocol(format!("holding {field:?}: {e}"));
+        buyers.push(Buyer {
+            user: UserId::parse(user).map_err(bad)?,
+            order: OrderId::parse(&order).map_err(bad)?,
+            ticket_no,
+        });
+    }
+    Ok(buyers)
 }
 
 /// The commands that lay down an event's meta (with its users' holdings) and free numbers
@@ -546,6 +582,11 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
             chunk.iter().map(|b| (keys::user_field(&b.user), format!("{}:{}", b.order, b.ticket_no))).collect();
         pipe.hset_multiple(keys::meta(e), &fields).ignore();
     }
+    for chunk in holdings.cancelled.chunks(WARM_CHUNK as usize) {
+        let fields: Vec<(String, String)> =
+            chunk.iter().map(|(user, order)| (keys::user_field(user), format!("!{order}"))).collect();
+        pipe.hset_multiple(keys::meta(e), &fields).ignore();
+    }
     let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
     let trust = CLOCK_TRUST.as_millis() as i64;
     pipe.hset_multiple(
@@ -559,6 +600,9 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
             // script compares strings instead of parsing numbers.
             (opening, script_time(start + trust)),
             ("open_until", script_time(end - trust)),
+            // The waitlist's rules (wait.lua).
+            ("cancel_until", epoch_ms(event.cancel_until).to_string()),
+            ("wait_max", event.waitlist_size.to_string()),
             // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
             // hash table from the start: as a listpack, its first 512 user fields would each be
             // found by a linear scan, costing the first grabs of every event more than the rest.
@@ -566,9 +610,10 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
         ],
     )
     .ignore();
-    let forget_at = end + CACHE_AFTER_END.as_millis() as i64;
-    pipe.cmd("PEXPIREAT").arg(keys::meta(e)).arg(forget_at).ignore();
-    pipe.cmd("PEXPIREAT").arg(keys::seats(e)).arg(forget_at).ignore();
+    let forget_at = epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64;
+    for key in [keys::meta(e), keys::seats(e), keys::wait(e), keys::waiting(e)] {
+        pipe.cmd("PEXPIREAT").arg(key).arg(forget_at).ignore();
+    }
 }
 
 /// The opening field of `event` on the server `conn` leads to: from the connection's history, or in
@@ -612,6 +657,7 @@ fn parse_grab_reply(reply: &str, order_id: &str, policy: GrabPolicy) -> Result<G
             retry_after_ms: rest.parse::<i64>().map_err(|_| bad())?.clamp(1, policy.rate_window.as_millis() as i64)
                 as u64,
         },
+        "CANCELLED" if !rest.is_empty() => GrabOutcome::Cancelled { order_id: rest.to_owned() },
         "NOT_FOUND" => GrabOutcome::NotFound,
         "STALE" => GrabOutcome::Stale,
         "NOT_STARTED" => GrabOutcome::NotStarted,
@@ -658,7 +704,11 @@ mod tests {
         for code in ["NOT_FOUND", "STALE", "NOT_STARTED", "ENDED", "SOLD_OUT"] {
             assert_eq!(parse_grab_reply(code, order, p).unwrap().code(), code);
         }
-        for bad in ["", "OK", "OK:x", "ALREADY:abc", "MAYBE", "RATE_LIMITED:"] {
+        assert_eq!(
+            parse_grab_reply(&format!("CANCELLED:{order}"), "other", p).unwrap(),
+            GrabOutcome::Cancelled { order_id: order.into() }
+        );
+        for bad in ["", "OK", "OK:x", "ALREADY:abc", "MAYBE", "RATE_LIMITED:", "CANCELLED"] {
             assert!(parse_grab_reply(bad, order, p).is_err(), "{bad:?} accepted");
         }
     }

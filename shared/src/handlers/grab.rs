@@ -1,4 +1,7 @@
-//! grab: checks the verify hash (constant time, before Redis), runs the grab script, then sends
+//! grab: the sale's writes. A grab (below), and after it a cancellation and the waitlist
+//! (`handlers::after_sale`), which need the same gate, queue and store.
+//!
+//! A grab checks the verify hash (constant time, before Redis), runs the grab script, then sends
 //! the order to SQS. A `202` promises the order is durable somewhere: in SQS, or, when the send
 //! failed, in the outbox on a replica as well (`WAIT`); otherwise the reply is `503 BUSY`, the
 //! entry stays in the outbox for reconcile, and the user's retry gets the same order.
@@ -9,7 +12,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings},
+    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimit},
     domain::{
         EventId, OrderId, OrderStatus,
         event::{epoch_ms, rfc3339},
@@ -17,13 +20,15 @@ use crate::{
         order_seal::SealKey,
     },
     gate::{Gate, GrabAttempt, GrabOutcome, Written},
+    handlers::after_sale::AfterSale,
     http::{
         ApiError, Caller, json,
-        reply::{event_id, json_body},
+        reply::{event_id, json_body, route_key},
         serve,
     },
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
+    returns::TicketReturns,
     store::Store,
 };
 
@@ -37,6 +42,7 @@ pub struct Grab {
     hash: HashSettings,
     policy: GrabPolicy,
     rebuilder: Rebuilder,
+    after_sale: AfterSale,
 }
 
 /// A grab decided: the reply, and the order still to be sent when the grab was granted.
@@ -63,6 +69,7 @@ struct GrabBody {
 }
 
 impl Grab {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         gate: Gate,
         queue: OrderQueue,
@@ -71,9 +78,12 @@ impl Grab {
         hash: HashSettings,
         policy: GrabPolicy,
         rebuild: RebuildSettings,
+        limit: UserLimit,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        Self { gate, queue, seal, store, hash, policy, rebuilder }
+        let returns = TicketReturns::new(gate.clone(), store.clone(), queue.clone(), seal.clone());
+        let after_sale = AfterSale::new(store.clone(), gate.clone(), returns, rebuilder.clone(), hash.clone(), limit);
+        Self { gate, queue, seal, store, hash, policy, rebuilder, after_sale }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -91,11 +101,15 @@ impl Grab {
             hash,
             policy,
             crate::config::RebuildSettings::from_env()?,
+            UserLimit::from_env()?,
         ))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
+            if route_key(&req) != "POST /events/{id}/grab" {
+                return self.after_sale.route(req).await;
+            }
             let decided = self.decide(req).await?;
             if let Some(order) = &decided.delivery
                 && !self.deliver(order).await
@@ -151,6 +165,7 @@ impl Grab {
                 let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": status });
                 Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery: None })
             }
+            GrabOutcome::Cancelled { .. } => Err(ApiError::OrderCancelled),
             GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
             GrabOutcome::NotFound => Err(ApiError::EventNotFound),
             // Still stale right after a rebuild: a second failover meanwhile.

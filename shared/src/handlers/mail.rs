@@ -18,6 +18,7 @@ use crate::{
         Event, EventId, OrderMessage, OrderStatus, confirmation,
         order::BadMessage,
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
+        ticket_pass::PassKey,
     },
     gate::Gate,
     mailer::{MailError, Mailer},
@@ -82,14 +83,16 @@ pub struct Mail {
     mailer: Mailer,
     /// Checks each message's seal before anything is written.
     seal: SealKey,
+    /// Signs the ticket pass each confirmation carries.
+    pass: PassKey,
     settings: MailSettings,
     /// Events never change after release, so each is read once per execution environment.
     events: Arc<Mutex<HashMap<EventId, Arc<Event>>>>,
 }
 
 impl Mail {
-    pub fn new(store: Store, gate: Gate, mailer: Mailer, seal: SealKey, settings: MailSettings) -> Self {
-        Self { store, gate, mailer, seal, settings, events: Arc::default() }
+    pub fn new(store: Store, gate: Gate, mailer: Mailer, seal: SealKey, pass: PassKey, settings: MailSettings) -> Self {
+        Self { store, gate, mailer, seal, pass, settings, events: Arc::default() }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -102,6 +105,7 @@ impl Mail {
             gate,
             Mailer::new(aws_sdk_sesv2::Client::new(&sdk), settings.from.clone()),
             crate::config::seal_key(&sdk).await?,
+            crate::config::pass_key(&sdk).await?,
             settings,
         ))
     }
@@ -194,7 +198,7 @@ impl Mail {
             MailClaim::AlreadySent | MailClaim::NotDue => return Ok(Handled::AlreadyDone),
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
-        let mail = confirmation::compose(event, order);
+        let mail = confirmation::compose(event, order, &self.pass);
         match self.mailer.send(order.email.as_str(), &mail).await {
             Ok(message_id) => {
                 self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;

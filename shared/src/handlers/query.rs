@@ -1,12 +1,18 @@
 //! query: the read side. Events with their live stock (from Redis; the DynamoDB snapshot when
-//! Redis cannot answer), a user's own order, and the attendee list for admins.
+//! Redis cannot answer), a user's own order, the public key that checks ticket passes, and for
+//! admins the attendee list and the audit report.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings, UserLimit},
-    domain::{Event, EventId, OrderId, OrderStatus, order::OrderView},
+    domain::{
+        Event, EventId, OrderId, OrderStatus,
+        audit::{AuditRow, Report, csv_cell},
+        order::OrderView,
+        ticket_pass::PublicPassKey,
+    },
     gate::Gate,
     http::{
         ApiError, Caller, json,
@@ -27,6 +33,7 @@ pub struct Query {
     gate: Gate,
     rebuilder: Rebuilder,
     limit: UserLimit,
+    pass: PublicPassKey,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -61,8 +68,8 @@ pub enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit) -> Self {
-        Self { store, gate, rebuilder, limit }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit, pass: PublicPassKey) -> Self {
+        Self { store, gate, rebuilder, limit, pass }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -73,7 +80,8 @@ impl Query {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?))
+        let pass = crate::config::pass_key(&sdk).await?.public();
+        Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?, pass))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -94,6 +102,30 @@ impl Query {
                         return Err(ApiError::Forbidden);
                     }
                     json(StatusCode::OK, &self.attendees(&req, &event_id(&req)?).await?)
+                }
+                "GET /events/{id}/pass-key" => {
+                    let event = event_id(&req)?;
+                    self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    json(
+                        StatusCode::OK,
+                        &serde_json::json!({
+                            "event_id": event,
+                            "algorithm": "Ed25519",
+                            "public_key": self.pass.encoded(),
+                            "format": "TP1.<base64url payload>.<base64url signature over \"ticket-pass-v1\\n\" + payload>",
+                        }),
+                    )
+                }
+                "GET /admin/events/{id}/report" => {
+                    if !caller.admin {
+                        return Err(ApiError::Forbidden);
+                    }
+                    let event = event_id(&req)?;
+                    match query_param(&req, "format") {
+                        None | Some("json") => json(StatusCode::OK, &self.report(&event).await?),
+                        Some("csv") => self.attendees_csv(&event).await?,
+                        Some(_) => return Err(ApiError::BadRequest("format must be json or csv".into())),
+                    }
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };
@@ -152,7 +184,15 @@ impl Query {
         }
         let (order_id, ticket_no) = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
         let order_id = OrderId::parse(&order_id).map_err(|_| ApiError::NoOrder)?;
-        Ok(OrderView { order_id, event_id: event.clone(), ticket_no, status: OrderStatus::Pending, reason: None })
+        Ok(OrderView {
+            order_id,
+            event_id: event.clone(),
+            ticket_no,
+            status: OrderStatus::Pending,
+            reason: None,
+            checked_in_at: None,
+            cancelled_at: None,
+        })
     }
 
     async fn attendees(&self, req: &Request, event: &EventId) -> Result<AttendeePage, ApiError> {
@@ -169,6 +209,61 @@ impl Query {
             orders: page.items,
             next_cursor: page.next,
         })
+    }
+}
+
+impl Query {
+    /// The organiser's audit, computed from DynamoDB (every stored order of the event).
+    async fn report(&self, event: &EventId) -> Result<Report, ApiError> {
+        let stored = self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
+        let rows: Vec<AuditRow> = self
+            .store
+            .all_orders(event)
+            .await?
+            .into_iter()
+            .map(|r| AuditRow {
+                ticket_no: r.ticket_no,
+                mailed: r.mail_status.as_deref() == Some("SENT"),
+                promoted: r.promoted,
+                checked_in: r.checked_in_at.is_some(),
+                order_id: r.order_id,
+                user_id: r.user_id,
+                status: r.status,
+            })
+            .collect();
+        // The waitlist lives in Redis only; the report goes on without it.
+        let waiting = self.gate.waitlist_len(event).await.ok();
+        Ok(crate::domain::audit::report(event, stored.event.capacity, &rows, waiting))
+    }
+
+    /// The attendee list (confirmed orders) as CSV, for the organiser's spreadsheet.
+    async fn attendees_csv(&self, event: &EventId) -> Result<Response<Body>, ApiError> {
+        self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
+        let mut csv = String::from(
+            "ticket_no,order_id,user_id,email,created_at,confirmed_at,mail_status,promoted,checked_in_at\r\n",
+        );
+        for r in self.store.all_orders(event).await?.into_iter().filter(|r| r.status == OrderStatus::Confirmed) {
+            let cells = [
+                r.ticket_no.to_string(),
+                r.order_id,
+                r.user_id,
+                r.email,
+                r.created_at,
+                r.confirmed_at.unwrap_or_default(),
+                r.mail_status.unwrap_or_default(),
+                r.promoted.to_string(),
+                r.checked_in_at.unwrap_or_default(),
+            ];
+            csv.push_str(&cells.iter().map(|c| csv_cell(c)).collect::<Vec<_>>().join(","));
+            csv.push_str("\r\n");
+        }
+        Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/csv; charset=utf-8")
+            .header("content-disposition", format!("attachment; filename=\"{event}-attendees.csv\""))
+            .header("cache-control", "no-store")
+            .body(Body::Text(csv))
+            .unwrap_or_default())
     }
 }
 

@@ -1,5 +1,6 @@
-//! reconcile, every minute: re-drives the outbox, rebuilds lost caches, refreshes the `remaining`
-//! snapshots (DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
+//! reconcile, every minute: re-drives the outbox, rebuilds lost caches, gives back the numbers of
+//! cancellations a crash interrupted, measures the drift between Redis and DynamoDB, refreshes the
+//! `remaining` snapshots (DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
 //! followed by the next one.
 
 use serde::Serialize;
@@ -7,14 +8,16 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
-    domain::{OrderMessage, event::SalePhase, order_seal::SealKey},
-    gate::Gate,
+    domain::{OrderMessage, order_seal::SealKey},
+    gate::{Gate, GaveBack},
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
+    returns::TicketReturns,
     store::{Store, StoredEvent},
 };
 
-/// Events whose sale ended longer ago than this are left alone (their cache has expired).
+/// Events whose sale and cancellation window ended longer ago than this are left alone (their
+/// cache has expired).
 const QUIET_AFTER_END: time::Duration = time::Duration::seconds(crate::gate::CACHE_AFTER_END.as_secs() as i64);
 /// Outbox entries handled per event per run.
 const OUTBOX_BATCH: usize = 1_000;
@@ -32,6 +35,8 @@ pub enum ReconcileError {
     Queue(#[from] crate::queue::QueueError),
     #[error(transparent)]
     Recovery(#[from] crate::recovery::RecoveryError),
+    #[error(transparent)]
+    Return(#[from] crate::returns::ReturnError),
     #[error("an outbox entry names a bad user: {0}")]
     BadEntry(crate::domain::InvalidId),
 }
@@ -76,6 +81,11 @@ pub struct ReconcileReport {
     pub redriven: u32,
     pub cleared: u32,
     pub outbox_left: u64,
+    /// Cancelled numbers given back now (a crash or a lost cache had left them).
+    pub returned: u32,
+    /// Tickets Redis counts as held whose order is neither stored in DynamoDB nor in the outbox:
+    /// an order that can no longer reach its user. Zero unless something lost writes.
+    pub drift: u64,
     pub snapshots: u32,
     pub failures: u32,
 }
@@ -88,6 +98,7 @@ pub struct Reconcile {
     /// Seals what the re-drive sends, as grab sealed it.
     seal: SealKey,
     rebuilder: Rebuilder,
+    returns: TicketReturns,
     settings: ReconcileSettings,
 }
 
@@ -101,7 +112,8 @@ impl Reconcile {
         settings: ReconcileSettings,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        Self { store, gate, queue, seal, rebuilder, settings }
+        let returns = TicketReturns::new(gate.clone(), store.clone(), queue.clone(), seal.clone());
+        Self { store, gate, queue, seal, rebuilder, returns, settings }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -142,7 +154,7 @@ impl Reconcile {
                 self.settings.outbox_age
             }
         };
-        for stored in events.iter().filter(|s| s.event.sale_end > now - QUIET_AFTER_END) {
+        for stored in events.iter().filter(|s| s.event.active_until() > now - QUIET_AFTER_END) {
             report.events += 1;
             if let Err(e) = self.event(stored, now, outbox_age, &mut report).await {
                 tracing::warn!(event_id = %stored.event.id, error = %e, "reconcile of an event failed; the next run retries");
@@ -157,6 +169,8 @@ impl Reconcile {
                 ("Redriven", report.redriven.into()),
                 ("Cleared", report.cleared.into()),
                 ("Rebuilt", report.rebuilt.into()),
+                ("Returned", report.returned.into()),
+                ("Drift", report.drift),
                 ("Failures", report.failures.into()),
             ],
         );
@@ -173,7 +187,7 @@ impl Reconcile {
         let event = &stored.event;
         // 1. a lost cache of a sale not yet over is rebuilt
         let mut stock = self.gate.stock(&event.id).await?;
-        if stock.is_none() && event.sale_phase(now) != SalePhase::Ended {
+        if stock.is_none() && now < event.active_until() {
             match self.rebuilder.rebuild(event).await? {
                 Rebuild::Done => report.rebuilt += 1,
                 Rebuild::Busy => report.rebuild_waiting += 1,
@@ -202,12 +216,40 @@ impl Reconcile {
             }
         }
         report.outbox_left += self.gate.outbox_len(&event.id).await?;
-        // 3. the snapshot served while Redis is down
+        // 3. cancellations whose number Redis has not taken back (the cache must be there)
+        if stock.is_some() {
+            for due in self.store.returns_due(&event.id).await? {
+                if matches!(self.returns.give_back(&event.id, &due).await?, GaveBack::Promoted { .. } | GaveBack::Freed)
+                {
+                    report.returned += 1;
+                }
+            }
+            report.drift += self.drift(&event.id).await?;
+            stock = self.gate.stock(&event.id).await?;
+        }
+        // 4. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
             self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;
         }
         Ok(())
+    }
+
+    /// Tickets Redis counts as held whose order is neither durable nor in the outbox. Redis is read
+    /// first (holdings and outbox together), DynamoDB after: an order the consumer stores meanwhile
+    /// is durable by the time DynamoDB is read, so nothing in flight counts.
+    async fn drift(&self, event: &crate::domain::EventId) -> Result<u64, ReconcileError> {
+        let (held, outbox) = self.gate.holdings_and_outbox(event).await?;
+        if held.is_empty() {
+            return Ok(0);
+        }
+        let stored = self.store.order_ids(event).await?;
+        let lost: Vec<_> =
+            held.iter().filter(|b| !outbox.contains(b.order.as_str()) && !stored.contains(b.order.as_str())).collect();
+        for b in lost.iter().take(10) {
+            tracing::error!(event_id = %event, order_id = %b.order, ticket_no = b.ticket_no, "drift: a ticket Redis holds for an order that is nowhere");
+        }
+        Ok(lost.len() as u64)
     }
 }
 

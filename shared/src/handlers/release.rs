@@ -10,9 +10,14 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
-    domain::{Event, EventDraft, InvalidEvent},
+    domain::{Event, EventDraft, InvalidEvent, ticket_pass::PublicPassKey},
     gate::{Gate, GateError},
-    http::{Caller, apigw, json, reply::json_body, serve},
+    handlers::door::Door,
+    http::{
+        Caller, apigw, json,
+        reply::{json_body, route_key},
+        serve,
+    },
     queue::OrderQueue,
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
@@ -39,11 +44,13 @@ pub struct Release {
     store: Store,
     gate: Gate,
     rebuilder: Rebuilder,
+    door: Door,
 }
 
 impl Release {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
-        Self { store, gate, rebuilder }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, pass: PublicPassKey) -> Self {
+        let door = Door::new(store.clone(), pass);
+        Self { store, gate, rebuilder, door }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -54,7 +61,8 @@ impl Release {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        Ok(Self::new(store, gate, rebuilder))
+        let pass = crate::config::pass_key(&sdk).await?.public();
+        Ok(Self::new(store, gate, rebuilder, pass))
     }
 
     /// Publishes an event: DynamoDB first, then the cache.
@@ -86,9 +94,12 @@ impl Release {
         Ok(event)
     }
 
-    /// `POST /admin/events`.
+    /// `POST /admin/events`, and the door's `POST /admin/events/{id}/check-in`.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("release", req, |req| async move {
+            if route_key(&req) == "POST /admin/events/{id}/check-in" {
+                return self.door.check_in(req).await;
+            }
             Caller::require_admin(&req)?;
             let body: Value = json_body(&req)?;
             let draft = EventDraft::from_json(&body)?;

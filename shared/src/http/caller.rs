@@ -14,6 +14,8 @@ pub struct Caller {
     /// The identity provider verified `email` (Cognito's `email_verified` claim).
     pub email_verified: bool,
     pub admin: bool,
+    /// In the `staff` group: may check tickets in at the door, nothing else of the admin routes.
+    pub staff: bool,
 }
 
 impl Caller {
@@ -33,8 +35,9 @@ impl Caller {
         let email = claims.get("email").and_then(|e| Email::parse(e).ok());
         // API Gateway hands every claim over as a string.
         let email_verified = claims.get("email_verified").is_some_and(|v| v.trim() == "true");
-        let admin = claims.get("cognito:groups").is_some_and(|g| groups(g).any(|g| g == "admin"));
-        Ok(Self { user, email, email_verified, admin })
+        let in_group = |name: &str| claims.get("cognito:groups").is_some_and(|g| groups(g).any(|g| g == name));
+        let (admin, staff) = (in_group("admin"), in_group("staff"));
+        Ok(Self { user, email, email_verified, admin, staff })
     }
 
     /// The address a confirmation may go to: present and verified by the identity provider, since

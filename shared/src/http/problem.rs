@@ -41,6 +41,30 @@ pub enum ApiError {
     RateLimited { retry_after_ms: u64 },
     #[error("you hold no order for this event")]
     NoOrder,
+    #[error("your order is not confirmed yet; retry in a few seconds")]
+    OrderPending,
+    #[error("this order holds no ticket to give back")]
+    NotCancellable,
+    #[error("orders could be cancelled until {until}")]
+    CancelClosed { until: String },
+    #[error("this ticket was checked in at {at}")]
+    AlreadyCheckedIn { at: String },
+    #[error("you cancelled your order for this event; one ticket per user, a returned one included")]
+    OrderCancelled,
+    #[error("you hold an order for this event already")]
+    HoldsOrder,
+    #[error("tickets are still on sale: grab one instead")]
+    NotSoldOut,
+    #[error("the waitlist is full")]
+    WaitlistFull,
+    #[error("the waitlist is closed: no ticket can come back any more")]
+    WaitlistClosed,
+    #[error("you are not on this event's waitlist")]
+    NotWaiting,
+    #[error("the ticket pass is not one this event issued")]
+    BadPass,
+    #[error("this ticket was cancelled")]
+    TicketCancelled,
     #[error("no such route")]
     RouteNotFound,
     #[error("the service is busy; retry shortly")]
@@ -66,6 +90,18 @@ impl ApiError {
             Self::SoldOut => (S::CONFLICT, "SOLD_OUT", "Sold out"),
             Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "RATE_LIMITED", "Rate limited"),
             Self::NoOrder => (S::NOT_FOUND, "NO_ORDER", "No order"),
+            Self::OrderPending => (S::CONFLICT, "ORDER_PENDING", "Order pending"),
+            Self::NotCancellable => (S::CONFLICT, "NOT_CANCELLABLE", "Not cancellable"),
+            Self::CancelClosed { .. } => (S::GONE, "CANCEL_CLOSED", "Cancellation closed"),
+            Self::AlreadyCheckedIn { .. } => (S::CONFLICT, "ALREADY_CHECKED_IN", "Already checked in"),
+            Self::OrderCancelled => (S::CONFLICT, "ORDER_CANCELLED", "Order cancelled"),
+            Self::HoldsOrder => (S::CONFLICT, "HOLDS_ORDER", "Holds an order"),
+            Self::NotSoldOut => (S::CONFLICT, "NOT_SOLD_OUT", "Not sold out"),
+            Self::WaitlistFull => (S::CONFLICT, "WAITLIST_FULL", "Waitlist full"),
+            Self::WaitlistClosed => (S::GONE, "WAITLIST_CLOSED", "Waitlist closed"),
+            Self::NotWaiting => (S::NOT_FOUND, "NOT_WAITING", "Not waiting"),
+            Self::BadPass => (S::FORBIDDEN, "BAD_PASS", "Bad pass"),
+            Self::TicketCancelled => (S::CONFLICT, "TICKET_CANCELLED", "Ticket cancelled"),
             Self::RouteNotFound => (S::NOT_FOUND, "NOT_FOUND", "Not found"),
             Self::Busy => (S::SERVICE_UNAVAILABLE, "BUSY", "Busy"),
         }
@@ -98,6 +134,9 @@ impl ApiError {
         if let Self::InvalidEvent(InvalidEvent(problems)) = &self {
             body["errors"] = serde_json::to_value::<&Vec<FieldProblem>>(problems).unwrap_or_default();
         }
+        if let Self::AlreadyCheckedIn { at } = &self {
+            body["checked_in_at"] = json!(at);
+        }
         let mut builder = Response::builder()
             .status(status)
             .header("content-type", "application/problem+json")
@@ -126,6 +165,15 @@ impl From<crate::store::ListError> for ApiError {
         match e {
             crate::store::ListError::BadCursor(e) => ApiError::BadRequest(e.to_string()),
             crate::store::ListError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::returns::ReturnError> for ApiError {
+    fn from(e: crate::returns::ReturnError) -> Self {
+        match e {
+            crate::returns::ReturnError::Gate(e) => e.into(),
+            crate::returns::ReturnError::Store(e) => e.into(),
         }
     }
 }

@@ -56,7 +56,7 @@ impl Route {
     }
 }
 
-pub const ROUTES: [Route; 7] = [
+pub const ROUTES: [Route; 13] = [
     Route { method: "POST", path: "/admin/events", function: Function::Release },
     Route { method: "GET", path: "/events", function: Function::Query },
     Route { method: "GET", path: "/events/{id}", function: Function::Query },
@@ -64,6 +64,12 @@ pub const ROUTES: [Route; 7] = [
     Route { method: "POST", path: "/events/{id}/grab", function: Function::Grab },
     Route { method: "GET", path: "/events/{id}/order", function: Function::Query },
     Route { method: "GET", path: "/admin/events/{id}/orders", function: Function::Query },
+    Route { method: "DELETE", path: "/events/{id}/order", function: Function::Grab },
+    Route { method: "POST", path: "/events/{id}/waitlist", function: Function::Grab },
+    Route { method: "GET", path: "/events/{id}/waitlist", function: Function::Grab },
+    Route { method: "GET", path: "/events/{id}/pass-key", function: Function::Query },
+    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Release },
+    Route { method: "GET", path: "/admin/events/{id}/report", function: Function::Query },
 ];
 
 /// The route serving `method path`, with its path parameters.
@@ -83,6 +89,7 @@ mod tests {
         assert_eq!(find("GET", "/events").unwrap().0.key(), "GET /events");
         assert_eq!(find("GET", "/admin/events/x/orders").unwrap().0.key(), "GET /admin/events/{id}/orders");
         assert!(find("DELETE", "/events/ev1").is_none());
+        assert_eq!(find("DELETE", "/events/ev1/order").unwrap().0.function, Function::Grab);
         assert!(find("GET", "/events/ev1/nope").is_none());
         assert!(find("GET", "/events//order").is_none());
     }

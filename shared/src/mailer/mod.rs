@@ -2,10 +2,11 @@
 
 use aws_sdk_sesv2::{
     Client,
-    types::{Body, Content, Destination, EmailContent, Message},
+    primitives::Blob,
+    types::{Attachment, AttachmentContentDisposition, Body, Content, Destination, EmailContent, Message},
 };
 
-use crate::domain::confirmation::Confirmation;
+use crate::domain::confirmation::{Confirmation, PASS_IMAGE_ID};
 
 #[derive(Debug, thiserror::Error)]
 #[error("ses: {0}")]
@@ -28,10 +29,22 @@ impl Mailer {
 
     /// Sends the mail; returns SES's message id.
     pub async fn send(&self, to: &str, mail: &Confirmation) -> Result<String, MailError> {
-        let message = Message::builder()
+        let mut message = Message::builder()
             .subject(content(&mail.subject)?)
-            .body(Body::builder().text(content(&mail.text)?).html(content(&mail.html)?).build())
-            .build();
+            .body(Body::builder().text(content(&mail.text)?).html(content(&mail.html)?).build());
+        if let Some(png) = &mail.pass_png {
+            // Inline, so the HTML part shows it where it says `cid:ticket-pass`.
+            let image = Attachment::builder()
+                .raw_content(Blob::new(png.clone()))
+                .file_name("ticket-pass.png")
+                .content_type("image/png")
+                .content_disposition(AttachmentContentDisposition::Inline)
+                .content_id(PASS_IMAGE_ID)
+                .build()
+                .map_err(|e| MailError(e.to_string()))?;
+            message = message.attachments(image);
+        }
+        let message = message.build();
         let out = self
             .client
             .send_email()

@@ -153,6 +153,8 @@ pub(super) fn event_item(event: &Event) -> Item {
         ("sale_start".to_owned(), s(rfc3339(event.sale_start))),
         ("sale_end".to_owned(), s(rfc3339(event.sale_end))),
         ("created_at".to_owned(), s(rfc3339(event.created_at))),
+        ("cancel_until".to_owned(), s(rfc3339(event.cancel_until))),
+        ("waitlist_size".to_owned(), n(event.waitlist_size)),
         ("remaining".to_owned(), n(event.capacity)),
     ]);
     if let Some(v) = &event.venue {
@@ -169,12 +171,17 @@ pub(super) fn event_item(event: &Event) -> Item {
 
 pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
     let id = get_s(item, "event_id")?;
+    let sale_end = get_time(item, "sale_end")?;
+    let capacity = get_n(item, "capacity")?;
     let event = Event {
         id: EventId::parse(&id).map_err(|e| StoreError::Malformed(e.to_string()))?,
         title: get_s(item, "title")?,
-        capacity: get_n(item, "capacity")?,
+        capacity,
         sale_start: get_time(item, "sale_start")?,
-        sale_end: get_time(item, "sale_end")?,
+        sale_end,
+        // Events released before cancellation existed: the sale's own window, a full waitlist.
+        cancel_until: get_time(item, "cancel_until").unwrap_or(sale_end),
+        waitlist_size: get_n(item, "waitlist_size").unwrap_or(capacity),
         venue: opt_s(item, "venue"),
         starts_at: opt_s(item, "starts_at").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         description: opt_s(item, "description"),

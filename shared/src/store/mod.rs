@@ -5,10 +5,16 @@
 //! | event  | `EVENT#<E>`         | `META`   | GSI1 `EVENTS` / `<sale_start>#<E>` (the event list)       |
 //! | order  | `ORDER#<E>#<user>`  | `ORDER`  | GSI1 `USER#<u>` / `EVENT#<E>`; GSI2 `EVENT#<E>#<n%16>` / n |
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
+//! | return | `RETURN#<E>`        | `ORDER#<order id>` | a cancelled number Redis has yet to take back  |
 //!
-//! By item: [`events`] and [`orders`] (with tickets) hold each item's reads beside its writes;
+//! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
+//! off the attendee list, found by a rebuild and the organiser's report.
+//!
+//! By item: [`events`], [`orders`] (with tickets) and [`after_sale`] (cancellation, returns,
+//! check-in) hold each item's reads beside its writes;
 //! [`schema`] builds every key, [`codec`] every attribute value.
 
+pub mod after_sale;
 pub mod codec;
 pub mod events;
 pub mod orders;

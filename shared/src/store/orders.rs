@@ -63,6 +63,9 @@ fn order_item(m: &OrderMessage, status: OrderStatus, now: OffsetDateTime) -> Ite
         (attr::GSI1PK.to_owned(), s(key::user(&m.user_id))),
         (attr::GSI1SK.to_owned(), s(key::event(&m.event_id))),
     ]);
+    if m.promoted {
+        item.insert("promoted".into(), AttributeValue::Bool(true));
+    }
     match status {
         // Only ticket holders are on the attendee list (GSI2).
         OrderStatus::Confirmed => {
@@ -302,6 +305,37 @@ impl Store {
 }
 
 impl Store {
+    /// Every order item of an event: every GSI2 partition (the attendee shards, the rejected and
+    /// the cancelled orders), each read to its end, in parallel.
+    pub(super) async fn event_order_items(&self, event: &EventId) -> Result<Vec<Item>, StoreError> {
+        let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| key::event_shard(event, shard)).collect();
+        partitions.push(key::rejected(event));
+        partitions.push(key::cancelled(event));
+        let reads = partitions.into_iter().map(|partition| async move {
+            let mut items = Vec::new();
+            let mut start = None;
+            loop {
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(GSI2)
+                    .key_condition_expression("#pk = :p")
+                    .expression_attribute_names("#pk", attr::GSI2PK)
+                    .expression_attribute_values(":p", s(partition.clone()))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await?;
+                items.extend(out.items().iter().cloned());
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<_, StoreError>(items);
+                }
+            }
+        });
+        Ok(futures::future::try_join_all(reads).await?.into_iter().flatten().collect())
+    }
+
     /// The durable order of one user for one event.
     pub async fn get_order(&self, event: &EventId, user: &UserId) -> Result<Option<OrderView>, StoreError> {
         let out = self
@@ -350,42 +384,21 @@ impl Store {
         Ok(Page { items: rows, next })
     }
 
-    /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected)
-    /// and the ticket numbers confirmed orders hold. Reads every GSI2 shard to its end.
+    /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected),
+    /// the ticket numbers confirmed orders hold, and who cancelled.
     pub async fn holdings(&self, event: &EventId) -> Result<Holdings, StoreError> {
-        let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| key::event_shard(event, shard)).collect();
-        partitions.push(key::rejected(event));
-        let reads = partitions.into_iter().map(|partition| async move {
-            let mut items = Vec::new();
-            let mut start = None;
-            loop {
-                let out = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(GSI2)
-                    .key_condition_expression("#pk = :p")
-                    .expression_attribute_names("#pk", attr::GSI2PK)
-                    .expression_attribute_values(":p", s(partition.clone()))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await?;
-                items.extend(out.items().iter().cloned());
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    return Ok::<_, StoreError>(items);
-                }
-            }
-        });
+        let items = self.event_order_items(event).await?;
         let mut holdings = Holdings::default();
-        for items in futures::future::try_join_all(reads).await? {
-            for item in items {
-                let order = order_from_item(&item)?;
-                let user =
-                    UserId::parse(&get_s(&item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
-                holdings.buyers.push(Buyer { user, order: order.order_id, ticket_no: order.ticket_no });
-                if order.status == OrderStatus::Confirmed {
-                    holdings.held.insert(order.ticket_no);
+        for item in items {
+            let order = order_from_item(&item)?;
+            let user = UserId::parse(&get_s(&item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+            match order.status {
+                OrderStatus::Cancelled => holdings.cancelled.push((user, order.order_id)),
+                status => {
+                    if status == OrderStatus::Confirmed {
+                        holdings.held.insert(order.ticket_no);
+                    }
+                    holdings.buyers.push(Buyer { user, order: order.order_id, ticket_no: order.ticket_no });
                 }
             }
         }
@@ -407,10 +420,13 @@ pub struct AttendeeRow {
     /// Where its confirmation mail stands (`PENDING`, `SENDING`, `SENT`), and when it was sent.
     pub mail_status: Option<String>,
     pub mailed_at: Option<String>,
+    /// The order came from the waitlist.
+    pub promoted: bool,
+    pub checked_in_at: Option<String>,
 }
 
 impl AttendeeRow {
-    fn from_item(item: &Item) -> Result<Self, StoreError> {
+    pub(super) fn from_item(item: &Item) -> Result<Self, StoreError> {
         let view = order_from_item(item)?;
         Ok(Self {
             ticket_no: view.ticket_no,
@@ -422,6 +438,8 @@ impl AttendeeRow {
             confirmed_at: opt_s(item, "stored_at"),
             mail_status: opt_s(item, "mail_status"),
             mailed_at: opt_s(item, "mail_sent_at"),
+            promoted: matches!(item.get("promoted"), Some(AttributeValue::Bool(true))),
+            checked_in_at: opt_s(item, "checked_in_at"),
         })
     }
 }
@@ -434,5 +452,7 @@ pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
         ticket_no: get_n(item, "ticket_no")?,
         status: OrderStatus::parse(&status).ok_or_else(|| StoreError::Malformed(format!("status {status}")))?,
         reason: opt_s(item, "reason"),
+        checked_in_at: opt_s(item, "checked_in_at"),
+        cancelled_at: opt_s(item, "cancelled_at"),
     })
 }

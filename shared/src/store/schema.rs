@@ -44,6 +44,16 @@ pub mod key {
     pub fn rejected(e: &EventId) -> String {
         format!("EVENT#{e}#REJECTED")
     }
+    /// GSI2: cancelled orders, off the attendee list; a rebuild keeps their users from grabbing again.
+    pub fn cancelled(e: &EventId) -> String {
+        format!("EVENT#{e}#CANCELLED")
+    }
+    /// A cancelled order whose number is still to be given back in Redis (one per order; removed
+    /// once given back, so reconcile finds what a crash left).
+    pub fn returning(e: &EventId) -> String {
+        format!("RETURN#{e}")
+    }
+    pub const RETURN_SK_PREFIX: &str = "ORDER#";
 }
 
 /// Attribute names of the keys.

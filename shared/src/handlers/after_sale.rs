@@ -1,0 +1,201 @@
+//! After the grab, in the grab function (it holds every dependency these need): a holder cancels
+//! (`DELETE /events/{id}/order`), a sold-out user joins the waitlist
+//! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`).
+//!
+//! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
+//! return marker), then Redis takes the number back in one script: to the head of the waitlist as
+//! a normal order message (so mail, the outbox and reconcile need no new path), or to the free
+//! numbers. A crash between the two is finished by reconcile from the marker.
+
+use lambda_http::{Body, Request, Response, http::StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+use time::OffsetDateTime;
+
+use crate::{
+    config::{HashSettings, UserLimit},
+    domain::{
+        Event, EventId, OrderStatus,
+        event::{epoch_ms, rfc3339},
+        order::{OrderView, WaitHead},
+    },
+    gate::{Gate, GateError, GaveBack, WaitlistPlace, Waitlisted},
+    http::{
+        ApiError, Caller, json,
+        reply::{event_id, json_body, route_key},
+    },
+    recovery::{Rebuild, Rebuilder},
+    returns::TicketReturns,
+    store::{
+        Store,
+        after_sale::{Cancellation, ReturnDue},
+    },
+};
+
+#[derive(Clone)]
+pub struct AfterSale {
+    store: Store,
+    gate: Gate,
+    returns: TicketReturns,
+    rebuilder: Rebuilder,
+    hash: HashSettings,
+    limit: UserLimit,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JoinBody {
+    hash: String,
+}
+
+impl AfterSale {
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        returns: TicketReturns,
+        rebuilder: Rebuilder,
+        hash: HashSettings,
+        limit: UserLimit,
+    ) -> Self {
+        Self { store, gate, returns, rebuilder, hash, limit }
+    }
+
+    /// One request of the three routes: the reply and its outcome code.
+    pub async fn route(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
+        let caller = Caller::from_request(&req)?;
+        let event = event_id(&req)?;
+        match route_key(&req).as_str() {
+            "DELETE /events/{id}/order" => self.cancel(&event, &caller).await,
+            "POST /events/{id}/waitlist" => {
+                let body: JoinBody = json_body(&req)?;
+                self.join(&event, &caller, &body.hash).await
+            }
+            "GET /events/{id}/waitlist" => {
+                if let Some(retry_after_ms) = self.gate.count_request(&caller.user, "waitlist", self.limit).await? {
+                    return Err(ApiError::RateLimited { retry_after_ms });
+                }
+                self.place(&event, &caller).await
+            }
+            _ => Err(ApiError::RouteNotFound),
+        }
+    }
+
+    async fn known(&self, event: &EventId) -> Result<Event, ApiError> {
+        self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)
+    }
+
+    /// Cancels the caller's own order (the key is built from the token's user: no other order can
+    /// be named). Twice is the same `200`.
+    async fn cancel(&self, id: &EventId, caller: &Caller) -> Result<(Response<Body>, &'static str), ApiError> {
+        let event = self.known(id).await?;
+        let Some(order) = self.store.get_order_now(id, &caller.user).await? else {
+            // Granted but not yet durable: DynamoDB must hold it before it can be given back.
+            return match self.gate.buyer(id, &caller.user).await {
+                Ok(Some(_)) | Err(GateError::Stale) => Err(ApiError::OrderPending),
+                Ok(None) => Err(ApiError::NoOrder),
+                Err(e) => Err(e.into()),
+            };
+        };
+        match order.status {
+            OrderStatus::Cancelled => return Ok((cancelled(&order), "ALREADY_CANCELLED")),
+            OrderStatus::Rejected | OrderStatus::Pending => return Err(ApiError::NotCancellable),
+            OrderStatus::Confirmed => {}
+        }
+        let now = OffsetDateTime::now_utc();
+        if !event.cancellable(now) {
+            return Err(ApiError::CancelClosed { until: rfc3339(event.cancel_until) });
+        }
+        if let Some(at) = order.checked_in_at {
+            return Err(ApiError::AlreadyCheckedIn { at });
+        }
+        match self.store.cancel_order(id, &caller.user, &order, now).await? {
+            Cancellation::Cancelled(view) => {
+                let due = ReturnDue {
+                    user: caller.user.clone(),
+                    order_id: view.order_id.to_string(),
+                    ticket_no: view.ticket_no,
+                };
+                self.give_back(&event, &due).await;
+                Ok((cancelled(&view), "CANCELLED"))
+            }
+            Cancellation::AlreadyCancelled(view) => Ok((cancelled(&view), "ALREADY_CANCELLED")),
+            Cancellation::CheckedIn { at } => Err(ApiError::AlreadyCheckedIn { at }),
+            Cancellation::NotCancellable(_) => Err(ApiError::NotCancellable),
+        }
+    }
+
+    /// The cancellation is durable: the number goes back now if it can, else reconcile does it
+    /// from the marker. Nothing here changes the caller's reply.
+    async fn give_back(&self, event: &Event, due: &ReturnDue) {
+        for attempt in 0..2 {
+            match self.returns.give_back(&event.id, due).await {
+                Ok(GaveBack::NotCached) if attempt == 0 => match self.rebuilder.rebuild(event).await {
+                    Ok(Rebuild::Done | Rebuild::Present) => continue,
+                    Ok(_) => {}
+                    Err(e) => tracing::warn!(event_id = %event.id, error = %e, "rebuild before a give-back failed"),
+                },
+                Ok(_) => return,
+                Err(e) => tracing::warn!(event_id = %event.id, error = %e, "give-back failed"),
+            }
+            break;
+        }
+        tracing::warn!(event_id = %event.id, order_id = due.order_id, "ticket number left for reconcile to give back");
+    }
+
+    async fn join(
+        &self,
+        id: &EventId,
+        caller: &Caller,
+        hash: &str,
+    ) -> Result<(Response<Body>, &'static str), ApiError> {
+        let now = epoch_ms(OffsetDateTime::now_utc());
+        self.hash.secret.verify(hash, id, &caller.user, now).map_err(|_| ApiError::BadHash)?;
+        let email = caller.verified_email()?;
+        let head = WaitHead::new(id, &caller.user, email);
+        let mut joined = self.gate.join_waitlist(id, &caller.user, &head, now).await?;
+        if joined == Waitlisted::NotCached {
+            let event = self.known(id).await?;
+            match self.rebuilder.rebuild(&event).await? {
+                Rebuild::Done | Rebuild::Present => {
+                    joined = self.gate.join_waitlist(id, &caller.user, &head, now).await?
+                }
+                Rebuild::Busy => return Err(ApiError::Busy),
+                Rebuild::Ended => return Err(ApiError::WaitlistClosed),
+            }
+        }
+        let waiting =
+            |status, position, code| Ok((json(status, &json!({ "status": "WAITING", "position": position })), code));
+        match joined {
+            Waitlisted::Joined { position } => waiting(StatusCode::CREATED, position, "JOINED"),
+            Waitlisted::Waiting { position } => waiting(StatusCode::OK, position, "WAITING"),
+            Waitlisted::Holds { .. } => Err(ApiError::HoldsOrder),
+            Waitlisted::Cancelled => Err(ApiError::OrderCancelled),
+            Waitlisted::NotStarted => Err(ApiError::SaleNotStarted),
+            Waitlisted::Closed => Err(ApiError::WaitlistClosed),
+            Waitlisted::NotSoldOut => Err(ApiError::NotSoldOut),
+            Waitlisted::Full => Err(ApiError::WaitlistFull),
+            Waitlisted::NotCached => Err(ApiError::Busy),
+        }
+    }
+
+    async fn place(&self, id: &EventId, caller: &Caller) -> Result<(Response<Body>, &'static str), ApiError> {
+        match self.gate.waitlist_place(id, &caller.user).await? {
+            WaitlistPlace::Waiting { position, waiting } => Ok((
+                json(StatusCode::OK, &json!({ "status": "WAITING", "position": position, "waiting": waiting })),
+                "WAITING",
+            )),
+            WaitlistPlace::Holds { order_id, ticket_no } => Ok((
+                json(StatusCode::OK, &json!({ "status": "HOLDS_ORDER", "order_id": order_id, "ticket_no": ticket_no })),
+                "HOLDS_ORDER",
+            )),
+            WaitlistPlace::NotWaiting => {
+                self.known(id).await?;
+                Err(ApiError::NotWaiting)
+            }
+        }
+    }
+}
+
+fn cancelled(order: &OrderView) -> Response<Body> {
+    json(StatusCode::OK, order)
+}
