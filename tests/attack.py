@@ -131,14 +131,20 @@ def main():
 
     a_sale_in_progress(args)
     before = (redis_snapshot(args.redis_port, args.redis_db), dynamodb_snapshot(args.table))
-    for token, paths in ((args.user_token, users), (args.admin_token, admins)):
+    # DELETE /events/{id}/order has no input but the path's id, and schemathesis's negative mode
+    # sends it valid too: a cancellation, rightly written. It is attacked in the positive pass.
+    for token, paths in ((args.user_token, users + ["--exclude-method", "DELETE"]), (args.admin_token, admins)):
         code, cases = schemathesis(args, token, "negative", paths, ["--checks", CHECKS + ",negative_data_rejection"])
         failed |= code
         total += cases
     after = (redis_snapshot(args.redis_port, args.redis_db), dynamodb_snapshot(args.table))
     if before != after:
         failed = 1
-        changed_keys = sorted(set(before[0].items()) ^ set(after[0].items()), key=str)[:10]
+        changed_keys = sorted(k for k in before[0].keys() | after[0].keys() if before[0].get(k) != after[0].get(k))[:10]
+        for k in changed_keys:
+            print(f"  {k}: {before[0].get(k)} -> {after[0].get(k)}")
+        for item in sorted(set(before[1]) ^ set(after[1]))[:6]:
+            print(f"  dynamodb item changed: {item[:300]}")
         print(f"attack: refused requests changed the state: redis {changed_keys}, "
               f"dynamodb {len(before[1])} -> {len(after[1])} items")
     else:

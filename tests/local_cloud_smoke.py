@@ -88,7 +88,7 @@ def call(method, path, token=None, body=None):
             return e.code, raw.decode(errors="replace")
 
 
-def user_token(email, admin):
+def user_token(email, admin, group=None):
     """A user of the emulated pool and its ID token (the token that carries `email`)."""
     password = "Local-cloud-" + RUN + "x"
     cognito.admin_create_user(UserPoolId=POOL, Username=email, MessageAction="SUPPRESS",
@@ -97,6 +97,8 @@ def user_token(email, admin):
     cognito.admin_set_user_password(UserPoolId=POOL, Username=email, Password=password, Permanent=True)
     if admin:
         cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName="admin")
+    if group:
+        cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName=group)
     auth = cognito.admin_initiate_auth(UserPoolId=POOL, ClientId=CLIENT, AuthFlow="ADMIN_USER_PASSWORD_AUTH",
                                        AuthParameters={"USERNAME": email, "PASSWORD": password})
     token = auth["AuthenticationResult"]["IdToken"]
@@ -174,16 +176,48 @@ def mails():
 mine = eventually("the confirmation mail at /_ministack/ses/messages", mails, 30)
 expect(len(mine) == 1 and granted["order_id"] in json.dumps(mine[0]), f"exactly one mail, naming the order ({len(mine)})")
 
-# 6. reconcile on its schedule: its effect, the stock snapshot on the event item, appears.
+# 6. After the grab: the pass in the mail checks in once at the door (staff), the pass key is
+#    published, and a second student's ticket is given back (cancel).
+staff_token, _ = user_token(f"door-{RUN}@example.com", admin=False, group="staff")
+text = mine[0].get("BodyText", "")
+passes = [line.split("Pass: ", 1)[1].strip() for line in text.splitlines() if "Pass: " in line]
+expect(len(passes) == 1 and passes[0].startswith("TP1."), "the confirmation carries a signed ticket pass")
+status, body = call("GET", f"/events/{event_id}/pass-key", student_token)
+expect(status == 200 and body.get("algorithm") == "Ed25519", f"pass-key -> 200 Ed25519 (got {status})")
+status, body = call("POST", f"/admin/events/{event_id}/check-in", student_token, {"pass": passes[0]})
+expect(status == 403, f"a student cannot check in (got {status})")
+status, body = call("POST", f"/admin/events/{event_id}/check-in", staff_token, {"pass": passes[0]})
+expect(status == 200 and body.get("order_id") == granted["order_id"], f"staff check-in -> 200 (got {status} {body})")
+status, body = call("POST", f"/admin/events/{event_id}/check-in", staff_token, {"pass": passes[0]})
+expect(status == 409 and body.get("code") == "ALREADY_CHECKED_IN", f"second scan -> 409 ALREADY_CHECKED_IN (got {status})")
+status, body = call("DELETE", f"/events/{event_id}/order", student_token)
+expect(status == 409 and body.get("code") == "ALREADY_CHECKED_IN", f"a used ticket is not given back (got {status})")
+second_email = f"second-{RUN}@example.com"
+second_token, _ = user_token(second_email, admin=False)
+status, b = call("GET", f"/events/{event_id}/verify-hash", second_token)
+status, granted2 = call("POST", f"/events/{event_id}/grab", second_token, {"hash": b["hash"]})
+expect(status == 202, f"a second student grabs -> 202 (got {status})")
+
+def confirmed2():
+    s, b = call("DELETE", f"/events/{event_id}/order", second_token)
+    return b if s == 200 else None
+
+cancelled = eventually("the second order cancelled once stored", confirmed2, 90)
+expect(cancelled.get("status") == "CANCELLED", f"cancel -> 200 CANCELLED ({cancelled})")
+status, body = call("GET", f"/admin/events/{event_id}/report", admin_token)
+expect(status == 200 and body.get("checked_in") == 1 and body.get("cancelled") == 1 and body.get("passed"),
+       f"the audit: 1 checked in, 1 cancelled, every check passed (got {status} {body})")
+
+# 7. reconcile on its schedule: its effect, the stock snapshot on the event item, appears.
 def snapshot():
     item = dynamodb.get_item(TableName=TABLE, ConsistentRead=True,
                              Key={"PK": {"S": f"EVENT#{event_id}"}, "SK": {"S": "META"}}).get("Item", {})
     return item.get("remaining", {}).get("N") == "2"
 
 eventually("reconcile (EventBridge schedule) writing the remaining snapshot", snapshot, 150)
-ok("reconcile ran on its schedule: remaining snapshot = 2")
+ok("reconcile ran on its schedule: remaining snapshot = 2 (the cancelled ticket back on sale)")
 
-# 7. An admin releases by direct invocation, as docs/DEPLOY.md shows: sam remote invoke.
+# 8. An admin releases by direct invocation, as docs/DEPLOY.md shows: sam remote invoke.
 with open(os.path.join(ROOT, "events", "release-direct.json")) as f:
     direct = json.load(f)
 direct["id"] = f"direct-{RUN}"

@@ -107,6 +107,8 @@ async fn a_cancelled_ticket_is_free_again_and_its_holder_cannot_grab_twice() {
     assert_eq!(app.cancel(&event, "nobody").await.code(), "NO_ORDER");
     app.deliver_all().await;
 
+    let with_body = with_body(for_user(for_event(fixture("cancel.json"), &event), "ada"), &json!({"order_id": "x"}));
+    assert_eq!(app.call(Function::Grab, with_body).await.code(), "BAD_REQUEST", "a DELETE takes no body");
     let first = app.cancel(&event, "ada").await;
     assert_eq!((first.status, first.body["status"].as_str()), (200, Some("CANCELLED")), "{}", first.body);
     let again = app.cancel(&event, "ada").await;
@@ -184,6 +186,8 @@ async fn a_returned_ticket_goes_to_the_head_of_the_waitlist_who_is_mailed() {
     assert_eq!((bob.body["status"].as_str(), bob.body["ticket_no"].as_u64()), (Some("HOLDS_ORDER"), Some(1)));
     assert_eq!(app.waitlist(&event, "cy").await.body["position"], 1);
     assert!(app.free_numbers(&event).await.is_empty(), "the number went to bob, not back on sale");
+    // bob giving it back while his promotion is still on its way: not before it is stored.
+    assert_eq!(app.cancel(&event, "bob").await.code(), "ORDER_PENDING");
     let messages = app.drain_queue().await;
     assert_eq!(messages.len(), 1);
     assert_eq!((messages[0]["user_id"].as_str(), messages[0]["promoted"].as_bool()), (Some("bob"), Some(true)));

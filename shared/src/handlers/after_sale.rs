@@ -65,7 +65,13 @@ impl AfterSale {
         let caller = Caller::from_request(&req)?;
         let event = event_id(&req)?;
         match route_key(&req).as_str() {
-            "DELETE /events/{id}/order" => self.cancel(&event, &caller).await,
+            "DELETE /events/{id}/order" => {
+                // Nothing is read from a body here, so one is a malformed request, not ignored.
+                if !req.body().is_empty() {
+                    return Err(ApiError::BadRequest("DELETE /events/{id}/order takes no body".into()));
+                }
+                self.cancel(&event, &caller).await
+            }
             "POST /events/{id}/waitlist" => {
                 let body: JoinBody = json_body(&req)?;
                 self.join(&event, &caller, &body.hash).await
