@@ -53,7 +53,7 @@ impl Functions {
                 gate.clone(),
                 rebuilder.clone(),
                 settings.user_limit,
-                settings.pass.public(),
+                shared::config::PublicPassKeySource::ready(settings.pass.public()),
             ),
             verify_hash: VerifyHash::new(
                 gate.clone(),

@@ -211,6 +211,35 @@ pub async fn pass_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::tick
         .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })
 }
 
+/// The pass key's public half for query, read on first use: query is the hot read path, and its cold
+/// start should not wait for a secret that only `GET /events/{id}/pass-key` needs.
+#[derive(Clone)]
+pub struct PublicPassKeySource {
+    key: std::sync::Arc<tokio::sync::OnceCell<crate::domain::ticket_pass::PublicPassKey>>,
+    sdk: Option<aws_config::SdkConfig>,
+}
+
+impl PublicPassKeySource {
+    /// A key already in hand (the local runner, tests).
+    pub fn ready(key: crate::domain::ticket_pass::PublicPassKey) -> Self {
+        Self { key: std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(key))), sdk: None }
+    }
+
+    /// The deployment's key, from `PASS_KEY_ARN` or `PASS_KEY` when first asked for.
+    pub fn deployment(sdk: aws_config::SdkConfig) -> Self {
+        Self { key: std::sync::Arc::default(), sdk: Some(sdk) }
+    }
+
+    pub async fn get(&self) -> Result<&crate::domain::ticket_pass::PublicPassKey, ConfigError> {
+        self.key
+            .get_or_try_init(|| async {
+                let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing("PASS_KEY"))?;
+                Ok(pass_key(sdk).await?.public())
+            })
+            .await
+    }
+}
+
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.
 async fn deployment_secret(
     sdk: &aws_config::SdkConfig,

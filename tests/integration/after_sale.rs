@@ -423,7 +423,6 @@ async fn reconcile_counts_drift_between_redis_and_dynamodb() {
 /// every second scan refused.
 #[tokio::test]
 async fn a_lecture_with_cancellations_a_waitlist_and_the_door() {
-    let _alone = MINISTACK_TIMING.lock().await;
     let app = TestApp::for_mail(60).await;
     let event = app.open_event(100).await;
     let users: Vec<String> = (0..2000).map(|i| format!("s{i:04}")).collect();

@@ -194,7 +194,6 @@ async fn holders(conn: &mut redis::aio::MultiplexedConnection, event: &EventId) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn primary_killed_mid_sale_with_a_lagging_replica() {
     logs_when_asked();
-    let _alone = MINISTACK_TIMING.lock().await;
     let mut pair = Pair::start().await;
     let app = app_on_redis(pair.endpoint.url()).await;
     let event = app.open_event(100).await;

@@ -321,7 +321,10 @@ pub(crate) async fn app_on_redis(url: String) -> Arc<TestApp> {
         TestApp::for_mail_with(1, move |s| {
             s.redis_url = url;
             s.outbox_age = Duration::ZERO;
-            s.rebuild.max_wait = Duration::from_secs(5);
+            // Long enough past the settle (4.5 s here) for the loaded emulator to drain the queue,
+            // as 30 s is past 2 s deployed: a rebuild that stops waiting early is the last resort
+            // (a late order is then decided by the cache), not what these faults exercise.
+            s.rebuild.max_wait = Duration::from_secs(20);
             // As in production, a crashed mail claim must go stale before the redrive's five
             // receives (here 1 s apart) run out.
             s.mail_claim_timeout = Duration::from_secs(2);

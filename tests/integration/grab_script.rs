@@ -359,3 +359,62 @@ async fn the_wait_script_keeps_one_place_per_user_within_the_window() {
     assert_eq!(stored, head.as_str());
     assert!(r.pttl::<_, i64>(keys::wait(&event)).await.unwrap() > 0, "forgotten with the event's cache");
 }
+
+/// The consumer's check before it stores an order: what the cache counts is stored; an order it
+/// never counted is taken in when its user holds nothing and its number is free, rejected when the
+/// number went to someone else, dropped when its user holds another order; a cache of another
+/// history (or none) cannot say.
+#[tokio::test]
+async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_number() {
+    use shared::{domain::OrderMessage, gate::Admitted};
+    let app = TestApp::new().await;
+    let event = app.open_event(3).await;
+    let gate = &app.functions.gate;
+    let GrabOutcome::Granted { order_id, ticket_no, .. } = grab(&app, &event, "ada").await else { panic!("granted") };
+    let order = |user: &str, order_id: &OrderId, ticket_no: u32| OrderMessage {
+        v: 1,
+        order_id: order_id.clone(),
+        event_id: event.clone(),
+        user_id: UserId::parse(user).unwrap(),
+        email: Email::parse("x@example.com").unwrap(),
+        ticket_no,
+        created_at: "2026-11-24T10:00:00Z".into(),
+        promoted: false,
+    };
+    let ada = order("ada", &OrderId::parse(&order_id).unwrap(), ticket_no);
+    let before = app.cache(&event).await;
+    assert_eq!(gate.admit(&ada).await.unwrap(), Admitted::Counted);
+    // Another order of ada's, even on a free number: she holds one already.
+    assert_eq!(gate.admit(&order("ada", &OrderId::generate(), 3)).await.unwrap(), Admitted::Uncounted);
+    assert_eq!(app.cache(&event).await, before, "a second order writes nothing");
+    // bob, holding nothing, with ada's number: to be rejected, and bob's field names that order.
+    let bob = order("bob", &OrderId::generate(), ticket_no);
+    assert_eq!(gate.admit(&bob).await.unwrap(), Admitted::Taken);
+    let taken = app.cache(&event).await;
+    assert_eq!(taken.holdings["bob"], (bob.order_id.to_string(), ticket_no));
+    assert_eq!(taken.seats, before.seats, "no number moved");
+    assert_eq!(gate.admit(&bob).await.unwrap(), Admitted::Counted, "its redelivery finds it stored");
+
+    // cy has only a rate counter and a free number: taken in, off sale, counted from then on.
+    let mut r = app.redis.clone();
+    let _: () = r.hset(keys::meta(&event), "=cy", format!("#{:015}:1", now_ms() + 1_000)).await.unwrap();
+    let free = before.seats[1];
+    let cy = order("cy", &OrderId::generate(), free);
+    assert_eq!(gate.admit(&cy).await.unwrap(), Admitted::Adopted);
+    let after = app.cache(&event).await;
+    assert_eq!(after.holdings["cy"], (cy.order_id.to_string(), free));
+    assert_eq!(after.seats, [before.seats[0]]);
+    assert_eq!(gate.admit(&cy).await.unwrap(), Admitted::Counted, "a redelivery is counted");
+    // A cancelled order stays counted (its redelivery must find it stored as it is).
+    let _: () = r.hset(keys::meta(&event), "=ada", format!("!{order_id}")).await.unwrap();
+    assert_eq!(gate.admit(&ada).await.unwrap(), Admitted::Counted);
+
+    // Another history's cache, or none: no answer, nothing written.
+    let _: () = r.hdel(keys::meta(&event), gate.opening(&event).await.unwrap()).await.unwrap();
+    let stale = app.cache(&event).await;
+    let dee = order("dee", &OrderId::generate(), before.seats[0]);
+    assert_eq!(gate.admit(&dee).await.unwrap(), Admitted::NotCached);
+    assert_eq!(app.cache(&event).await, stale);
+    let gone = order("dee", &OrderId::generate(), 1);
+    assert_eq!(gate.admit(&OrderMessage { event_id: fresh_event_id(), ..gone }).await.unwrap(), Admitted::NotCached);
+}

@@ -17,12 +17,6 @@ use tokio::sync::OnceCell;
 
 static PROVISIONED: OnceCell<String> = OnceCell::const_new();
 
-/// Held by the failover test, whose guarantee rests on a send abandoned at grab's budget never
-/// landing after the rebuild's settle time, and by the test that loads MiniStack most (the
-/// after-sale scenario): with both at once the emulator queues requests for longer than the settle
-/// time and the premise, not the product, fails. The other tests run beside either.
-pub static MINISTACK_TIMING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 pub struct TestApp {
     pub settings: LocalSettings,
     pub functions: Functions,

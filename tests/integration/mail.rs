@@ -67,6 +67,18 @@ fn drifted(body: &str, user: &str, ticket_no: u32) -> String {
     serde_json::to_string(&m).unwrap()
 }
 
+/// The cache counts the order as its user's (the consumer's own check passes): what a drifted
+/// cache did, so DynamoDB's conditions are what stands between it and an oversold ticket.
+async fn counted_by_the_drifted_cache(app: &TestApp, body: &str) {
+    let m = OrderMessage::parse(body).unwrap();
+    let holding = format!("{}:{}", m.order_id, m.ticket_no);
+    let field = format!("={}", m.user_id);
+    let _: () =
+        redis::AsyncCommands::hset(&mut app.redis.clone(), shared::gate::keys::meta(&m.event_id), field, holding)
+            .await
+            .unwrap();
+}
+
 #[tokio::test]
 async fn one_message_delivered_three_times_at_once_and_again_gives_one_order_and_one_mail() {
     let app = TestApp::for_mail(30).await;
@@ -109,6 +121,7 @@ async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropp
 
     // Redis drifted and handed u2 the same ticket number.
     let clash = drifted(&body, "u2", first.ticket_no);
+    counted_by_the_drifted_cache(&app, &clash).await;
     assert_eq!(app.deliver(&clash).await.unwrap(), Handled::Rejected);
     assert_eq!(app.deliver(&clash).await.unwrap(), Handled::AlreadyDone, "a redelivery changes nothing");
     assert_eq!(
@@ -122,6 +135,7 @@ async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropp
 
     // ...and u1 a second order with another number.
     let second = drifted(&body, "u1", 7);
+    counted_by_the_drifted_cache(&app, &second).await;
     assert_eq!(app.deliver(&second).await.unwrap(), Handled::DroppedSecondOrder);
     assert_eq!(ticket_holder(&app, &event, 7).await, None, "the dropped order holds no ticket");
     let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u1")).await;
@@ -394,4 +408,63 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     // Redis: free + holdings = capacity, outbox empty.
     let cache = app.cache(&event).await;
     assert_eq!((cache.seats.len(), cache.holdings.len(), cache.outbox.len()), (0, 100, 0));
+}
+
+/// Orders reach the consumer after the cache was lost and rebuilt from DynamoDB without them (a
+/// send its grab gave up on, landing late; or a rebuild that stopped waiting for the queue). The
+/// cache decides: a number it sold again stays with the user told `202` for it and the late order
+/// is `REJECTED` (its user, asking again, is told of it); a number still free is taken in; a user
+/// who holds another order gets no second one. No number has two holders.
+#[tokio::test]
+async fn an_order_the_rebuilt_cache_never_counted_never_takes_a_number_sold_again() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(3).await;
+    let late = grabbed(&app, &event, "late").await;
+    let free_late = grabbed(&app, &event, "free-late").await;
+    let ticket = |body: &str| OrderMessage::parse(body).unwrap().ticket_no;
+
+    // Lost, and rebuilt exactly from DynamoDB, which never saw either order.
+    let mut r = app.redis.clone();
+    let _: () = redis::AsyncCommands::del(&mut r, &shared::gate::keys::cache(&event)).await.unwrap();
+    let (gate, store) = (&app.functions.gate, &app.functions.store);
+    let stored = store.get_event(&event).await.unwrap().unwrap().event;
+    let lock = gate.lock_rebuild(&event, Duration::from_secs(30)).await.unwrap().expect("the lock");
+    assert!(gate.rebuild(&lock, &stored, &store.holdings(&event).await.unwrap()).await.unwrap());
+    gate.unlock_rebuild(lock).await.unwrap();
+
+    let winner = grabbed(&app, &event, "winner").await;
+    assert_eq!(ticket(&winner), ticket(&late), "the rebuilt cache sold the number again");
+    assert_eq!(app.deliver(&late).await.unwrap(), Handled::Rejected);
+    assert_eq!(app.deliver(&late).await.unwrap(), Handled::AlreadyDone, "a redelivery changes nothing");
+    assert_eq!(app.deliver(&winner).await.unwrap(), Handled::ConfirmedAndMailed, "the 202 keeps its ticket");
+    assert_eq!(app.deliver(&free_late).await.unwrap(), Handled::ConfirmedAndMailed, "taken in: its number was free");
+    let second = drifted(&late, "winner", 3);
+    assert_eq!(app.deliver(&second).await.unwrap(), Handled::DroppedUncounted, "winner holds an order");
+
+    let cache = app.cache(&event).await;
+    assert_eq!(cache.holdings["free-late"].1, ticket(&free_late));
+    assert_eq!(cache.seats, [3], "the number taken in is off sale, the dropped order's is not");
+    // The late user asks again: told of the rejected order, not given a second one.
+    let again = app.grab(&event, "late").await;
+    assert_eq!(
+        (again.status, &again.body["order_id"]),
+        (200, &serde_json::to_value(OrderMessage::parse(&late).unwrap().order_id).unwrap())
+    );
+    let reply = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "late")).await;
+    assert_eq!(reply.body["status"].as_str(), Some("REJECTED"), "{}", reply.body);
+
+    let holders = [
+        ticket_holder(&app, &event, 1).await,
+        ticket_holder(&app, &event, 2).await,
+        ticket_holder(&app, &event, 3).await,
+    ];
+    let winner_order = OrderMessage::parse(&winner).unwrap().order_id.to_string();
+    let free_order = OrderMessage::parse(&free_late).unwrap().order_id.to_string();
+    let mut expected = [None, None, None];
+    expected[ticket(&winner) as usize - 1] = Some(winner_order);
+    expected[ticket(&free_late) as usize - 1] = Some(free_order);
+    assert_eq!(holders, expected, "every number held once, by the order the cache counts");
+    let mut mailed: Vec<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
+    mailed.sort();
+    assert_eq!(mailed, ["free-late@example.com", "winner@example.com"]);
 }

@@ -7,8 +7,10 @@ use std::sync::LazyLock;
 
 use redis::AsyncCommands;
 
+mod admit;
 mod after_sale;
 mod link;
+pub use admit::Admitted;
 pub use after_sale::{GaveBack, GiveBack, WaitlistPlace, Waitlisted};
 pub use link::Connection;
 use link::{Link, LinkConn};

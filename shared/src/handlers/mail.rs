@@ -1,5 +1,6 @@
-//! mail: the SQS consumer. Each message becomes a durable order in DynamoDB (one conditional
-//! transaction), then exactly one confirmation through SES, then its outbox entry leaves Redis.
+//! mail: the SQS consumer. Each message the cache counts becomes a durable order in DynamoDB (one
+//! conditional transaction), then exactly one confirmation through SES, then its outbox entry
+//! leaves Redis.
 //!
 //! A batch is handled concurrently with a bound; the reply names only the messages that failed,
 //! so SQS redelivers those alone and, after the redrive's receives, moves them to the DLQ.
@@ -20,7 +21,7 @@ use crate::{
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
         ticket_pass::PassKey,
     },
-    gate::Gate,
+    gate::{Admitted, Gate},
     mailer::{MailError, Mailer},
     store::{
         Store, StoreError,
@@ -62,6 +63,9 @@ pub enum Handled {
     Rejected,
     /// A second order for the same user: dropped.
     DroppedSecondOrder,
+    /// An order the cache never counted and could not take in (its send reached the queue after
+    /// the grab gave up and after the cache was rebuilt without it): dropped, nothing stored.
+    DroppedUncounted,
 }
 
 impl Handled {
@@ -72,6 +76,7 @@ impl Handled {
             Self::AlreadyDone => "ALREADY_DONE",
             Self::Rejected => "REJECTED",
             Self::DroppedSecondOrder => "DROPPED_SECOND_ORDER",
+            Self::DroppedUncounted => "DROPPED_UNCOUNTED",
         }
     }
 }
@@ -161,7 +166,16 @@ impl Mail {
             return Err(MessageError::TicketOutOfRange { ticket_no: order.ticket_no, capacity: event.capacity });
         }
         let now = OffsetDateTime::now_utc();
-        let persisted = self.store.persist_order(&order, now).await?;
+        let persisted = match self.admit(&order).await {
+            Admitted::Counted | Admitted::Adopted | Admitted::NotCached => {
+                self.store.persist_order(&order, now).await?
+            }
+            Admitted::Taken => self.store.reject(&order, "a later order".into(), now).await?,
+            Admitted::Uncounted => {
+                self.clear_outbox(&order).await;
+                return Ok(Handled::DroppedUncounted);
+            }
+        };
         // Durable from here on: the outbox entry has done its job whatever happens next.
         self.clear_outbox(&order).await;
         match persisted {
@@ -220,6 +234,27 @@ impl Mail {
         let event = Arc::new(stored.event);
         self.events.lock().await.insert(id.clone(), event.clone());
         Ok(event)
+    }
+
+    /// What the cache says of the order before it is stored. Every order a user was told of is
+    /// counted (the grab script, a promotion or a rebuild wrote its holding) unless it reached the
+    /// queue after a rebuild that did not wait for it (`admit.lua`): then the cache decides, so a
+    /// number it sold again is not taken from the user told `202` for it. Without an answer
+    /// (Redis unreachable) the order is stored as before the check: DynamoDB's conditions still
+    /// refuse a second holder.
+    async fn admit(&self, order: &OrderMessage) -> Admitted {
+        let admitted = self.gate.admit(order).await.unwrap_or_else(|e| {
+            tracing::warn!(order_id = %order.order_id, error = %e, "the cache could not be asked; the order is stored");
+            Admitted::NotCached
+        });
+        let said = match admitted {
+            Admitted::Counted | Admitted::NotCached => return admitted,
+            Admitted::Adopted => "order taken into the cache: it arrived after a rebuild and its number was free",
+            Admitted::Taken => "order rejected: it arrived after a rebuild that sold its number again",
+            Admitted::Uncounted => "order dropped: it arrived after a rebuild and its user holds another order",
+        };
+        tracing::warn!(order_id = %order.order_id, event_id = %order.event_id, ticket_no = order.ticket_no, "{said}");
+        admitted
     }
 
     /// Best effort: reconcile removes what is left.

@@ -6,12 +6,11 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
-    config::{GateSettings, QueueSettings, StoreSettings, UserLimit},
+    config::{GateSettings, PublicPassKeySource, QueueSettings, StoreSettings, UserLimit},
     domain::{
         Event, EventId, OrderId, OrderStatus,
         audit::{AuditRow, Report, csv_cell},
         order::OrderView,
-        ticket_pass::PublicPassKey,
     },
     gate::Gate,
     http::{
@@ -33,7 +32,7 @@ pub struct Query {
     gate: Gate,
     rebuilder: Rebuilder,
     limit: UserLimit,
-    pass: PublicPassKey,
+    pass: PublicPassKeySource,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -68,7 +67,7 @@ pub enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit, pass: PublicPassKey) -> Self {
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit, pass: PublicPassKeySource) -> Self {
         Self { store, gate, rebuilder, limit, pass }
     }
 
@@ -80,7 +79,7 @@ impl Query {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        let pass = crate::config::pass_key(&sdk).await?.public();
+        let pass = PublicPassKeySource::deployment(sdk);
         Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?, pass))
     }
 
@@ -106,12 +105,16 @@ impl Query {
                 "GET /events/{id}/pass-key" => {
                     let event = event_id(&req)?;
                     self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    let key = self.pass.get().await.map_err(|e| {
+                        tracing::error!(dependency = "secretsmanager", error = %e, "pass key unavailable");
+                        ApiError::Busy
+                    })?;
                     json(
                         StatusCode::OK,
                         &serde_json::json!({
                             "event_id": event,
                             "algorithm": "Ed25519",
-                            "public_key": self.pass.encoded(),
+                            "public_key": key.encoded(),
                             "format": "TP1.<base64url payload>.<base64url signature over \"ticket-pass-v1\\n\" + payload>",
                         }),
                     )

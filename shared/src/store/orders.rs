@@ -165,8 +165,14 @@ impl Store {
         Ok(Persisted::Redelivered { status, mail })
     }
 
-    /// Stores the order as `REJECTED` with its reason, so the user learns the outcome.
-    async fn reject(&self, m: &OrderMessage, held_by: String, now: OffsetDateTime) -> Result<Persisted, StoreError> {
+    /// Stores the order as `REJECTED` with its reason, so the user learns the outcome (the order
+    /// is not stored when the user's order is there already: that one is reported).
+    pub async fn reject(
+        &self,
+        m: &OrderMessage,
+        held_by: String,
+        now: OffsetDateTime,
+    ) -> Result<Persisted, StoreError> {
         let mut item = order_item(m, OrderStatus::Rejected, now);
         item.insert("reason".into(), s(format!("ticket {} is held by another order", m.ticket_no)));
         let result = self

@@ -1,0 +1,54 @@
+-- Asks the cache, before the consumer stores an order, whether it counts that order; and if it
+-- does not, whether it can still take it. A message the cache never counted exists only when it
+-- reached the consumer after a lost cache was rebuilt without it: a send its grab gave up on (the
+-- user was told 503) that landed late, or an order still queued when a rebuild stopped waiting
+-- (REBUILD_MAX_WAIT_SECONDS). Stored blindly, it would take a number the rebuilt cache may have
+-- sold again, and the user told 202 for that number would end REJECTED.
+--
+-- KEYS[1]  ev:{E}:meta     the user's field (grab.lua)
+-- KEYS[2]  ev:{E}:seats    the free ticket numbers
+-- ARGV[1]  the user's field, "=<user id>"
+-- ARGV[2]  the order's holding, "<order id>:<ticket no>"
+-- ARGV[3]  the ticket number
+-- ARGV[4]  the opening field of the caller's history (grab.lua's ARGV[7]); empty in cluster mode
+-- Returns one string:
+--   COUNTED (the user holds this order, or cancelled it) | ADOPTED (the user held nothing and the
+--   number was free: both are the order's now) | TAKEN (the user held nothing, the number went to
+--   someone else: the order is to be stored REJECTED, and the user's field names it now, as a
+--   rebuild names a rejected order, so a retry is told of it rather than given a second order) |
+--   UNCOUNTED (the user holds another order: this one must not be stored) |
+--   NOT_FOUND | STALE (no cache in this history to ask: the rebuild waits for the queue to drain,
+--   so the order is stored and counted by it)
+
+if #ARGV ~= 4 then
+  return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field')
+end
+local opening = ARGV[4]
+if opening == '' then
+  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+end
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
+if not m[1] then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 'STALE'
+  end
+  return 'NOT_FOUND'
+end
+local held = m[2]
+if held == ARGV[2] then
+  return 'COUNTED'
+end
+local order_id = string.sub(ARGV[2], 1, string.find(ARGV[2], ':', 1, true) - 1)
+if held == '!' .. order_id then
+  return 'COUNTED'
+end
+if held and string.byte(held, 1) ~= 35 then -- another order, or another cancelled one
+  return 'UNCOUNTED'
+end
+-- Rare (a late send after a rebuild): the scan of the free numbers costs nothing on the hot path.
+local free = redis.call('LREM', KEYS[2], 1, ARGV[3]) == 1
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if free then
+  return 'ADOPTED'
+end
+return 'TAKEN'
