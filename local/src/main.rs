@@ -60,6 +60,9 @@ enum Command {
         #[arg(long)]
         full: bool,
     },
+    /// Provision the running stack (table, queues, sender identity, secrets) and print the orders
+    /// queue's URL: what `sam local invoke` with env.json needs besides the stack.
+    Provision,
     /// Manage the local stack: start, stop or status.
     Stack {
         #[arg(value_parser = ["start", "stop", "status", "install"])]
@@ -85,6 +88,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Stack { action } => Ok(stack::run(&action)?),
+        Command::Provision => {
+            let sdk = settings.sdk_config().await;
+            let queues = provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from).await?;
+            println!("{}", queues.queue_url);
+            Ok(())
+        }
         Command::Mail { to, full } => {
             let mut sent = mailbox::sent(&settings.aws_endpoint).await?;
             sent.retain(|m| to.as_ref().is_none_or(|to| m.to.iter().any(|t| t == to)));

@@ -1,5 +1,6 @@
 //! Provisions the emulator as the template provisions AWS: the table with both GSIs, the orders
-//! queue with its DLQ and redrive, and the sender identity. Idempotent: what exists is kept.
+//! queue with its DLQ and redrive, the sender identity, and the secrets under the names `env.json`
+//! gives `sam local invoke`. Idempotent: what exists is kept (a secret takes the current value).
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
@@ -48,6 +49,7 @@ pub async fn all(
     ensure_table(&aws_sdk_dynamodb::Client::new(sdk), table).await?;
     let (queue_url, _) = ensure_queues(&aws_sdk_sqs::Client::new(sdk), queue).await?;
     ensure_sender(&aws_sdk_sesv2::Client::new(sdk), sender).await?;
+    ensure_secrets(&aws_sdk_secretsmanager::Client::new(sdk), &crate::settings::development_secrets()).await?;
     Ok(Provisioned { queue_url })
 }
 
@@ -155,4 +157,28 @@ pub async fn ensure_sender(client: &aws_sdk_sesv2::Client, sender: &str) -> Resu
         Err(e) if e.as_service_error().is_some_and(|s| s.is_already_exists_exception()) => Ok(()),
         Err(e) => Err(fail("sender identity")(aws_sdk_sesv2::error::DisplayErrorContext(e).to_string())),
     }
+}
+
+/// Each `(name, value)` as a Secrets Manager secret: created, or given this value if it exists.
+pub async fn ensure_secrets(
+    client: &aws_sdk_secretsmanager::Client,
+    secrets: &[(&str, String)],
+) -> Result<(), ProvisionError> {
+    let failed = |e: String| fail("secrets")(e);
+    for (name, value) in secrets {
+        match client.create_secret().name(*name).secret_string(value).send().await {
+            Ok(_) => {}
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_exists_exception()) => {
+                client
+                    .put_secret_value()
+                    .secret_id(*name)
+                    .secret_string(value)
+                    .send()
+                    .await
+                    .map_err(|e| failed(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string()))?;
+            }
+            Err(e) => return Err(failed(aws_sdk_secretsmanager::error::DisplayErrorContext(e).to_string())),
+        }
+    }
+    Ok(())
 }

@@ -18,6 +18,18 @@ pub const DEFAULT_PASS_KEY: &str = "local-dev-pass-key-not-for-production";
 /// The documented development secret of the runner's JWT authorizer.
 pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
 
+/// The development secrets under the Secrets Manager names `env.json` gives `sam local invoke` (a
+/// deployment's template generates its own): provisioned into the emulator, so the functions in a
+/// container read the values the runner and the tests use, and a verify hash, a sealed order or a
+/// ticket pass made by one is good in the other.
+pub fn development_secrets() -> [(&'static str, String); 3] {
+    [
+        ("ticketgrab-hash-secret", text_or("HASH_SECRET", DEFAULT_HASH_SECRET)),
+        ("ticketgrab-order-key", text_or("ORDER_KEY", DEFAULT_ORDER_KEY)),
+        ("ticketgrab-pass-key", text_or("PASS_KEY", DEFAULT_PASS_KEY)),
+    ]
+}
+
 #[derive(Debug, Clone)]
 pub struct LocalSettings {
     pub redis_url: String,
