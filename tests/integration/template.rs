@@ -216,6 +216,38 @@ fn env_json_sets_only_variables_the_template_declares() {
     }
 }
 
+/// Every secret env.json names (`*_ARN`, what `sam local invoke` reads) is one provisioning creates
+/// in the emulator, and it holds the development value the runner and the tests use: a function
+/// in a container and the runner accept each other's hashes, seals and passes.
+#[tokio::test]
+async fn provisioning_creates_the_secrets_env_json_names_with_the_development_values() {
+    let env: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("env.json")).expect("env.json")).unwrap();
+    let named: BTreeSet<String> = env
+        .as_object()
+        .unwrap()
+        .values()
+        .flat_map(|vars| vars.as_object().unwrap().iter())
+        .filter(|(var, _)| var.ends_with("_ARN"))
+        .map(|(_, name)| name.as_str().unwrap().to_owned())
+        .collect();
+    let secrets = local_runner::settings::development_secrets();
+    let provisioned: BTreeSet<String> = secrets.iter().map(|(name, _)| (*name).to_owned()).collect();
+    assert_eq!(named, provisioned);
+
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let sdk = settings.sdk_config().await;
+    let client = aws_sdk_secretsmanager::Client::new(&sdk);
+    local_runner::provision::ensure_secrets(&client, &secrets).await.unwrap();
+    local_runner::provision::ensure_secrets(&client, &secrets).await.expect("again: what exists is kept");
+    for (name, value) in &secrets {
+        assert_eq!(&shared::secrets::read(&sdk, name).await.unwrap(), value, "{name}");
+    }
+    // The values are the runner's own: a seal made with the secret checks with the runner's key.
+    let sealed = shared::domain::order_seal::SealKey::new(secrets[1].1.as_bytes()).unwrap().seal("{}");
+    assert!(settings.seal.check("{}", Some(&sealed)).is_ok());
+}
+
 /// openapi.yaml (the contract clients and `scripts/attack` read) and the router serve the same
 /// routes, and every code a handler can answer is one the contract names.
 #[test]

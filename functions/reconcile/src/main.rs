@@ -4,7 +4,7 @@
 // The SDK's nested futures exceed the default query depth when their layout is computed here.
 #![recursion_limit = "256"]
 
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
 use serde_json::Value;
 use shared::handlers::reconcile::{Reconcile, Trigger};
 
@@ -14,9 +14,10 @@ async fn main() -> Result<(), Error> {
     let reconcile = Reconcile::from_env().await?;
     let reconcile = &reconcile;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        let trigger = Trigger::parse(&event.payload)?;
+        // A payload that is not the schedule's is refused with errorType INVALID_TRIGGER.
+        let trigger = Trigger::parse(&event.payload).map_err(Diagnostic::from)?;
         tracing::info!(?trigger, "reconcile starts");
-        Ok::<_, Error>(serde_json::to_value(reconcile.run().await)?)
+        serde_json::to_value(reconcile.run().await).map_err(|e| Diagnostic::from(e.to_string()))
     }))
     .await
 }

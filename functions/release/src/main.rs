@@ -5,7 +5,7 @@
 // The SDK's nested futures exceed the default query depth when their layout is computed here.
 #![recursion_limit = "256"]
 
-use lambda_runtime::{Error, LambdaEvent, service_fn};
+use lambda_runtime::{Diagnostic, Error, LambdaEvent, service_fn};
 use serde_json::Value;
 use shared::handlers::release::Release;
 
@@ -15,7 +15,8 @@ async fn main() -> Result<(), Error> {
     let release = Release::from_env().await?;
     let release = &release;
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| async move {
-        release.handle_invocation(event.payload).await.map_err(Error::from)
+        // A refusal's errorType is its code (INVALID_EVENT, EVENT_EXISTS, BUSY).
+        release.handle_invocation(event.payload).await.map_err(Diagnostic::from)
     }))
     .await
 }

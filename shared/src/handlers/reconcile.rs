@@ -49,10 +49,22 @@ pub enum Trigger {
     Manual,
 }
 
+/// A payload that is neither the schedule's event nor `{}`: what the invoker is told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadTrigger(String);
+
+/// A direct invocation's refusal as Lambda reports it: `errorType` is the stable code.
+impl From<BadTrigger> for lambda_runtime::Diagnostic {
+    fn from(e: BadTrigger) -> Self {
+        Self { error_type: "INVALID_TRIGGER".into(), error_message: e.to_string() }
+    }
+}
+
 impl Trigger {
-    pub fn parse(payload: &serde_json::Value) -> Result<Self, String> {
+    pub fn parse(payload: &serde_json::Value) -> Result<Self, BadTrigger> {
         let Some(fields) = payload.as_object() else {
-            return Err(format!("reconcile takes the schedule's event or {{}}, not {payload}"));
+            return Err(BadTrigger(format!("reconcile takes the schedule's event or {{}}, not {payload}")));
         };
         if fields.is_empty() {
             return Ok(Self::Manual);
@@ -65,10 +77,10 @@ impl Trigger {
         }
         let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
         names.sort_unstable();
-        Err(format!(
+        Err(BadTrigger(format!(
             "reconcile takes the schedule's event (source \"aws.events\", detail-type \"Scheduled Event\") or {{}}; got an object with {}",
             names.join(", ")
-        ))
+        )))
     }
 }
 
@@ -266,7 +278,8 @@ mod tests {
         assert_eq!(Trigger::parse(&schedule), Ok(Trigger::Schedule { time: "2026-11-22T10:00:00Z".into() }));
         assert_eq!(Trigger::parse(&json!({})), Ok(Trigger::Manual));
         let err = Trigger::parse(&json!({"title": "x", "capacity": 3})).unwrap_err();
-        assert!(err.contains("capacity, title"), "{err}");
+        assert!(err.to_string().contains("capacity, title"), "{err}");
+        assert_eq!(lambda_runtime::Diagnostic::from(err).error_type, "INVALID_TRIGGER");
         assert!(Trigger::parse(&json!("run")).is_err());
         assert!(Trigger::parse(&json!({"source": "aws.s3", "detail-type": "Scheduled Event"})).is_err());
     }

@@ -144,6 +144,23 @@ pub enum DirectError {
     Busy,
 }
 
+impl DirectError {
+    /// The stable code (DESIGN.md's), Lambda's `errorType` for the invoker.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Invalid(_) | Self::NotAnEvent(_) => "INVALID_EVENT",
+            Self::Exists => "EVENT_EXISTS",
+            Self::Busy => "BUSY",
+        }
+    }
+}
+
+impl From<DirectError> for lambda_runtime::Diagnostic {
+    fn from(e: DirectError) -> Self {
+        Self { error_type: e.code().into(), error_message: e.to_string() }
+    }
+}
+
 /// A released event: every ticket number is free.
 #[derive(serde::Serialize)]
 struct ReleasedEvent<'a> {
