@@ -1,7 +1,13 @@
 //! fn-costs: what each function binary costs Lambda before and while it serves: cold-start init
-//! (exec to its first `GET /runtime/invocation/next` on a Runtime API this program serves), peak
-//! RSS after init and after 100 invocations of its sample event, and the binary's size, beside a
-//! minimal `lambda_runtime` hello built with the same profile.
+//! (exec to its first `GET /runtime/invocation/next` on a Runtime API this program serves), the
+//! page faults init took, peak RSS after init and after 100 invocations of its sample event, and
+//! the binary's size, beside a minimal `lambda_runtime` hello built with the same profile.
+//!
+//! The machines are noisy, so each round starts every binary once, in a rotating order, and the
+//! ratio to the hello is taken within each round: the median of those ratios and their spread is
+//! the figure. With `--callgrind`, init is also counted in instructions under valgrind (the
+//! Runtime API closed, so the binary stops at its first request): those counts do not move with
+//! the machine's load.
 //!
 //! `scripts/bench` builds the binaries in release and runs this with the local stack up; the
 //! functions get the local settings (`scripts/local.env`) and a table of their own.
@@ -28,8 +34,8 @@ struct Args {
     /// Where the release binaries are.
     #[arg(long, default_value = "target/release")]
     bin_dir: PathBuf,
-    /// Cold starts per binary.
-    #[arg(long, default_value_t = 15)]
+    /// Rounds; each starts every binary once.
+    #[arg(long, default_value_t = 40)]
     rounds: usize,
     /// Invocations before the peak RSS is read.
     #[arg(long, default_value_t = 100)]
@@ -37,6 +43,9 @@ struct Args {
     /// Write the figures as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also count each binary's init in instructions under valgrind's callgrind.
+    #[arg(long)]
+    callgrind: bool,
 }
 
 /// The functions write what their sample events ask into a table of their own.
@@ -109,6 +118,8 @@ async fn init_error() -> StatusCode {
 
 struct Cold {
     init: Duration,
+    /// Minor page faults up to the first `next`: what mapping, relocating and touching cost.
+    faults_init: u64,
     rss_init_kb: u64,
     rss_after_kb: u64,
 }
@@ -153,6 +164,7 @@ async fn cold_start(args: &Args, queue: &str, binary: &str, event: &str, invocat
         .await
         .map_err(|_| format!("{binary} never asked for an invocation"))?;
     let init = rt.first_next.lock().expect("lock").map(|t| t - started).unwrap_or_default();
+    let faults_init = minor_faults(pid);
     let rss_init_kb = peak_rss_kb(pid);
     tokio::time::timeout(Duration::from_secs(60), rt.drained.notified())
         .await
@@ -160,7 +172,54 @@ async fn cold_start(args: &Args, queue: &str, binary: &str, event: &str, invocat
     let rss_after_kb = peak_rss_kb(pid);
     let _ = child.kill().await;
     server.abort();
-    Ok(Cold { init, rss_init_kb, rss_after_kb })
+    Ok(Cold { init, faults_init, rss_init_kb, rss_after_kb })
+}
+
+/// Minor page faults of a process so far (`/proc/<pid>/stat`, field 10).
+fn minor_faults(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The command name may hold spaces: count fields after its closing parenthesis.
+            let rest = &s[s.rfind(')')? + 1..];
+            rest.split_whitespace().nth(7)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Instructions from exec to the first request to the Runtime API, under callgrind: the API's
+/// port is closed, so the runtime's first `next` fails and the process ends there.
+fn init_instructions(args: &Args, queue: &str, binary: &str) -> Result<u64, String> {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let api = closed.local_addr().map_err(|e| e.to_string())?.to_string();
+    drop(closed);
+    let out = std::env::temp_dir().join(format!("fn-costs-{binary}.callgrind"));
+    let run = std::process::Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(args.bin_dir.join(binary))
+        .env("TABLE_NAME", BENCH_TABLE)
+        .env("ORDERS_QUEUE_URL", queue)
+        .env("AWS_LAMBDA_RUNTIME_API", &api)
+        .env("AWS_LAMBDA_FUNCTION_NAME", binary)
+        .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
+        .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+        .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
+        .env("AWS_LAMBDA_LOG_GROUP_NAME", "bench")
+        .env("AWS_LAMBDA_LOG_LEVEL", "error")
+        .stdout(Stdio::null())
+        .output()
+        .map_err(|e| format!("valgrind: {e}"))?;
+    let _ = std::fs::remove_file(&out);
+    let log = String::from_utf8_lossy(&run.stderr);
+    log.lines()
+        .find_map(|l| l.split("Collected :").nth(1).and_then(|n| n.trim().parse().ok()))
+        .ok_or_else(|| format!("{binary}: no instruction count in valgrind's output"))
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// `VmHWM` of a process: its peak resident set so far.
@@ -184,47 +243,78 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (queue, _) = local_runner::provision::ensure_queues(&aws_sdk_sqs::Client::new(&sdk), BENCH_TABLE).await?;
     let events = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../events");
     println!(
-        "fn-costs: {} cold starts per binary (exec to its first `next`, local Runtime API, no network in init), \
-         peak RSS after init and after {} invocations of its sample event",
+        "fn-costs: {} rounds, each starting every binary once in a rotating order (exec to its first `next`, \
+         local Runtime API, no network in init); peak RSS after init and after {} invocations of its sample event",
         args.rounds, args.invocations
     );
+    let samples: Vec<(&str, String)> = BINARIES
+        .iter()
+        .map(|(binary, sample)| Ok((*binary, std::fs::read_to_string(events.join(sample))?)))
+        .collect::<Result<_, std::io::Error>>()?;
+    // The first start of each warms the page cache; it is not counted.
+    for (binary, event) in &samples {
+        cold_start(&args, &queue, binary, event, 0).await?;
+    }
+    let mut inits: Vec<Vec<f64>> = vec![Vec::new(); samples.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); samples.len()];
+    let mut faults: Vec<Vec<f64>> = vec![Vec::new(); samples.len()];
+    for round in 0..args.rounds {
+        let mut this_round = vec![0.0; samples.len()];
+        for k in 0..samples.len() {
+            let i = (round + k) % samples.len();
+            let (binary, event) = &samples[i];
+            let cold = cold_start(&args, &queue, binary, event, 0).await?;
+            this_round[i] = cold.init.as_secs_f64() * 1000.0;
+            faults[i].push(cold.faults_init as f64);
+        }
+        for i in 0..samples.len() {
+            inits[i].push(this_round[i]);
+            ratios[i].push(this_round[i] / this_round[0]);
+        }
+    }
+    let instructions: Vec<Option<u64>> = samples
+        .iter()
+        .map(|(binary, _)| args.callgrind.then(|| init_instructions(&args, &queue, binary)).transpose())
+        .collect::<Result<_, _>>()?;
     println!(
-        "{:<13} {:>10} {:>10} {:>10} {:>9} {:>12} {:>12} {:>10}",
-        "binary", "init p50", "init min", "init max", "vs hello", "RSS init", "RSS after", "size"
+        "{:<13} {:>10} {:>16} {:>16} {:>8} {:>12} {:>10} {:>10} {:>9}",
+        "binary",
+        "init p50",
+        "init min-max",
+        "vs hello (range)",
+        "faults",
+        "instructions",
+        "RSS init",
+        "RSS after",
+        "size"
     );
-    let mut hello_init = None;
     let mut rows = Vec::new();
-    for (binary, sample) in BINARIES {
-        let event = std::fs::read_to_string(events.join(sample))?;
-        // The first start warms the page cache; it is not counted.
-        cold_start(&args, &queue, binary, &event, 0).await?;
-        let mut inits = Vec::new();
-        for _ in 0..args.rounds {
-            inits.push(cold_start(&args, &queue, binary, &event, 0).await?.init);
-        }
-        inits.sort();
-        let p50 = inits[inits.len() / 2];
-        let with_work = cold_start(&args, &queue, binary, &event, args.invocations).await?;
+    for (i, (binary, event)) in samples.iter().enumerate() {
+        let with_work = cold_start(&args, &queue, binary, event, args.invocations).await?;
         let size = std::fs::metadata(args.bin_dir.join(binary))?.len();
-        if binary == "hello-lambda" {
-            hello_init = Some(p50);
-        }
-        let ratio = hello_init.map(|h| p50.as_secs_f64() / h.as_secs_f64()).unwrap_or(1.0);
-        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let (lo, hi) = inits[i].iter().fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        let (rlo, rhi) = ratios[i].iter().fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+        let (p50, ratio, fault_p50) = (median(&mut inits[i]), median(&mut ratios[i]), median(&mut faults[i]));
+        let counted = instructions[i].map(|n| format!("{:.2}M", n as f64 / 1e6)).unwrap_or_else(|| "-".into());
         println!(
-            "{:<13} {:>7.2} ms {:>7.2} ms {:>7.2} ms {:>8.2}x {:>9.1} MB {:>9.1} MB {:>7.1} MB",
+            "{:<13} {:>7.2} ms {:>6.2}-{:<6.2} ms {:>5.2}x ({:.2}-{:.2}) {:>8.0} {:>12} {:>7.1} MB {:>7.1} MB {:>6.1} MB",
             binary,
-            ms(p50),
-            ms(inits[0]),
-            ms(inits[inits.len() - 1]),
+            p50,
+            lo,
+            hi,
             ratio,
+            rlo,
+            rhi,
+            fault_p50,
+            counted,
             with_work.rss_init_kb as f64 / 1024.0,
             with_work.rss_after_kb as f64 / 1024.0,
             size as f64 / 1_048_576.0
         );
         rows.push(serde_json::json!({
-            "binary": binary, "init_p50_ms": ms(p50), "init_min_ms": ms(inits[0]),
-            "init_max_ms": ms(inits[inits.len() - 1]), "init_vs_hello": ratio,
+            "binary": binary, "init_p50_ms": p50, "init_min_ms": lo, "init_max_ms": hi,
+            "init_vs_hello": ratio, "init_vs_hello_min": rlo, "init_vs_hello_max": rhi,
+            "faults_init": fault_p50, "instructions_init": instructions[i],
             "rss_init_kb": with_work.rss_init_kb, "rss_after_kb": with_work.rss_after_kb, "size_bytes": size,
         }));
     }

@@ -17,6 +17,11 @@ use aws_config::{
 };
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_smithy_http_client::tls::{self, TlsContext, TrustStore};
+use aws_smithy_runtime_api::client::{
+    connector_metadata::ConnectorMetadata,
+    http::{HttpClient, HttpConnectorSettings, SharedHttpClient, SharedHttpConnector},
+    runtime_components::RuntimeComponents,
+};
 
 /// SDK settings with bounded timeouts, from the environment (region, credentials, endpoint).
 pub async fn sdk_config() -> aws_config::SdkConfig {
@@ -50,12 +55,32 @@ const AMAZON_ROOTS: &[u8] = include_bytes!("amazon-roots.pem");
 
 /// The SDK's HTTPS client (rustls on aws-lc, as the SDK's default) trusting Amazon's roots only.
 /// (Every SDK crate re-exports the runtime's `SharedHttpClient`.)
-fn https_client() -> aws_sdk_dynamodb::config::SharedHttpClient {
+fn https_client() -> SharedHttpClient {
     let trust = TrustStore::empty().with_native_roots(false).with_pem_certificate(AMAZON_ROOTS);
-    aws_smithy_http_client::Builder::new()
+    let client = aws_smithy_http_client::Builder::new()
         .tls_provider(tls::Provider::Rustls(tls::rustls_provider::CryptoMode::AwsLc))
         .tls_context(TlsContext::builder().with_trust_store(trust).build().expect("a TLS context of valid PEM roots"))
-        .build_https()
+        .build_https();
+    SharedHttpClient::new(ConnectorOnFirstCall(client))
+}
+
+/// The HTTPS client without its check at each service client's construction. That check builds a
+/// whole TLS connector (a rustls configuration, its roots parsed) only to throw it away, so that a
+/// machine's native roots load at construction rather than at the first request; with the roots
+/// compiled in there is nothing to load early, and the connector a request uses is built at the
+/// first call and cached either way. One thrown-away connector per service client was most of what
+/// a function's init still spent beyond a hello's (fn-costs, docs/BENCHMARKS.md).
+#[derive(Debug)]
+struct ConnectorOnFirstCall(SharedHttpClient);
+
+impl HttpClient for ConnectorOnFirstCall {
+    fn http_connector(&self, settings: &HttpConnectorSettings, components: &RuntimeComponents) -> SharedHttpConnector {
+        self.0.http_connector(settings, components)
+    }
+
+    fn connector_metadata(&self) -> Option<ConnectorMetadata> {
+        self.0.connector_metadata()
+    }
 }
 
 /// An SDK error as logs and error values may carry it: the service's error code and message, or
