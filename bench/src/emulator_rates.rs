@@ -4,14 +4,21 @@
 //! Per order, the product makes: one `SendMessage` (grab), then in the consumer one
 //! `TransactWriteItems` (order + ticket), the mail claim and the mail-sent `UpdateItem`s, one SES
 //! `SendEmail`, and a tenth of a `ReceiveMessage` and of a `DeleteMessageBatch` (batches of 10).
-//! The drain bound printed at the end adds up the time each call type takes at its measured rate
-//! (MiniStack serves calls one at a time, so times add).
+//! The drain bound printed after the rates adds up the time each call type takes at its measured
+//! rate (MiniStack serves calls one at a time, so times add); the receive is measured on a queue
+//! of `calls` messages, and again at the sale's depth (`--deep`), because MiniStack's receive and
+//! batch delete scan the whole queue.
+//!
+//! Then the sale replay (`sale_replay`): the red-packet sale's emulator calls alone, in the
+//! pattern the sale makes them: the floor that loadgen's end-to-end figures are measured against.
+
+mod sale_replay;
 
 use std::time::Instant;
 
 use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem};
 use aws_sdk_sesv2::types::{Body, Content, Destination, EmailContent, Message};
-use aws_sdk_sqs::types::DeleteMessageBatchRequestEntry;
+use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, SendMessageBatchRequestEntry};
 use clap::Parser;
 use futures::StreamExt;
 
@@ -23,12 +30,26 @@ struct Args {
     /// Calls in flight at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// Receive and delete again on a queue this deep (the red packet's winners); 0 skips it.
+    #[arg(long, default_value_t = 20_000)]
+    deep: usize,
+    /// Orders in the sale replay (the red packet's winners); 0 skips it.
+    #[arg(long, default_value_t = 20_000)]
+    sale: usize,
+    /// The replay's grab sends in flight (loadgen's concurrency).
+    #[arg(long, default_value_t = 64)]
+    senders: usize,
+    /// The replay's pollers and messages handled at once per batch (the local runner's).
+    #[arg(long, default_value_t = 4)]
+    pollers: usize,
+    #[arg(long, default_value_t = 8)]
+    batch_concurrency: usize,
     /// Write the rates as JSON here too.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
 }
 
-type Failure = Box<dyn std::error::Error + Send + Sync>;
+pub type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 async fn rate<F, Fut>(args: &Args, calls: usize, f: F) -> Result<f64, Failure>
 where
@@ -69,29 +90,17 @@ async fn main() -> Result<(), Failure> {
     })
     .await?;
     // The queue now holds n messages: receive and delete them in batches of 10.
-    let receive = rate(&args, n / 10, |_| {
-        let (sqs, queue) = (&sqs, &queue);
-        async move {
-            let out = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await?;
-            let entries: Vec<DeleteMessageBatchRequestEntry> = out
-                .messages()
-                .iter()
-                .enumerate()
-                .filter_map(|(i, m)| {
-                    DeleteMessageBatchRequestEntry::builder()
-                        .id(i.to_string())
-                        .receipt_handle(m.receipt_handle().unwrap_or_default())
-                        .build()
-                        .ok()
-                })
-                .collect();
-            if !entries.is_empty() {
-                sqs.delete_message_batch().queue_url(queue).set_entries(Some(entries)).send().await?;
-            }
-            Ok(())
-        }
-    })
-    .await?;
+    let receive = drain(&args, &sqs, &queue, n / 10).await?;
+    // The same at the depth a sale reaches: fill the queue in batches (not measured), then drain
+    // as much as above from the top of it.
+    let receive_deep = if args.deep > 0 {
+        fill(&sqs, &queue, body, args.deep).await?;
+        let rate = drain(&args, &sqs, &queue, n / 10).await?;
+        sqs.purge_queue().queue_url(&queue).send().await?;
+        Some(rate)
+    } else {
+        None
+    };
     let s = |v: String| AttributeValue::S(v);
     let transact = rate(&args, n, |i| {
         let (ddb, table, s) = (&ddb, &table, &s);
@@ -153,6 +162,7 @@ async fn main() -> Result<(), Failure> {
     for (name, r) in [
         ("SQS SendMessage", send),
         ("SQS ReceiveMessage(10) + DeleteMessageBatch", receive),
+        ("  the same, queue `--deep` messages deep", receive_deep.unwrap_or(f64::NAN)),
         ("DynamoDB TransactWriteItems (2 puts)", transact),
         ("DynamoDB UpdateItem (conditional)", update),
         ("SES SendEmail", mail),
@@ -160,23 +170,83 @@ async fn main() -> Result<(), Failure> {
         println!("{name:<40} {r:>10.0}");
     }
     // Seconds of emulator time one order costs in the consumer, at these rates.
-    let per_order = |updates: f64| 1.0 / transact + updates / update + 1.0 / mail + 0.1 / receive;
+    let per_order = |updates: f64, receive: f64| 1.0 / transact + updates / update + 1.0 / mail + 0.1 / receive;
     println!();
-    println!("drain bound per 1,000 orders (consumer calls at these rates):");
-    println!("  2 UpdateItem per order (claim, sent): {:>6.2} s", 1000.0 * per_order(2.0));
-    println!("  1 UpdateItem per order (sent only):   {:>6.2} s", 1000.0 * per_order(1.0));
+    println!("drain bound per 1,000 orders (consumer calls at these rates; shallow queue / --deep queue):");
+    let deep = receive_deep.unwrap_or(receive);
+    println!(
+        "  2 UpdateItem per order (claim, sent): {:>6.2} s / {:>6.2} s",
+        1000.0 * per_order(2.0, receive),
+        1000.0 * per_order(2.0, deep)
+    );
     println!("grab bound per 1,000 winners (one SendMessage each): {:.2} s", 1000.0 / send);
+    let replay = if args.sale > 0 {
+        println!();
+        let shape = sale_replay::Shape {
+            orders: args.sale,
+            senders: args.senders,
+            pollers: args.pollers,
+            concurrency: args.batch_concurrency,
+        };
+        let replay = sale_replay::run(&settings, &shape).await?;
+        replay.print();
+        Some(replay)
+    } else {
+        None
+    };
     if let Some(path) = &args.json {
         let json = serde_json::json!({
             "concurrency": args.concurrency, "calls": n,
             "sqs_send_per_s": send, "sqs_receive_delete_batches_per_s": receive,
+            "deep": args.deep, "sqs_receive_delete_batches_per_s_deep": receive_deep,
             "ddb_transact_per_s": transact, "ddb_update_per_s": update, "ses_send_per_s": mail,
-            "drain_s_per_1000_orders_two_updates": 1000.0 * per_order(2.0),
-            "drain_s_per_1000_orders_one_update": 1000.0 * per_order(1.0),
+            "drain_s_per_1000_orders_two_updates": 1000.0 * per_order(2.0, receive),
+            "drain_s_per_1000_orders_two_updates_deep": 1000.0 * per_order(2.0, deep),
+            "sale_replay": replay,
         });
         std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
     }
     sqs.delete_queue().queue_url(&queue).send().await?;
     ddb.delete_table().table_name(&table).send().await?;
     Ok(())
+}
+
+/// Receives and deletes `batches` batches of 10, `--concurrency` at a time; batches per second.
+async fn drain(args: &Args, sqs: &aws_sdk_sqs::Client, queue: &str, batches: usize) -> Result<f64, Failure> {
+    rate(args, batches, |_| async move {
+        let out = sqs.receive_message().queue_url(queue).max_number_of_messages(10).send().await?;
+        let entries: Vec<DeleteMessageBatchRequestEntry> = out
+            .messages()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                DeleteMessageBatchRequestEntry::builder()
+                    .id(i.to_string())
+                    .receipt_handle(m.receipt_handle().unwrap_or_default())
+                    .build()
+                    .ok()
+            })
+            .collect();
+        if !entries.is_empty() {
+            sqs.delete_message_batch().queue_url(queue).set_entries(Some(entries)).send().await?;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Puts `count` copies of `body` on the queue, ten per `SendMessageBatch`.
+async fn fill(sqs: &aws_sdk_sqs::Client, queue: &str, body: &str, count: usize) -> Result<(), Failure> {
+    let batches: Vec<Result<(), Failure>> = futures::stream::iter((0..count).step_by(10))
+        .map(|first| async move {
+            let entries = (first..(first + 10).min(count))
+                .map(|i| SendMessageBatchRequestEntry::builder().id(i.to_string()).message_body(body).build())
+                .collect::<Result<Vec<_>, _>>()?;
+            sqs.send_message_batch().queue_url(queue).set_entries(Some(entries)).send().await?;
+            Ok(())
+        })
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    batches.into_iter().collect()
 }
