@@ -40,12 +40,16 @@ pub struct Shape {
     pub senders: usize,
     pub pollers: usize,
     pub concurrency: usize,
+    /// The consumer starts after the last send, as `loadgen --hold-mail` holds the runner's.
+    pub held: bool,
 }
 
 /// What the replay measured.
 #[derive(Debug, serde::Serialize)]
 pub struct Replay {
     pub orders: usize,
+    /// The consumer started after the sends.
+    pub held: bool,
     /// First send to the last send's reply.
     pub send_seconds: f64,
     /// First send to the last order marked mailed: the drain's floor.
@@ -64,11 +68,14 @@ impl Replay {
 
     pub fn print(&self) {
         println!(
-            "sale replay: {} orders; sends done after {:.2} s ({:.0}/s), every order stored and mailed after {:.2} s",
+            "sale replay{}: {} orders; sends done after {:.2} s ({:.0}/s), every order stored and mailed after {:.2} s \
+             ({:.2} s after the last send)",
+            if self.held { ", consumer held until the last send" } else { "" },
             self.orders,
             self.send_seconds,
             self.sends_per_s(),
-            self.drain_seconds
+            self.drain_seconds,
+            self.drain_seconds - self.send_seconds
         );
         println!(
             "  {} receives ({} empty), {} batch deletes, queue at most {} deep; calls per order: 1 SendMessage, \
@@ -145,10 +152,65 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
         last_mailed: Mutex::new(None),
     });
     let started = Instant::now();
-    let consumers: Vec<_> = (0..shape.pollers)
+    // Held: the consumer starts once the last send is answered (`loadgen --hold-mail`).
+    let mut consumers = if shape.held {
+        Vec::new()
+    } else {
+        spawn_consumers(shape, &sqs, &queue_url, &store, &mailer, &mail, &counters)
+    };
+    let sends: Vec<Result<(), Failure>> = futures::stream::iter(bodies.iter())
+        .map(|body| {
+            let (queue, seal, counters) = (&queue, &settings.seal, &counters);
+            async move {
+                queue.send(body, seal).await?;
+                let sent = counters.sent.fetch_add(1, Ordering::Relaxed) + 1;
+                let depth = sent.saturating_sub(counters.deleted.load(Ordering::Relaxed));
+                counters.max_depth.fetch_max(depth, Ordering::Relaxed);
+                Ok(())
+            }
+        })
+        .buffer_unordered(shape.senders)
+        .collect()
+        .await;
+    let send_seconds = started.elapsed().as_secs_f64();
+    sends.into_iter().collect::<Result<Vec<()>, _>>()?;
+    if shape.held {
+        consumers = spawn_consumers(shape, &sqs, &queue_url, &store, &mailer, &mail, &counters);
+    }
+    for consumer in consumers {
+        consumer.await??;
+    }
+    let last = counters.last_mailed.lock().await.unwrap_or_else(Instant::now);
+    let replay = Replay {
+        orders: shape.orders,
+        held: shape.held,
+        send_seconds,
+        drain_seconds: (last - started).as_secs_f64(),
+        receives: counters.receives.load(Ordering::Relaxed),
+        empty_receives: counters.empty_receives.load(Ordering::Relaxed),
+        batch_deletes: counters.batch_deletes.load(Ordering::Relaxed),
+        max_depth: counters.max_depth.load(Ordering::Relaxed),
+    };
+    sqs.delete_queue().queue_url(&queue_url).send().await?;
+    ddb.delete_table().table_name(&name).send().await?;
+    Ok(replay)
+}
+
+/// The consumer: `shape.pollers` pollers, each handling its batch `shape.concurrency` at a time,
+/// until every order is stored and mailed.
+fn spawn_consumers(
+    shape: &Shape,
+    sqs: &aws_sdk_sqs::Client,
+    queue_url: &str,
+    store: &Store,
+    mailer: &Mailer,
+    mail: &confirmation::Confirmation,
+    counters: &Arc<Counters>,
+) -> Vec<tokio::task::JoinHandle<Result<(), Failure>>> {
+    (0..shape.pollers)
         .map(|_| {
             let (sqs, queue_url, store, mailer, mail, counters) =
-                (sqs.clone(), queue_url.clone(), store.clone(), mailer.clone(), mail.clone(), counters.clone());
+                (sqs.clone(), queue_url.to_owned(), store.clone(), mailer.clone(), mail.clone(), counters.clone());
             let (orders, concurrency) = (shape.orders, shape.concurrency);
             tokio::spawn(async move {
                 while counters.stored_and_mailed.load(Ordering::Relaxed) < orders {
@@ -192,40 +254,7 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
                 Ok::<(), Failure>(())
             })
         })
-        .collect();
-
-    let sends: Vec<Result<(), Failure>> = futures::stream::iter(bodies.iter())
-        .map(|body| {
-            let (queue, seal, counters) = (&queue, &settings.seal, &counters);
-            async move {
-                queue.send(body, seal).await?;
-                let sent = counters.sent.fetch_add(1, Ordering::Relaxed) + 1;
-                let depth = sent.saturating_sub(counters.deleted.load(Ordering::Relaxed));
-                counters.max_depth.fetch_max(depth, Ordering::Relaxed);
-                Ok(())
-            }
-        })
-        .buffer_unordered(shape.senders)
         .collect()
-        .await;
-    let send_seconds = started.elapsed().as_secs_f64();
-    sends.into_iter().collect::<Result<Vec<()>, _>>()?;
-    for consumer in consumers {
-        consumer.await??;
-    }
-    let last = counters.last_mailed.lock().await.unwrap_or_else(Instant::now);
-    let replay = Replay {
-        orders: shape.orders,
-        send_seconds,
-        drain_seconds: (last - started).as_secs_f64(),
-        receives: counters.receives.load(Ordering::Relaxed),
-        empty_receives: counters.empty_receives.load(Ordering::Relaxed),
-        batch_deletes: counters.batch_deletes.load(Ordering::Relaxed),
-        max_depth: counters.max_depth.load(Ordering::Relaxed),
-    };
-    sqs.delete_queue().queue_url(&queue_url).send().await?;
-    ddb.delete_table().table_name(&name).send().await?;
-    Ok(replay)
 }
 
 /// The consumer's emulator calls for one message, in the product's order.

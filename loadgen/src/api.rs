@@ -112,6 +112,13 @@ impl Api {
         self.send(self.http.get(format!("{}/events/{event}/order", self.base)).bearer_auth(token)).await
     }
 
+    /// Holds (`false`) or resumes (`true`) the local runner's mail consumer: its own route, not
+    /// the product's (`local_runner::server::MAIL_CONSUMER_PATH`).
+    pub async fn switch_mail_consumer(&self, admin: &str, enabled: bool) -> Answer {
+        let url = format!("{}{}", self.base, local_runner::server::MAIL_CONSUMER_PATH);
+        self.send(self.http.put(url).bearer_auth(admin).json(&serde_json::json!({ "enabled": enabled }))).await
+    }
+
     /// The whole attendee list, page by page.
     pub async fn attendees(&self, admin: &str, event: &str) -> Result<Vec<Attendee>, Unexpected> {
         let mut rows = Vec::new();

@@ -57,6 +57,11 @@ struct Cli {
     /// MiniStack's URL: also count the mail the local SES really accepted.
     #[arg(long)]
     mailbox: Option<String>,
+    /// Hold the local runner's mail consumer from the opening to the last grab reply: the grabs
+    /// then have the emulator to themselves, as its raw SendMessage rate is measured; the drain
+    /// follows. Local runner only.
+    #[arg(long)]
+    hold_mail: bool,
     /// Write the report as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -103,6 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         lead: Duration::from_secs_f64(cli.lead_seconds.max(0.0)),
         confirm_timeout: Duration::from_secs_f64(cli.confirm_timeout_seconds.max(1.0)),
         mailbox: cli.mailbox.clone(),
+        hold_mail: cli.hold_mail,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = run(&api, &participants, &plan).await?;

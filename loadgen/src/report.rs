@@ -81,6 +81,9 @@ pub struct Confirmation {
     /// orders' own timestamps.
     pub last_confirmed_after_s: Option<f64>,
     pub last_mail_after_s: Option<f64>,
+    /// With `--hold-mail`: when the mail consumer was resumed, after the first grab (the last
+    /// grab reply).
+    pub mail_held_until_s: Option<f64>,
     /// How long the run waited for the queue to drain after the last grab reply.
     pub waited_s: f64,
     pub polls: usize,
@@ -141,6 +144,15 @@ impl Report {
             secs(c.last_confirmed_after_s),
             secs(c.last_mail_after_s)
         );
+        if let Some(held) = c.mail_held_until_s {
+            let since = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2} s", s - held));
+            let _ = writeln!(
+                out,
+                "  the mail consumer held until the last reply; after it resumed: last CONFIRMED {}, last mail {}",
+                since(c.last_confirmed_after_s),
+                since(c.last_mail_after_s)
+            );
+        }
         let _ = writeln!(
             out,
             "  orders        {} winners: {} confirmed, {} rejected, {} mailed (waited {:.1} s, {} polls)",

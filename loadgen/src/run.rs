@@ -41,6 +41,9 @@ pub struct Plan {
     pub confirm_timeout: Duration,
     /// MiniStack's base URL: where the mail the local SES accepted can be counted.
     pub mailbox: Option<String>,
+    /// Hold the local runner's mail consumer from before the opening to the last grab reply, so
+    /// the grabs have the emulator to themselves (as its raw `SendMessage` rate is measured).
+    pub hold_mail: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +121,10 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         return Err(RunError::Setup(format!("user {missing} got no verify hash")));
     }
 
+    if plan.hold_mail {
+        switch_mail_consumer(api, users, false).await?;
+    }
+
     // 2. the opening second
     let wait = opens - OffsetDateTime::now_utc();
     if wait.is_positive() {
@@ -152,6 +159,10 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         .await;
     let grab_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    if plan.hold_mail {
+        switch_mail_consumer(api, users, true).await?;
+        report.confirmation.mail_held_until_s = Some(grab_seconds);
+    }
 
     let mut told: HashMap<usize, Told> = HashMap::new();
     let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
@@ -186,12 +197,23 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let winners: HashMap<String, usize> =
         told.iter().flat_map(|(u, t)| t.orders.iter().map(move |o| (o.clone(), *u))).collect();
     let (rows, confirmation) = wait_for_confirmation(api, users, plan, &event, &winners, first_grab).await?;
-    report.confirmation = confirmation;
+    report.confirmation = Confirmation { mail_held_until_s: report.confirmation.mail_held_until_s, ..confirmation };
 
     // 5. the invariants
     report.checks = check(api, users, plan, &event, &answers, &told, &rows, &report.confirmation).await?;
     report.passed = report.checks.iter().all(|c| c.pass);
     Ok(report)
+}
+
+async fn switch_mail_consumer(api: &Api, users: &Users, enabled: bool) -> Result<(), RunError> {
+    let answer = api.switch_mail_consumer(&users.admin, enabled).await;
+    if answer.status != 200 || answer.body["enabled"] != enabled {
+        return Err(RunError::Setup(format!(
+            "--hold-mail needs the local runner's mail-consumer switch; it answered {}: {}",
+            answer.status, answer.body
+        )));
+    }
+    Ok(())
 }
 
 /// Asks until the answer is final (not 503, 429, a transport failure or "not started yet"),
@@ -298,6 +320,7 @@ async fn wait_for_confirmation(
         last_mail_after_s: confirmed.iter().filter_map(|r| after(&r.mailed_at)).reduce(f64::max),
         waited_s: started.elapsed().as_secs_f64(),
         polls,
+        mail_held_until_s: None,
     };
     Ok((rows, confirmation))
 }

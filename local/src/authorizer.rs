@@ -105,6 +105,15 @@ impl Authorizer {
     }
 }
 
+impl Authorizer {
+    /// Whether claims from [`Authorizer::claims`] put the caller in the `admin` group.
+    pub fn is_admin(claims: &BTreeMap<String, String>) -> bool {
+        claims
+            .get("cognito:groups")
+            .is_some_and(|g| g.trim_start_matches('[').trim_end_matches(']').split(' ').any(|g| g == "admin"))
+    }
+}
+
 /// `30s`, `15m`, `1h`, `2d` (or plain seconds).
 pub fn parse_ttl(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();

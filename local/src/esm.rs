@@ -1,7 +1,8 @@
 //! Plays the SQS event source mapping: polls the orders queue in batches of up to 10, hands each
 //! batch to the mail handler as an SQS event, deletes the messages that succeeded and leaves the
 //! failed ones, so SQS delivers them again after the visibility timeout and, after the redrive's
-//! receives, moves them to the DLQ.
+//! receives, moves them to the DLQ. Like a mapping's `Enabled`, it can be switched off and on at
+//! run time ([`Switch`]): messages wait on the queue meanwhile.
 
 use std::time::Duration;
 
@@ -9,6 +10,45 @@ use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use serde_json::{Value, json};
 use shared::handlers::mail::Mail;
+
+/// Whether the mapping delivers: Lambda's `Enabled`, as `aws lambda update-event-source-mapping
+/// --no-enabled` / `--enabled` switches it. Switching it off returns once no batch is in hand (the
+/// ones in hand are finished), so from then on every message sent stays on the queue.
+#[derive(Clone)]
+pub struct Switch(std::sync::Arc<SwitchState>);
+
+struct SwitchState {
+    enabled: tokio::sync::watch::Sender<bool>,
+    /// Each poll (receive, handle, delete) holds it shared; switching off takes it alone once.
+    polls: tokio::sync::RwLock<()>,
+}
+
+impl Switch {
+    pub fn new(enabled: bool) -> Self {
+        Self(std::sync::Arc::new(SwitchState {
+            enabled: tokio::sync::watch::Sender::new(enabled),
+            polls: tokio::sync::RwLock::new(()),
+        }))
+    }
+
+    pub async fn set(&self, enabled: bool) {
+        self.0.enabled.send_replace(enabled);
+        if !enabled {
+            // The lock is fair: polls starting after this wait for it, then see the switch off.
+            drop(self.0.polls.write().await);
+        }
+    }
+
+    pub fn enabled(&self) -> bool {
+        *self.0.enabled.borrow()
+    }
+}
+
+impl Default for Switch {
+    fn default() -> Self {
+        Self::new(true)
+    }
+}
 
 pub struct Poller {
     pub sqs: aws_sdk_sqs::Client,
@@ -23,18 +63,32 @@ impl Poller {
         Self { sqs, queue_url: queue_url.into(), mail, batch_size: 10 }
     }
 
-    /// Polls until `stop` turns true; `pollers` batches are in flight at once, as Lambda scales.
-    pub async fn run(self, pollers: usize, stop: tokio::sync::watch::Receiver<bool>) {
+    /// Polls while `switch` is on, until `stop` turns true; `pollers` batches are in flight at
+    /// once, as Lambda scales.
+    pub async fn run(self, pollers: usize, switch: Switch, stop: tokio::sync::watch::Receiver<bool>) {
         let this = std::sync::Arc::new(self);
         let tasks: Vec<_> = (0..pollers)
             .map(|_| {
                 let this = this.clone();
-                let stop = stop.clone();
+                let mut stop = stop.clone();
+                let switch = switch.clone();
+                let mut enabled = switch.0.enabled.subscribe();
                 tokio::spawn(async move {
                     // A batch in hand is always finished: dropping it mid-way would be a crash
                     // between the mail claim and the send.
                     while !*stop.borrow() {
-                        if let Err(e) = this.poll_once().await {
+                        let poll = switch.0.polls.read().await;
+                        if !*enabled.borrow_and_update() {
+                            drop(poll);
+                            tokio::select! {
+                                _ = enabled.changed() => {}
+                                _ = stop.changed() => {}
+                            }
+                            continue;
+                        }
+                        let polled = this.poll_once().await;
+                        drop(poll);
+                        if let Err(e) = polled {
                             tracing::warn!(error = %e, "polling the orders queue failed");
                             tokio::time::sleep(Duration::from_millis(500)).await;
                         }

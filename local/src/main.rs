@@ -145,7 +145,8 @@ async fn up(
     // The mail function, fed as Lambda's event source mapping would.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let poller = esm::Poller::new(aws_sdk_sqs::Client::new(&sdk), &queues.queue_url, functions.mail.clone());
-    let polling = tokio::spawn(poller.run(4, stop_rx));
+    let mail_consumer = esm::Switch::new(true);
+    let polling = tokio::spawn(poller.run(4, mail_consumer.clone(), stop_rx));
     // reconcile, as the EventBridge schedule runs it.
     let reconcile = functions.reconcile.clone();
     let reconciling = tokio::spawn(async move {
@@ -157,7 +158,7 @@ async fn up(
         }
     });
 
-    let front = Arc::new(Front { functions, authorizer });
+    let front = Arc::new(Front { functions, authorizer, mail_consumer });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use shared::http::{ApiError, apigw, routes};
 use tracing::Instrument;
 
-use crate::{authorizer::Authorizer, functions::Functions};
+use crate::{authorizer::Authorizer, esm, functions::Functions};
 
 /// API Gateway's own payload limit; the handlers refuse far smaller bodies with 413 themselves.
 const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
@@ -23,7 +23,15 @@ const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
 pub struct Front {
     pub functions: Functions,
     pub authorizer: Authorizer,
+    /// The mail function's event source mapping, switched by [`MAIL_CONSUMER_PATH`].
+    pub mail_consumer: esm::Switch,
 }
+
+/// The runner's own route, not the product's: `GET` says whether the mail function's event source
+/// mapping delivers, `PUT {"enabled": false}` holds it and `{"enabled": true}` resumes it, as
+/// `aws lambda update-event-source-mapping` does in AWS. Admins only. `loadgen --hold-mail` uses
+/// it to measure the grabs with the emulator to themselves.
+pub const MAIL_CONSUMER_PATH: &str = "/_local/mail-consumer";
 
 pub fn router(front: Arc<Front>) -> Router {
     Router::new().fallback(dispatch).with_state(front)
@@ -44,6 +52,9 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
     let span = tracing::info_span!("request", request_id = %request_id);
     async move {
         let (parts, body) = req.into_parts();
+        if parts.uri.path() == MAIL_CONSUMER_PATH {
+            return to_axum(mail_consumer(&front, &parts, body).await);
+        }
         let Some((route, params)) = routes::find(parts.method.as_str(), parts.uri.path()) else {
             return to_axum(ApiError::RouteNotFound.into_response());
         };
@@ -72,6 +83,45 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
     }
     .instrument(span)
     .await
+}
+
+/// [`MAIL_CONSUMER_PATH`]: the runner's switch of the mail consumer.
+async fn mail_consumer(
+    front: &Front,
+    parts: &http::request::Parts,
+    body: Body,
+) -> lambda_http::Response<lambda_http::Body> {
+    let authorization = parts.headers.get("authorization").and_then(|v| v.to_str().ok());
+    let Ok(claims) = front.authorizer.claims(authorization) else {
+        return ApiError::Unauthorized("a valid bearer token is required").into_response();
+    };
+    if !Authorizer::is_admin(&claims) {
+        return ApiError::Forbidden.into_response();
+    }
+    match parts.method.as_str() {
+        "GET" => {}
+        "PUT" => {
+            #[derive(serde::Deserialize)]
+            struct Switch {
+                enabled: bool,
+            }
+            let Ok(body) = to_bytes(body, 1024).await else {
+                return ApiError::PayloadTooLarge(1024).into_response();
+            };
+            match serde_json::from_slice::<Switch>(&body) {
+                Ok(switch) => {
+                    front.mail_consumer.set(switch.enabled).await;
+                    tracing::info!(enabled = switch.enabled, "the mail consumer was switched");
+                }
+                Err(_) => {
+                    return ApiError::BadRequest(r#"the body is {"enabled": true} or {"enabled": false}"#.into())
+                        .into_response();
+                }
+            }
+        }
+        _ => return ApiError::RouteNotFound.into_response(),
+    }
+    shared::http::reply::json(http::StatusCode::OK, &json!({ "enabled": front.mail_consumer.enabled() }))
 }
 
 /// The HTTP API payload 2.0 event API Gateway would send for this request.

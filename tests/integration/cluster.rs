@@ -162,7 +162,7 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     // Clients retry 503s; the sale resumes once the cache is rebuilt on the new primary.
     let consume = app.poller();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let polling = tokio::spawn(consume.run(1, stop_rx));
+    let polling = tokio::spawn(consume.run(1, Default::default(), stop_rx));
     let started = std::time::Instant::now();
     let mut statuses = Vec::new();
     let mut u4 = None;

@@ -209,7 +209,7 @@ async fn primary_killed_mid_sale_with_a_lagging_replica() {
     // The consumer runs throughout, as the event source mapping does.
     let poller = app.poller();
     let (stop_tx, stop_rx) = watch::channel(false);
-    let polling = tokio::spawn(poller.run(2, stop_rx));
+    let polling = tokio::spawn(poller.run(2, Default::default(), stop_rx));
 
     let rest = {
         let (f, app, event, users) = (f.clone(), app.clone(), event.clone(), users[60..].to_vec());

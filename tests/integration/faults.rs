@@ -360,7 +360,7 @@ async fn cache_lost_mid_sale(fault: &str, kill: bool) {
     // The mail consumer keeps running while clients retry; the rebuild waits for it.
     let poller = app.poller();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let polling = tokio::spawn(poller.run(2, stop_rx));
+    let polling = tokio::spawn(poller.run(2, Default::default(), stop_rx));
     retry(&f, &app, &event, pending, &mut during).await;
     let rest = wave(&f, &app, &event, &users[100..], &mut during).await;
     retry(&f, &app, &event, rest, &mut during).await;

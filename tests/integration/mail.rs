@@ -326,7 +326,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let (base, _stop) = crate::runner::start_runner(&app).await;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let poller = app.poller();
-    let polling = tokio::spawn(poller.run(4, stop_rx));
+    let polling = tokio::spawn(poller.run(4, Default::default(), stop_rx));
 
     let http = reqwest::Client::new();
     let auth = local_runner::authorizer::Authorizer::new(&app.settings.jwt_secret);

@@ -14,10 +14,21 @@ use time::{Duration, OffsetDateTime};
 use crate::helpers::*;
 
 pub async fn start_runner(app: &TestApp) -> (String, tokio::sync::oneshot::Sender<()>) {
+    start_runner_with(app, Default::default()).await
+}
+
+/// A runner whose mail-consumer route switches `mail_consumer`.
+pub async fn start_runner_with(
+    app: &TestApp,
+    mail_consumer: local_runner::esm::Switch,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    let front =
-        Arc::new(Front { functions: app.functions.clone(), authorizer: Authorizer::new(&app.settings.jwt_secret) });
+    let front = Arc::new(Front {
+        functions: app.functions.clone(),
+        authorizer: Authorizer::new(&app.settings.jwt_secret),
+        mail_consumer,
+    });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server::serve(listener, front, async move {
         let _ = stopped.await;
@@ -124,4 +135,86 @@ async fn the_runner_authorizer_refuses_before_any_handler_runs() {
     assert_eq!(reply.status(), 404);
     let reply: Value = reply.json().await.unwrap();
     assert_eq!(reply["code"], "NOT_FOUND");
+}
+
+/// `loadgen --hold-mail` relies on it: once the runner's switch answers `enabled: false`, no batch
+/// is in hand and what grab sends stays on the queue; switched on, it is delivered and mailed once.
+/// Only an admin may switch it, and a bad body changes nothing.
+#[tokio::test]
+async fn a_held_mail_consumer_leaves_orders_on_the_queue_until_it_is_resumed() {
+    use aws_sdk_sqs::types::QueueAttributeName;
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(5).await;
+    let switch = local_runner::esm::Switch::new(true);
+    let (base, _stop) = start_runner_with(&app, switch.clone()).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let polling = tokio::spawn(app.poller().run(2, switch.clone(), stop_rx));
+    let http = local_runner::client::new();
+    let auth = Authorizer::new(&app.settings.jwt_secret);
+    let hour = parse_ttl("1h").unwrap();
+    let admin = auth.mint("organiser-1", Some("organiser@example.com"), true, hour).unwrap();
+    let user = auth.mint("held-1", Some("held-1@example.com"), false, hour).unwrap();
+    let url = format!("{base}{}", server::MAIL_CONSUMER_PATH);
+    let put = |token: &str, body: &str| {
+        http.put(&url).bearer_auth(token).header("content-type", "application/json").body(body.to_owned()).send()
+    };
+
+    let refused = put(&user, r#"{"enabled": false}"#).await.unwrap();
+    assert_eq!(refused.status(), 403);
+    let bad = put(&admin, r#"{"enabled": "no"}"#).await.unwrap();
+    assert_eq!(bad.status(), 400);
+    assert_eq!(bad.headers()["content-type"], "application/problem+json");
+    assert!(switch.enabled(), "neither changed the switch");
+
+    let held = put(&admin, r#"{"enabled": false}"#).await.unwrap();
+    assert_eq!(held.status(), 200);
+    assert_eq!(held.json::<Value>().await.unwrap(), json!({ "enabled": false }));
+    let asked: Value = http.get(&url).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+    assert_eq!(asked, json!({ "enabled": false }));
+
+    let hash = verify_hash_over_http(&http, &base, event.as_str(), &user).await;
+    let grabbed = http
+        .post(format!("{base}/events/{event}/grab"))
+        .bearer_auth(&user)
+        .json(&json!({ "hash": hash }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(grabbed.status(), 202);
+    // A negative needs a while: longer than two of the pollers' one-second long polls, in which a
+    // running consumer would have received the order.
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let queue = app
+        .sqs
+        .get_queue_attributes()
+        .queue_url(&app.queue_url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .unwrap();
+    let count = |name: QueueAttributeName| queue.attributes().and_then(|a| a.get(&name)).cloned();
+    assert_eq!(
+        (
+            count(QueueAttributeName::ApproximateNumberOfMessages),
+            count(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        ),
+        (Some("1".to_owned()), Some("0".to_owned())),
+        "the order waits on the queue, received by no poller"
+    );
+    assert!(app.sent_mail().await.is_empty());
+
+    let resumed = put(&admin, r#"{"enabled": true}"#).await.unwrap();
+    assert_eq!(resumed.json::<Value>().await.unwrap(), json!({ "enabled": true }));
+    let mailed = crate::helpers::eventually(std::time::Duration::from_secs(30), || async {
+        app.sent_mail().await.iter().any(|m| m.to.iter().any(|t| t == "held-1@example.com"))
+    })
+    .await;
+    let _ = stop_tx.send(true);
+    polling.await.unwrap();
+    assert!(mailed, "resumed, the consumer confirmed and mailed the order");
+    let order: Value =
+        http.get(format!("{base}/events/{event}/order")).bearer_auth(&user).send().await.unwrap().json().await.unwrap();
+    assert_eq!(order["status"], "CONFIRMED");
+    assert_eq!(app.sent_mail().await.len(), 1);
 }
