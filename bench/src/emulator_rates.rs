@@ -25,7 +25,7 @@ use futures::StreamExt;
 
 #[derive(Parser)]
 struct Args {
-    /// Calls per measurement.
+    /// Calls per measurement; 0 skips the per-call rates (the replay alone).
     #[arg(long, default_value_t = 2_000)]
     calls: usize,
     /// Calls in flight at once.
@@ -37,6 +37,9 @@ struct Args {
     /// Orders in the sale replay (the red packet's winners); 0 skips it.
     #[arg(long, default_value_t = 20_000)]
     sale: usize,
+    /// Which replays: the consumer draining beside the sends, held until the last send, or both.
+    #[arg(long, value_enum, default_value_t = Replays::Both)]
+    replay: Replays,
     /// The replay's grab sends in flight (loadgen's concurrency).
     #[arg(long, default_value_t = 64)]
     senders: usize,
@@ -48,6 +51,13 @@ struct Args {
     /// Write the rates as JSON here too.
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Replays {
+    Concurrent,
+    Held,
+    Both,
 }
 
 pub type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -68,6 +78,59 @@ where
 async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     let settings = local_runner::LocalSettings::from_env()?;
+    println!("emulator-rates: MiniStack at {}, {} in flight", settings.aws_endpoint, args.concurrency);
+    let rates = if args.calls > 0 { Some(rates(&args, &settings).await?) } else { None };
+    let mut replays = Vec::new();
+    if args.sale > 0 {
+        // The ways loadgen runs the red packet: the consumer draining beside the sends, and held
+        // until the last send (`loadgen --hold-mail`).
+        let modes: &[bool] = match args.replay {
+            Replays::Concurrent => &[false],
+            Replays::Held => &[true],
+            Replays::Both => &[false, true],
+        };
+        for &held in modes {
+            println!();
+            let shape = sale_replay::Shape {
+                orders: args.sale,
+                senders: args.senders,
+                pollers: args.pollers,
+                concurrency: args.batch_concurrency,
+                held,
+            };
+            let replay = sale_replay::run(&settings, &shape).await?;
+            replay.print();
+            replays.push(replay);
+        }
+    }
+    if let Some(path) = &args.json {
+        let json = serde_json::json!({
+            "concurrency": args.concurrency,
+            "rates": rates,
+            "sale_replay": replays.iter().find(|r| !r.held),
+            "sale_replay_held": replays.iter().find(|r| r.held),
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
+    }
+    Ok(())
+}
+
+/// MiniStack's rate for each call an order makes, measured alone.
+#[derive(serde::Serialize)]
+struct Rates {
+    calls: usize,
+    sqs_send_per_s: f64,
+    sqs_receive_delete_batches_per_s: f64,
+    deep: usize,
+    sqs_receive_delete_batches_per_s_deep: Option<f64>,
+    ddb_transact_per_s: f64,
+    ddb_update_per_s: f64,
+    ses_send_per_s: f64,
+    drain_s_per_1000_orders_two_updates: f64,
+    drain_s_per_1000_orders_two_updates_deep: f64,
+}
+
+async fn rates(args: &Args, settings: &local_runner::LocalSettings) -> Result<Rates, Failure> {
     let sdk = settings.sdk_config().await;
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
@@ -80,9 +143,9 @@ async fn main() -> Result<(), Failure> {
     local_runner::provision::ensure_sender(&ses, sender).await?;
     let body = r#"{"v":1,"order_id":"0199a0b0-0000-7000-8000-000000000000","event_id":"rates","user_id":"u","email":"u@example.com","created_at":"2026-11-22T10:00:00Z","ticket_no":1}"#;
     let n = args.calls;
-    println!("emulator-rates: MiniStack at {}, {n} calls each, {} in flight", settings.aws_endpoint, args.concurrency);
+    println!("{n} calls each");
 
-    let send = rate(&args, n, |_| {
+    let send = rate(args, n, |_| {
         let (sqs, queue) = (&sqs, &queue);
         async move {
             sqs.send_message().queue_url(queue).message_body(body).send().await?;
@@ -91,19 +154,19 @@ async fn main() -> Result<(), Failure> {
     })
     .await?;
     // The queue now holds n messages: receive and delete them in batches of 10.
-    let receive = drain(&args, &sqs, &queue, n / 10).await?;
+    let receive = drain(args, &sqs, &queue, n / 10).await?;
     // The same at the depth a sale reaches: fill the queue in batches (not measured), then drain
     // as much as above from the top of it.
     let receive_deep = if args.deep > 0 {
         fill(&sqs, &queue, body, args.deep).await?;
-        let rate = drain(&args, &sqs, &queue, n / 10).await?;
+        let rate = drain(args, &sqs, &queue, n / 10).await?;
         sqs.purge_queue().queue_url(&queue).send().await?;
         Some(rate)
     } else {
         None
     };
     let s = |v: String| AttributeValue::S(v);
-    let transact = rate(&args, n, |i| {
+    let transact = rate(args, n, |i| {
         let (ddb, table, s) = (&ddb, &table, &s);
         async move {
             let put = |pk: String| -> Result<TransactWriteItem, Failure> {
@@ -125,7 +188,7 @@ async fn main() -> Result<(), Failure> {
         }
     })
     .await?;
-    let update = rate(&args, n, |i| {
+    let update = rate(args, n, |i| {
         let (ddb, table, s) = (&ddb, &table, &s);
         async move {
             ddb.update_item()
@@ -142,7 +205,7 @@ async fn main() -> Result<(), Failure> {
         }
     })
     .await?;
-    let mail = rate(&args, n, |i| {
+    let mail = rate(args, n, |i| {
         let ses = &ses;
         async move {
             let text = |t: &str| Content::builder().data(t).charset("UTF-8").build();
@@ -181,43 +244,20 @@ async fn main() -> Result<(), Failure> {
         1000.0 * per_order(2.0, deep)
     );
     println!("grab bound per 1,000 winners (one SendMessage each): {:.2} s", 1000.0 / send);
-    let replay = if args.sale > 0 {
-        println!();
-        // Both ways loadgen runs the red packet: the consumer draining beside the sends, and held
-        // until the last send (`loadgen --hold-mail`).
-        let mut replays = Vec::new();
-        for held in [false, true] {
-            let shape = sale_replay::Shape {
-                orders: args.sale,
-                senders: args.senders,
-                pollers: args.pollers,
-                concurrency: args.batch_concurrency,
-                held,
-            };
-            let replay = sale_replay::run(&settings, &shape).await?;
-            replay.print();
-            replays.push(replay);
-        }
-        replays
-    } else {
-        Vec::new()
-    };
-    if let Some(path) = &args.json {
-        let json = serde_json::json!({
-            "concurrency": args.concurrency, "calls": n,
-            "sqs_send_per_s": send, "sqs_receive_delete_batches_per_s": receive,
-            "deep": args.deep, "sqs_receive_delete_batches_per_s_deep": receive_deep,
-            "ddb_transact_per_s": transact, "ddb_update_per_s": update, "ses_send_per_s": mail,
-            "drain_s_per_1000_orders_two_updates": 1000.0 * per_order(2.0, receive),
-            "drain_s_per_1000_orders_two_updates_deep": 1000.0 * per_order(2.0, deep),
-            "sale_replay": replay.iter().find(|r| !r.held),
-            "sale_replay_held": replay.iter().find(|r| r.held),
-        });
-        std::fs::write(path, serde_json::to_string_pretty(&json)?)?;
-    }
     sqs.delete_queue().queue_url(&queue).send().await?;
     ddb.delete_table().table_name(&table).send().await?;
-    Ok(())
+    Ok(Rates {
+        calls: n,
+        sqs_send_per_s: send,
+        sqs_receive_delete_batches_per_s: receive,
+        deep: args.deep,
+        sqs_receive_delete_batches_per_s_deep: receive_deep,
+        ddb_transact_per_s: transact,
+        ddb_update_per_s: update,
+        ses_send_per_s: mail,
+        drain_s_per_1000_orders_two_updates: 1000.0 * per_order(2.0, receive),
+        drain_s_per_1000_orders_two_updates_deep: 1000.0 * per_order(2.0, deep),
+    })
 }
 
 /// Receives and deletes `batches` batches of 10, `--concurrency` at a time; batches per second.
