@@ -131,7 +131,15 @@ struct Rates {
 }
 
 async fn rates(args: &Args, settings: &local_runner::LocalSettings) -> Result<Rates, Failure> {
-    let sdk = settings.sdk_config().await;
+    // The emulator's own throughput, so no call gives up: at 20,000 deep a receive waits seconds
+    // behind the 63 others in flight, and the product's two-second attempt timeout would abandon
+    // it (MiniStack still hides its messages) and send it again.
+    let patient = aws_sdk_sqs::config::timeout::TimeoutConfig::builder()
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .operation_attempt_timeout(std::time::Duration::from_secs(120))
+        .operation_timeout(std::time::Duration::from_secs(120))
+        .build();
+    let sdk = settings.sdk_config().await.into_builder().timeout_config(patient).build();
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     let ddb = aws_sdk_dynamodb::Client::new(&sdk);
     let ses = aws_sdk_sesv2::Client::new(&sdk);
