@@ -159,10 +159,13 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         .await;
     let grab_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
-    if plan.hold_mail {
+    // Held, the consumer resumes at the last reply: the drain is measured from there too.
+    let held_until = if plan.hold_mail {
         switch_mail_consumer(api, users, true).await?;
-        report.confirmation.mail_held_until_s = Some(grab_seconds);
-    }
+        Some(grab_seconds)
+    } else {
+        None
+    };
 
     let mut told: HashMap<usize, Told> = HashMap::new();
     let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
@@ -197,7 +200,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let winners: HashMap<String, usize> =
         told.iter().flat_map(|(u, t)| t.orders.iter().map(move |o| (o.clone(), *u))).collect();
     let (rows, confirmation) = wait_for_confirmation(api, users, plan, &event, &winners, first_grab).await?;
-    report.confirmation = Confirmation { mail_held_until_s: report.confirmation.mail_held_until_s, ..confirmation };
+    report.confirmation = Confirmation { mail_held_until_s: held_until, ..confirmation };
 
     // 5. the invariants
     report.checks = check(api, users, plan, &event, &answers, &told, &rows, &report.confirmation).await?;

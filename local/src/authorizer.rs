@@ -108,9 +108,7 @@ impl Authorizer {
 impl Authorizer {
     /// Whether claims from [`Authorizer::claims`] put the caller in the `admin` group.
     pub fn is_admin(claims: &BTreeMap<String, String>) -> bool {
-        claims
-            .get("cognito:groups")
-            .is_some_and(|g| g.trim_start_matches('[').trim_end_matches(']').split(' ').any(|g| g == "admin"))
+        claims.get("cognito:groups").is_some_and(|g| shared::http::caller::groups(g).any(|g| g == "admin"))
     }
 }
 

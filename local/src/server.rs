@@ -102,16 +102,16 @@ async fn mail_consumer(
         "GET" => {}
         "PUT" => {
             #[derive(serde::Deserialize)]
-            struct Switch {
+            struct Wanted {
                 enabled: bool,
             }
             let Ok(body) = to_bytes(body, 1024).await else {
                 return ApiError::PayloadTooLarge(1024).into_response();
             };
-            match serde_json::from_slice::<Switch>(&body) {
-                Ok(switch) => {
-                    front.mail_consumer.set(switch.enabled).await;
-                    tracing::info!(enabled = switch.enabled, "the mail consumer was switched");
+            match serde_json::from_slice::<Wanted>(&body) {
+                Ok(wanted) => {
+                    front.mail_consumer.set(wanted.enabled).await;
+                    tracing::info!(enabled = wanted.enabled, "the mail consumer was switched");
                 }
                 Err(_) => {
                     return ApiError::BadRequest(r#"the body is {"enabled": true} or {"enabled": false}"#.into())

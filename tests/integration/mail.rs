@@ -343,13 +343,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
             tokio::spawn(async move {
                 let _socket = sockets.acquire().await.unwrap();
                 let hash = crate::runner::verify_hash_over_http(&http, &base, event.as_str(), &token).await;
-                let reply = http
-                    .post(format!("{base}/events/{event}/grab"))
-                    .bearer_auth(&token)
-                    .json(&json!({ "hash": hash }))
-                    .send()
-                    .await
-                    .unwrap();
+                let reply = crate::runner::grab_over_http(&http, &base, event.as_str(), &token, &hash).await;
                 let status = reply.status().as_u16();
                 (user, status, reply.json::<Value>().await.unwrap())
             })

@@ -50,6 +50,22 @@ pub async fn verify_hash_over_http(http: &reqwest::Client, base: &str, event: &s
     reply["hash"].as_str().expect("a hash").to_owned()
 }
 
+/// A user's grab with their verify hash, sent to a runner over HTTP as a client would.
+pub async fn grab_over_http(
+    http: &reqwest::Client,
+    base: &str,
+    event: &str,
+    token: &str,
+    hash: &str,
+) -> reqwest::Response {
+    http.post(format!("{base}/events/{event}/grab"))
+        .bearer_auth(token)
+        .json(&json!({ "hash": hash }))
+        .send()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn token_release_verify_hash_grab_and_order_over_http() {
     let app = TestApp::new().await;
@@ -72,13 +88,7 @@ async fn token_release_verify_hash_grab_and_order_over_http() {
     assert_eq!(created.headers()["cache-control"], "no-store");
 
     let hash = verify_hash_over_http(&http, &base, id.as_str(), &user).await;
-    let grabbed = http
-        .post(format!("{base}/events/{id}/grab"))
-        .bearer_auth(&user)
-        .json(&json!({ "hash": hash }))
-        .send()
-        .await
-        .unwrap();
+    let grabbed = grab_over_http(&http, &base, id.as_str(), &user, &hash).await;
     assert_eq!(grabbed.status(), 202);
     let grabbed: Value = grabbed.json().await.unwrap();
 
@@ -173,13 +183,7 @@ async fn a_held_mail_consumer_leaves_orders_on_the_queue_until_it_is_resumed() {
     assert_eq!(asked, json!({ "enabled": false }));
 
     let hash = verify_hash_over_http(&http, &base, event.as_str(), &user).await;
-    let grabbed = http
-        .post(format!("{base}/events/{event}/grab"))
-        .bearer_auth(&user)
-        .json(&json!({ "hash": hash }))
-        .send()
-        .await
-        .unwrap();
+    let grabbed = grab_over_http(&http, &base, event.as_str(), &user, &hash).await;
     assert_eq!(grabbed.status(), 202);
     // A negative needs a while: longer than two of the pollers' one-second long polls, in which a
     // running consumer would have received the order.

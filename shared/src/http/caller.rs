@@ -64,7 +64,7 @@ impl Caller {
 
 /// The groups claim as the HTTP API hands it over: `"[admin editors]"`, a JSON array
 /// `["admin","editors"]`, or a plain `"admin"` / `"admin,editors"`.
-fn groups(claim: &str) -> impl Iterator<Item = &str> {
+pub fn groups(claim: &str) -> impl Iterator<Item = &str> {
     claim
         .trim()
         .trim_start_matches('[')
