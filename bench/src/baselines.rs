@@ -221,7 +221,7 @@ impl Context {
         let settings = local_runner::LocalSettings::from_env()?;
         let sdk = settings.sdk_config().await;
         let provisioned =
-            local_runner::provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from).await?;
+            local_runner::provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from).await?;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let (bench_queue, _) = local_runner::provision::ensure_queues(&sqs, "ticketgrab-bench-orders").await?;
         let real = local_runner::Functions::build(&settings, &provisioned.queue_url).await?;

@@ -109,9 +109,9 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
     let sqs = aws_sdk_sqs::Client::new(&sdk);
     local_runner::provision::ensure_table(&ddb, &name).await?;
     let (queue_url, _) = local_runner::provision::ensure_queues(&sqs, &name).await?;
-    local_runner::provision::ensure_sender(&aws_sdk_sesv2::Client::new(&sdk), &settings.mail_from).await?;
+    local_runner::provision::ensure_sender(&aws_sdk_sesv2::Client::new(&sdk), &settings.mail.from).await?;
     let store = Store::new(ddb.clone(), name.clone());
-    let mailer = Mailer::new(aws_sdk_sesv2::Client::new(&sdk), settings.mail_from.clone());
+    let mailer = Mailer::new(Mailer::client(&sdk, settings.mail.send_timeout, None), settings.mail.from.clone());
     // Grab's client: its timeouts and retry, the runner's send budget.
     let queue = OrderQueue::for_grab_within(&sdk, queue_url.clone(), settings.grab_send);
 

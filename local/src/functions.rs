@@ -5,7 +5,7 @@ use shared::{
     handlers::{
         StartError,
         grab::Grab,
-        mail::{Mail, MailSettings},
+        mail::Mail,
         query::Query,
         reconcile::{Reconcile, ReconcileSettings},
         release::Release,
@@ -83,14 +83,13 @@ impl Functions {
             mail: Mail::new(
                 store.clone(),
                 gate.clone(),
-                Mailer::new(aws_sdk_sesv2::Client::new(&sdk), &settings.mail_from),
+                Mailer::new(
+                    Mailer::client(&sdk, settings.mail.send_timeout, settings.mail_endpoint.as_deref()),
+                    &settings.mail.from,
+                ),
                 settings.seal.clone(),
                 settings.pass.clone(),
-                MailSettings {
-                    from: settings.mail_from.clone(),
-                    concurrency: 8,
-                    claim_timeout: settings.mail_claim_timeout,
-                },
+                settings.mail.clone(),
             ),
             gate,
             store,

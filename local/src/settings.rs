@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use shared::{
     config::{
-        ConfigError, GrabPolicy, HashSettings, RebuildSettings, ReconcileSettings, UserLimit, parsed_or, text_or,
+        ConfigError, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings, UserLimit, parsed_or,
+        text_or,
     },
     domain::{order_seal::SealKey, ticket_pass::PassKey},
 };
@@ -39,7 +40,10 @@ pub struct LocalSettings {
     pub region: String,
     pub table_name: String,
     pub queue_name: String,
-    pub mail_from: String,
+    /// The mail consumer's sender and times (`MAIL_*`, as the mail function reads them).
+    pub mail: MailSettings,
+    /// Where the mail consumer reaches SES, when not at `aws_endpoint` (a fault test's slow SES).
+    pub mail_endpoint: Option<String>,
     pub hash: HashSettings,
     /// Seals order messages (grab, reconcile) and checks them (mail).
     pub seal: SealKey,
@@ -49,8 +53,6 @@ pub struct LocalSettings {
     pub policy: GrabPolicy,
     /// Requests per user and window on verify-hash and query.
     pub user_limit: UserLimit,
-    /// A `SENDING` mail claim older than this is taken over (the sender crashed).
-    pub mail_claim_timeout: Duration,
     pub rebuild: shared::recovery::RebuildSettings,
     /// Outbox entries older than this are re-driven by reconcile (`outbox_max_wait` while the
     /// queue still holds messages).
@@ -78,14 +80,14 @@ impl LocalSettings {
             region: text_or("AWS_REGION", "us-east-1"),
             table_name: text_or("TABLE_NAME", "ticketgrab"),
             queue_name: text_or("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
-            mail_from: text_or("MAIL_FROM", "tickets@example.com"),
+            mail: MailSettings::for_sender(text_or("MAIL_FROM", "tickets@example.com"))?,
+            mail_endpoint: None,
             hash,
             seal,
             pass,
             jwt_secret: text_or("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             user_limit: UserLimit::from_env()?,
-            mail_claim_timeout: Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
             rebuild: RebuildSettings::from_env()?,
             outbox_age: reconcile.outbox_age,
             outbox_max_wait: reconcile.outbox_max_wait,

@@ -289,21 +289,65 @@ pub struct MailSettings {
     pub from: String,
     /// Messages of one batch handled at once.
     pub concurrency: usize,
-    /// A `SENDING` claim older than this belongs to a sender that crashed; it is taken over. Longer
-    /// than the function timeout, so a live send is never doubled.
+    /// A send unanswered this long is counted as unanswered (the order's `mail_unanswered`, the
+    /// `MailUnanswered` metric): from here on a second send could be a second mail. It is still
+    /// waited for, up to `send_timeout`.
+    pub send_patience: Duration,
+    /// The longest one send is waited for; past it the send's outcome is unknown and its claim is
+    /// kept until `claim_timeout` (never sent again at once).
+    pub send_timeout: Duration,
+    /// A `SENDING` claim older than this belongs to a sender that crashed or a send that was never
+    /// answered; it is taken over. Longer than `send_timeout` and than the function's timeout, so a
+    /// live send is never doubled.
     pub claim_timeout: Duration,
 }
 
 impl MailSettings {
+    pub const DEFAULT_SEND_PATIENCE: Duration = Duration::from_secs(2);
+    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(90);
+
     pub fn from_env() -> Result<Self, ConfigError> {
         let from = required("MAIL_FROM")?;
+        Self::for_sender(from)
+    }
+
+    /// The settings of a consumer sending from `from`, the rest from the environment (the local
+    /// runner's sender has a development default).
+    pub fn for_sender(from: String) -> Result<Self, ConfigError> {
         crate::domain::Email::parse(&from)
             .map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
-        Ok(Self {
+        Self::timed(
             from,
-            concurrency: parsed_or("MAIL_CONCURRENCY", 8usize)?.max(1),
-            claim_timeout: Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", 90)?),
-        })
+            parsed_or("MAIL_CONCURRENCY", 8usize)?.max(1),
+            Duration::from_millis(parsed_or("MAIL_SEND_PATIENCE_MS", Self::DEFAULT_SEND_PATIENCE.as_millis() as u64)?),
+            Duration::from_secs(parsed_or("MAIL_SEND_TIMEOUT_SECONDS", Self::DEFAULT_SEND_TIMEOUT.as_secs())?),
+            Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", Self::DEFAULT_CLAIM_TIMEOUT.as_secs())?),
+        )
+    }
+
+    /// The settings with their times checked against each other: a claim that could expire while its
+    /// send is still waited for would let a second sender mail the order again.
+    pub fn timed(
+        from: String,
+        concurrency: usize,
+        send_patience: Duration,
+        send_timeout: Duration,
+        claim_timeout: Duration,
+    ) -> Result<Self, ConfigError> {
+        if send_patience.is_zero() || send_patience > send_timeout {
+            return Err(ConfigError::Malformed {
+                name: "MAIL_SEND_PATIENCE_MS",
+                reason: "must be positive and at most MAIL_SEND_TIMEOUT_SECONDS".into(),
+            });
+        }
+        if claim_timeout <= send_timeout {
+            return Err(ConfigError::Malformed {
+                name: "MAIL_CLAIM_TIMEOUT_SECONDS",
+                reason: "must be longer than MAIL_SEND_TIMEOUT_SECONDS, or a live send could be doubled".into(),
+            });
+        }
+        Ok(Self { from, concurrency, send_patience, send_timeout, claim_timeout })
     }
 }
 

@@ -317,17 +317,35 @@ pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
 
 /// [`app_on_private_redis`] through a Redis endpoint of the test's own.
 pub(crate) async fn app_on_redis(url: String) -> Arc<TestApp> {
+    app_on_redis_with(url, 1, |_| {}).await
+}
+
+/// [`app_on_redis`] with a queue visibility and settings of the test's own.
+pub(crate) async fn app_on_redis_with(
+    url: String,
+    visibility: u32,
+    adjust: impl FnOnce(&mut local_runner::LocalSettings),
+) -> Arc<TestApp> {
     Arc::new(
-        TestApp::for_mail_with(1, move |s| {
+        TestApp::for_mail_with(visibility, move |s| {
             s.redis_url = url;
             s.outbox_age = Duration::ZERO;
             // Long enough past the settle (4.5 s here) for the loaded emulator to drain the queue,
             // as 30 s is past 2 s deployed: a rebuild that stops waiting early is the last resort
             // (a late order is then decided by the cache), not what these faults exercise.
             s.rebuild.max_wait = Duration::from_secs(20);
-            // As in production, a crashed mail claim must go stale before the redrive's five
-            // receives (here 1 s apart) run out.
-            s.mail_claim_timeout = Duration::from_secs(2);
+            // The deployed times: a live send holds its claim at most the send timeout and the
+            // claim outlives it, so a send the loaded emulator answers slowly is waited for, never
+            // overtaken by a redelivery (a 2 s claim here once let one be sent twice).
+            s.mail = shared::config::MailSettings::timed(
+                s.mail.from.clone(),
+                s.mail.concurrency,
+                s.mail.send_patience,
+                s.mail.send_timeout,
+                s.mail.send_timeout + Duration::from_secs(2),
+            )
+            .expect("mail times");
+            adjust(s);
         })
         .await,
     )
@@ -517,4 +535,45 @@ async fn every_message_twice_and_out_of_order() {
     drain(&app, &event).await;
     let checked = check_invariants(&app, &event, &replies).await;
     record("every message delivered twice, out of order", &replies.seen(), &checked, started.elapsed());
+}
+
+/// SES answers every send late: it accepts the mail at once, and the answer reaches the consumer
+/// after its patience (the send is counted unanswered) and within its send timeout. Each order gets
+/// one mail and none a second: an unanswered send is waited for, never sent again at once (the
+/// SDK's own retry and a claim handed back on the timeout both used to send it twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ses_answering_late_mid_sale() {
+    let redis = PrivateRedis::start().await;
+    let settings = local_runner::LocalSettings::from_env().expect("settings");
+    let ses = crate::late_ses::LateSes::start(&settings.aws_endpoint, Duration::from_millis(700)).await;
+    let url = if settings.redis_cluster { settings.redis_url.clone() } else { redis.url() };
+    let patience = Duration::from_millis(250);
+    let app = app_on_redis_with(url, 20, |s| {
+        s.mail_endpoint = Some(ses.url.clone());
+        s.mail = shared::config::MailSettings::timed(
+            s.mail.from.clone(),
+            s.mail.concurrency,
+            patience,
+            Duration::from_secs(8),
+            Duration::from_secs(10),
+        )
+        .expect("mail times");
+    })
+    .await;
+    let event = app.open_event(TICKETS).await;
+    let users = users("s");
+    let mut replies = Replies::default();
+    answered(&app.functions, &app, &event, &users, &mut replies).await;
+    let started = Instant::now();
+    drain(&app, &event).await;
+    let checked = check_invariants(&app, &event, &replies).await;
+    let rows = app.functions.store.all_orders(&event).await.unwrap();
+    let unanswered = rows.iter().filter(|r| r.mail_unanswered > 0).count();
+    record(
+        "SES answers every send late (accepted at once, answered after the consumer's patience)",
+        &format!("{}; {unanswered} sends counted unanswered, then answered", replies.seen()),
+        &checked,
+        started.elapsed(),
+    );
+    assert_eq!(unanswered, checked.confirmed, "every send waited past the patience and was counted");
 }

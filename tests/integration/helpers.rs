@@ -64,10 +64,10 @@ impl TestApp {
         provision::ensure_table(&aws_sdk_dynamodb::Client::new(&app.sdk), &app.settings.table_name)
             .await
             .expect("test table");
-        app.settings.mail_from = format!("tickets-{}@example.com", uuid::Uuid::now_v7().simple());
+        app.settings.mail.from = format!("tickets-{}@example.com", uuid::Uuid::now_v7().simple());
         app.ses()
             .create_email_identity()
-            .email_identity(&app.settings.mail_from)
+            .email_identity(&app.settings.mail.from)
             .send()
             .await
             .expect("sender identity");
@@ -83,7 +83,7 @@ impl TestApp {
     /// The mail this test's sender sent.
     pub async fn sent_mail(&self) -> Vec<local_runner::mailbox::SentMail> {
         let mut sent = local_runner::mailbox::sent(&self.settings.aws_endpoint).await.expect("read sent mail");
-        sent.retain(|m| m.source == self.settings.mail_from);
+        sent.retain(|m| m.source == self.settings.mail.from);
         sent
     }
 
@@ -103,7 +103,7 @@ impl TestApp {
         let sdk = settings.sdk_config().await;
         let shared_queue = PROVISIONED
             .get_or_init(|| async {
-                provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail_from)
+                provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from)
                     .await
                     .expect("provision the local stack")
                     .queue_url

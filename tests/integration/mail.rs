@@ -159,7 +159,7 @@ async fn ses_failing_then_recovering_sends_exactly_one_mail() {
     let app = TestApp::for_mail(30).await;
     let event = app.open_event(10).await;
     let body = grabbed(&app, &event, "u1").await;
-    app.ses().delete_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
+    app.ses().delete_email_identity().email_identity(&app.settings.mail.from).send().await.unwrap();
 
     for _ in 0..2 {
         let failed = app.deliver(&body).await;
@@ -172,7 +172,7 @@ async fn ses_failing_then_recovering_sends_exactly_one_mail() {
     }
     assert!(app.sent_mail().await.is_empty());
 
-    app.ses().create_email_identity().email_identity(&app.settings.mail_from).send().await.unwrap();
+    app.ses().create_email_identity().email_identity(&app.settings.mail.from).send().await.unwrap();
     assert_eq!(app.deliver(&body).await.unwrap(), Handled::ConfirmedAndMailed);
     assert_eq!(app.deliver(&body).await.unwrap(), Handled::AlreadyDone);
     assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "SENT".into()));
@@ -213,6 +213,89 @@ async fn a_crash_between_claim_and_send_ends_in_one_mail() {
     assert_eq!(app.deliver(&body).await.unwrap(), Handled::AlreadyDone);
     assert_eq!(app.sent_mail().await.len(), 1);
     assert_eq!(mail_status(&app, &event, "u1").await.1, MailStatus::Sent.as_str());
+}
+
+/// Mail times of a test's own: (patience, send timeout, claim timeout).
+fn mail_times(s: &mut local_runner::LocalSettings, patience_ms: u64, timeout_ms: u64, claim_ms: u64) {
+    s.mail = shared::config::MailSettings::timed(
+        s.mail.from.clone(),
+        s.mail.concurrency,
+        Duration::from_millis(patience_ms),
+        Duration::from_millis(timeout_ms),
+        Duration::from_millis(claim_ms),
+    )
+    .expect("mail times");
+}
+
+/// Sets the order's mail claim back in time, as if it had been taken `ago`.
+async fn age_claim(app: &TestApp, event: &EventId, user: &str, ago: time::Duration) {
+    let old = epoch_ms(OffsetDateTime::now_utc() - ago);
+    app.functions
+        .store
+        .client()
+        .update_item()
+        .table_name(app.functions.store.table())
+        .key(attr::PK, AttributeValue::S(key::order(event, &UserId::parse(user).unwrap())))
+        .key(attr::SK, AttributeValue::S(key::ORDER_SK.into()))
+        .update_expression("SET mail_claimed_at = :old")
+        .expression_attribute_values(":old", AttributeValue::N(old.to_string()))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// A send that never left (SES unreachable: the connection is refused) certainly sent nothing: it is
+/// tried again at once, then the claim goes back, so the next delivery sends without waiting.
+#[tokio::test]
+async fn a_send_that_never_reached_ses_hands_its_claim_back_at_once() {
+    let app = TestApp::for_mail_with(30, |s| s.mail_endpoint = Some("http://127.0.0.1:1".into())).await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    let failed = app.deliver(&body).await;
+    assert!(
+        matches!(&failed, Err(MessageError::Mail(e)) if e.certainly_not_sent() && e.to_string().contains("not reached")),
+        "{failed:?}"
+    );
+    assert_eq!(mail_status(&app, &event, "u1").await, (OrderStatus::Confirmed, "PENDING".into()), "claim handed back");
+    assert!(app.sent_mail().await.is_empty());
+}
+
+/// SES accepts the mail and its answer never comes: past the patience the send is counted on the
+/// order, past the send timeout its outcome is unknown, and the claim is kept. No delivery sends it
+/// again until the claim goes stale; one that does then sends the second mail this window allows
+/// (RELIABILITY.md: the residual window).
+#[tokio::test]
+async fn a_send_ses_never_answers_keeps_its_claim_until_it_goes_stale() {
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let silent = crate::late_ses::LateSes::silent(&settings.aws_endpoint).await;
+    let app = TestApp::for_mail_with(30, |s| {
+        s.mail_endpoint = Some(silent.url.clone());
+        mail_times(s, 200, 1_000, 60_000);
+    })
+    .await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    let failed = app.deliver(&body).await;
+    assert!(matches!(&failed, Err(MessageError::Mail(e)) if !e.certainly_not_sent()), "{failed:?}");
+    assert_eq!(mail_status(&app, &event, "u1").await.1, "SENDING", "the claim is kept");
+    let rows = app.functions.store.all_orders(&event).await.unwrap();
+    assert_eq!(rows[0].mail_unanswered, 1, "the unanswered send is on the order");
+    assert_eq!(app.sent_mail().await.len(), 1, "SES accepted it");
+
+    // Redeliveries while the claim is fresh send nothing.
+    for _ in 0..3 {
+        assert!(matches!(app.deliver(&body).await, Err(MessageError::MailInProgress)));
+    }
+    assert_eq!(app.sent_mail().await.len(), 1);
+
+    // Once the claim is stale a delivery (here through a SES that answers) sends again.
+    age_claim(&app, &event, "u1", time::Duration::minutes(2)).await;
+    let mut answering = app.settings.clone();
+    answering.mail_endpoint = None;
+    let functions = local_runner::Functions::build(&answering, &app.queue_url).await.unwrap();
+    let sealed = app.seal(&body);
+    assert_eq!(functions.mail.handle_message(&body, Some(&sealed)).await.unwrap(), Handled::ConfirmedAndMailed);
+    assert_eq!(app.sent_mail().await.len(), 2, "the residual window's second mail");
 }
 
 #[tokio::test]
@@ -337,7 +420,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let tasks: Vec<_> = (0..2_000)
         .map(|i| {
             let (http, base, event, sockets) = (http.clone(), base.clone(), event.clone(), sockets.clone());
-            let user = format!("s{i:04}-{}", &app.settings.mail_from[8..16]);
+            let user = format!("s{i:04}-{}", &app.settings.mail.from[8..16]);
             let token =
                 auth.mint(&user, Some(&format!("{user}@example.com")), false, Duration::from_secs(600)).unwrap();
             tokio::spawn(async move {

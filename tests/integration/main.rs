@@ -8,6 +8,7 @@ mod faults;
 mod fixtures;
 mod grab_script;
 mod helpers;
+mod late_ses;
 mod logs;
 mod mail;
 mod reconcile;

@@ -52,6 +52,9 @@ pub enum MessageError {
     MailInProgress,
 }
 
+/// Sends of one mail tried at once when each certainly did not go out.
+const CERTAIN_FAILURE_TRIES: u64 = 3;
+
 /// What became of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handled {
@@ -108,7 +111,7 @@ impl Mail {
         Ok(Self::new(
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             gate,
-            Mailer::new(aws_sdk_sesv2::Client::new(&sdk), settings.from.clone()),
+            Mailer::new(Mailer::client(&sdk, settings.send_timeout, None), settings.from.clone()),
             crate::config::seal_key(&sdk).await?,
             crate::config::pass_key(&sdk).await?,
             settings,
@@ -213,17 +216,51 @@ impl Mail {
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
         let mail = confirmation::compose(event, order, &self.pass);
-        match self.mailer.send(order.email.as_str(), &mail).await {
-            Ok(message_id) => {
-                self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;
-                Ok(Handled::ConfirmedAndMailed)
-            }
-            Err(e) => {
-                // Hand the claim back so the redelivery sends at once instead of after the timeout.
-                self.store.release_mail_claim(order).await?;
-                Err(e.into())
+        let mut refusals = 0;
+        loop {
+            match self.send_once(order, &mail).await {
+                Ok(message_id) => {
+                    self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;
+                    return Ok(Handled::ConfirmedAndMailed);
+                }
+                // Certainly not sent: at once again, a few times, then the claim goes back so the
+                // redelivery sends without waiting for it to go stale.
+                Err(e) if e.certainly_not_sent() => {
+                    refusals += 1;
+                    if refusals < CERTAIN_FAILURE_TRIES {
+                        tracing::warn!(order_id = %order.order_id, error = %e, "mail not sent; trying again");
+                        tokio::time::sleep(std::time::Duration::from_millis(100 * refusals)).await;
+                        continue;
+                    }
+                    self.store.release_mail_claim(order).await?;
+                    return Err(e.into());
+                }
+                // Maybe sent: the claim stays until it goes stale, so no delivery sends it again
+                // before then (RELIABILITY.md: the one window for a second mail).
+                Err(e) => {
+                    tracing::error!(order_id = %order.order_id, error = %e, "mail send unanswered; the claim is kept until it goes stale");
+                    return Err(e.into());
+                }
             }
         }
+    }
+
+    /// One send, waited for up to the send timeout. Unanswered past the patience, it is counted
+    /// (on the order and in the `MailUnanswered` metric) and still waited for: a late answer that
+    /// says the mail went out settles it, with no second send.
+    async fn send_once(&self, order: &OrderMessage, mail: &confirmation::Confirmation) -> Result<String, MailError> {
+        let send = self.mailer.send(order.email.as_str(), mail);
+        tokio::pin!(send);
+        tokio::select! {
+            sent = &mut send => return sent,
+            () = tokio::time::sleep(self.settings.send_patience) => {}
+        }
+        tracing::warn!(order_id = %order.order_id, patience_ms = self.settings.send_patience.as_millis() as u64, "mail send unanswered past the patience; still waiting");
+        crate::metrics::counts("mail", &[("MailUnanswered", 1)]);
+        if let Err(e) = self.store.mark_mail_unanswered(order, OffsetDateTime::now_utc()).await {
+            tracing::warn!(order_id = %order.order_id, error = %e, "unanswered send not recorded on the order");
+        }
+        send.await
     }
 
     async fn event(&self, id: &EventId) -> Result<Arc<Event>, MessageError> {

@@ -38,6 +38,11 @@ pub fn get_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<T, StoreEr
     }
 }
 
+/// A number that may be absent (absent is `None`; present and malformed is an error).
+pub fn opt_n<T: std::str::FromStr>(item: &Item, name: &str) -> Result<Option<T>, StoreError> {
+    if item.contains_key(name) { get_n(item, name).map(Some) } else { Ok(None) }
+}
+
 pub fn get_time(item: &Item, name: &str) -> Result<OffsetDateTime, StoreError> {
     let v = get_s(item, name)?;
     OffsetDateTime::parse(&v, &Rfc3339).map_err(|_| StoreError::Malformed(format!("attribute {name} = {v}")))

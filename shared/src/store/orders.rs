@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 
 use super::{
     Page, Store, StoreError,
-    codec::{Item, get_n, get_s, n, opt_s, s},
+    codec::{Item, get_n, get_s, n, opt_n, opt_s, s},
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
@@ -274,6 +274,30 @@ impl Store {
         .await
     }
 
+    /// Records on the order that a send under its claim went unanswered past the patience: the
+    /// mail may go out whatever happens next (`mail_unanswered` counts such sends, `mail_unanswered_at`
+    /// says when the last one began to wait). Only while the claim is still `SENDING`.
+    pub async fn mark_mail_unanswered(&self, m: &OrderMessage, now: OffsetDateTime) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(order_key(m).into_iter().collect()))
+            .update_expression("ADD mail_unanswered :one SET mail_unanswered_at = :now")
+            .condition_expression("order_id = :order AND mail_status = :sending")
+            .expression_attribute_values(":one", n(1))
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .expression_attribute_values(":order", s(&m.order_id))
+            .expression_attribute_values(":sending", s(MailStatus::Sending.as_str()))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if conditional_failed(&e) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// `SENDING -> PENDING` after a failed send, so the next delivery tries again at once.
     pub async fn release_mail_claim(&self, m: &OrderMessage) -> Result<(), StoreError> {
         self.move_mail(m, "SET mail_status = :to REMOVE mail_claimed_at", MailStatus::Pending, None).await
@@ -426,6 +450,8 @@ pub struct AttendeeRow {
     /// Where its confirmation mail stands (`PENDING`, `SENDING`, `SENT`), and when it was sent.
     pub mail_status: Option<String>,
     pub mailed_at: Option<String>,
+    /// Sends of its mail that SES left unanswered past the patience (each may have gone out).
+    pub mail_unanswered: u32,
     /// The order came from the waitlist.
     pub promoted: bool,
     pub checked_in_at: Option<String>,
@@ -444,6 +470,7 @@ impl AttendeeRow {
             confirmed_at: opt_s(item, "stored_at"),
             mail_status: opt_s(item, "mail_status"),
             mailed_at: opt_s(item, "mail_sent_at"),
+            mail_unanswered: opt_n(item, "mail_unanswered")?.unwrap_or(0),
             promoted: matches!(item.get("promoted"), Some(AttributeValue::Bool(true))),
             checked_in_at: opt_s(item, "checked_in_at"),
         })
