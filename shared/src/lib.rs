@@ -9,6 +9,7 @@
 //! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
+//! - [`delivery`]: an order from the outbox to the queue, durable on the queue or on a replica;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`returns`]: giving a cancelled ticket
 //!   number back (to the waitlist's head, or on sale again);
 //! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
@@ -21,6 +22,7 @@
 
 pub mod aws;
 pub mod config;
+pub mod delivery;
 pub mod domain;
 pub mod gate;
 pub mod handlers;

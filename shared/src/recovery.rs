@@ -16,10 +16,14 @@ use std::{
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{Buyer, Event, EventId, Holdings, OrderMessage, UserId, event::epoch_ms},
+    domain::{
+        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, UserId, Waiter,
+        event::{epoch_ms, rfc3339},
+        order::WaitHead,
+    },
     gate::{Gate, GateError},
     queue::{OrderQueue, QueueError},
-    store::{Store, StoreError},
+    store::{Store, StoreError, after_sale::ReturnDue},
 };
 
 pub use crate::config::RebuildSettings;
@@ -112,17 +116,21 @@ impl Rebuilder {
         if self.gate.window(&event.id).await?.is_some() {
             return Ok(Rebuild::Present);
         }
+        // A cache an older release laid out lost nothing: it is rebuilt at once, its waitlist kept.
+        let outdated = self.gate.layout_outdated(&event.id).await?;
         let now = epoch_ms(OffsetDateTime::now_utc());
-        let lost_since = self.gate.mark_lost(&event.id, now).await?;
-        let waited = Duration::from_millis((now - lost_since).max(0) as u64);
-        if waited < self.settings.settle {
-            return Ok(Rebuild::Busy);
-        }
-        if waited < self.settings.max_wait {
-            let in_flight = self.in_flight().await?;
-            if in_flight > 0 {
-                tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
+        if !outdated {
+            let lost_since = self.gate.mark_lost(&event.id, now).await?;
+            let waited = Duration::from_millis((now - lost_since).max(0) as u64);
+            if waited < self.settings.settle {
                 return Ok(Rebuild::Busy);
+            }
+            if waited < self.settings.max_wait {
+                let in_flight = self.in_flight().await?;
+                if in_flight > 0 {
+                    tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
+                    return Ok(Rebuild::Busy);
+                }
             }
         }
         let Some(lock) = self.gate.lock_rebuild(&event.id, self.settings.lock_ttl).await? else {
@@ -136,6 +144,16 @@ impl Rebuilder {
             }
             let mut holdings = self.store.holdings(&event.id).await?;
             self.add_undelivered(&event.id, &mut holdings).await?;
+            let at = OffsetDateTime::now_utc();
+            if outdated {
+                // The older layout kept its waitlist only in Redis: it becomes durable first.
+                for waiter in self.gate.older_waitlist(&event.id).await? {
+                    self.store.add_waiter(&event.id, &waiter, at).await?;
+                }
+            }
+            let dues = self.store.returns_due(&event.id).await?;
+            let waiters = self.store.waiters(&event.id).await?;
+            reserve(&mut holdings, &dues, waiters, event, &rfc3339(at));
             let done = self.gate.rebuild(&lock, event, &holdings).await?;
             Ok::<_, RecoveryError>((done, holdings))
         }
@@ -149,6 +167,10 @@ impl Rebuilder {
             event_id = %event.id,
             buyers = holdings.buyers.len(),
             held = holdings.held.len(),
+            returned = holdings.returned.len(),
+            waiting = holdings.waiting.len(),
+            promoted = holdings.promotions.len(),
+            outdated,
             "cache rebuilt from DynamoDB"
         );
         Ok(Rebuild::Done)
@@ -173,5 +195,112 @@ impl Rebuilder {
             holdings.buyers.push(Buyer { user, order, ticket_no: message.ticket_no });
         }
         Ok(())
+    }
+}
+
+/// Completes what the stored orders say with what is on its way: a number whose give-back has not
+/// run yet stays with its cancelled order (the give-back runs on the rebuilt cache); a free number
+/// last cancelled at or after the sale's end is held for the waitlist, not put on sale; the
+/// waitlist is every durable place whose user holds nothing; and a held number found with users
+/// waiting goes to the first of them at once.
+fn reserve(h: &mut Holdings, dues: &[ReturnDue], waiters: Vec<Waiter>, event: &Event, now: &str) {
+    let due: HashSet<&OrderId> = dues.iter().map(|d| &d.order_id).collect();
+    for c in &mut h.cancelled {
+        if due.contains(&c.order) && h.held.insert(c.ticket_no) {
+            c.returning = true;
+        }
+    }
+    let mut last_cancelled: HashMap<u32, i64> = HashMap::new();
+    for c in h.cancelled.iter().filter(|c| !c.returning) {
+        let at = last_cancelled.entry(c.ticket_no).or_insert(c.at_ms);
+        *at = (*at).max(c.at_ms);
+    }
+    let sale_end = epoch_ms(event.sale_end);
+    h.returned =
+        last_cancelled.into_iter().filter(|&(n, at)| at >= sale_end && !h.held.contains(&n)).map(|(n, _)| n).collect();
+    let taken: HashSet<&UserId> = h.buyers.iter().map(|b| &b.user).chain(h.cancelled.iter().map(|c| &c.user)).collect();
+    let mut waiting: std::collections::VecDeque<Waiter> =
+        waiters.into_iter().filter(|w| !taken.contains(&w.user)).collect();
+    while !waiting.is_empty()
+        && let Some(n) = h.returned.pop_first()
+    {
+        let w = waiting.pop_front().expect("not empty");
+        let order = OrderId::generate();
+        let message = WaitHead::new(&event.id, &w.user, &w.email).complete(&WaitHead::tail(&order, now), n);
+        h.held.insert(n);
+        h.buyers.push(Buyer { user: w.user, order: order.clone(), ticket_no: n });
+        h.promotions.push((order, message));
+    }
+    h.waiting = waiting.into();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Cancelled, Email, EventDraft};
+
+    fn event() -> Event {
+        let draft = EventDraft::from_json(&serde_json::json!({
+            "id": "lecture-9", "title": "t", "capacity": 10,
+            "sale_start": "2026-11-25T10:00:00Z", "sale_end": "2026-11-25T11:00:00Z",
+            "cancel_until": "2026-11-25T12:00:00Z"
+        }))
+        .unwrap();
+        draft
+            .into_event(
+                OffsetDateTime::parse("2026-11-25T09:00:00Z", &time::format_description::well_known::Rfc3339).unwrap(),
+            )
+            .unwrap()
+    }
+
+    fn user(u: &str) -> UserId {
+        UserId::parse(u).unwrap()
+    }
+
+    fn cancelled(u: &str, n: u32, at: &str) -> Cancelled {
+        let at = OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).unwrap();
+        Cancelled { user: user(u), order: OrderId::generate(), ticket_no: n, at_ms: epoch_ms(at), returning: false }
+    }
+
+    fn waiter(u: &str, place: u64) -> Waiter {
+        Waiter { user: user(u), email: Email::parse(&format!("{u}@example.org")).unwrap(), place }
+    }
+
+    #[test]
+    fn a_rebuild_keeps_every_returned_number_for_the_waitlist() {
+        let mut h = Holdings::default();
+        h.held.insert(1);
+        h.buyers.push(Buyer { user: user("a"), order: OrderId::generate(), ticket_no: 1 });
+        // 2: cancelled during the sale, given back: on sale again. 3: cancelled after the end,
+        // given back: held for the waitlist. 4: cancelled after the end, its give-back pending.
+        h.cancelled.push(cancelled("b", 2, "2026-11-25T10:30:00Z"));
+        h.cancelled.push(cancelled("c", 3, "2026-11-25T11:10:00Z"));
+        h.cancelled.push(cancelled("d", 4, "2026-11-25T11:20:00Z"));
+        let due = ReturnDue {
+            user: user("d"),
+            order_id: h.cancelled[2].order.clone(),
+            ticket_no: 4,
+            cancelled_at: OffsetDateTime::now_utc(),
+        };
+        let mut plain = h.clone();
+        reserve(&mut plain, std::slice::from_ref(&due), vec![waiter("a", 1)], &event(), "2026-11-25T11:30:00Z");
+        assert!(plain.cancelled[2].returning && plain.held.contains(&4), "the pending give-back keeps its number");
+        assert_eq!(plain.returned.iter().copied().collect::<Vec<_>>(), vec![3]);
+        assert!(plain.waiting.is_empty(), "a holder is not waiting");
+        assert!(plain.promotions.is_empty());
+
+        // A returned number and a waiting user together: the first waiter gets it.
+        reserve(
+            &mut h,
+            &[due],
+            vec![waiter("w2", 7), waiter("w1", 5)].into_iter().rev().collect(),
+            &event(),
+            "2026-11-25T11:30:00Z",
+        );
+        assert!(h.returned.is_empty());
+        assert_eq!(h.promotions.len(), 1);
+        let m = OrderMessage::parse(&h.promotions[0].1).unwrap();
+        assert_eq!((m.user_id.as_str(), m.ticket_no, m.promoted), ("w1", 3, true));
+        assert_eq!(h.waiting.iter().map(|w| w.user.as_str()).collect::<Vec<_>>(), vec!["w2"]);
     }
 }

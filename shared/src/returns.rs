@@ -1,14 +1,19 @@
-//! Giving a cancelled ticket number back: Redis takes it (to the waitlist's head, as a new order,
-//! or to the free numbers) and a promotion goes to the queue like a grab's order. Used by cancel
-//! right after DynamoDB holds the cancellation, and by reconcile for whatever a crash or a lost
-//! cache left behind (the `RETURN#<E>` markers).
+//! Giving a cancelled ticket number back: Redis takes it (to the waitlist's head, as a new order;
+//! back on sale during the sale; held for the waitlist after it) and a promotion goes to the queue
+//! like a grab's order. Used by cancel right after DynamoDB holds the cancellation, and by
+//! reconcile for whatever a crash, a failover or a lost cache left behind (the `RETURN#<E>`
+//! markers).
+//!
+//! A marker goes only once its number can no longer be lost: the promotion it made is on the
+//! queue or on a replica, or Redis holds the number again. Until then a rebuild keeps the number
+//! with the cancelled order, so the give-back runs again on the rebuilt cache.
 
 use time::OffsetDateTime;
 
 use crate::{
-    domain::{EventId, OrderId, event::rfc3339, order_seal::SealKey},
+    delivery::{Courier, Delivery},
+    domain::{EventId, OrderId, OrderMessage, event::epoch_ms, event::rfc3339},
     gate::{Gate, GateError, GaveBack, GiveBack},
-    queue::OrderQueue,
     store::{Store, StoreError, after_sale::ReturnDue},
 };
 
@@ -24,18 +29,17 @@ pub enum ReturnError {
 pub struct TicketReturns {
     gate: Gate,
     store: Store,
-    queue: OrderQueue,
-    /// Seals the promotion's order, as grab seals a grab's.
-    seal: SealKey,
+    courier: Courier,
 }
 
 impl TicketReturns {
-    pub fn new(gate: Gate, store: Store, queue: OrderQueue, seal: SealKey) -> Self {
-        Self { gate, store, queue, seal }
+    pub fn new(gate: Gate, store: Store, courier: Courier) -> Self {
+        Self { gate, store, courier }
     }
 
     /// Gives `due`'s number back and sends the promotion it made, if any; its marker goes once
-    /// Redis has the number. `GaveBack::NotCached` leaves the marker: the cache is rebuilt first.
+    /// nothing of it can be lost (above). `GaveBack::NotCached` leaves the marker: the cache is
+    /// rebuilt first.
     pub async fn give_back(&self, event: &EventId, due: &ReturnDue) -> Result<GaveBack, ReturnError> {
         let promotion = OrderId::generate();
         let now = rfc3339(OffsetDateTime::now_utc());
@@ -44,31 +48,54 @@ impl TicketReturns {
             user: &due.user,
             order_id: &due.order_id,
             ticket_no: due.ticket_no,
+            cancelled_ms: epoch_ms(due.cancelled_at),
             promotion: &promotion,
             now: &now,
         };
-        let gave = self.gate.give_back(&give).await?;
-        if let GaveBack::Promoted { order_id, message, .. } = &gave {
-            // In the outbox already: a failed send is re-driven by reconcile, like a grab's.
-            if let Err(e) = self.queue.send(message, &self.seal).await {
-                tracing::warn!(event_id = %event, order_id, error = %e, "promotion left in the outbox for reconcile");
+        let (gave, written) = self.gate.give_back(&give).await?;
+        let settled = match &gave {
+            GaveBack::Promoted { order_id, message, .. } => {
+                let delivery = Delivery {
+                    event: event.clone(),
+                    order_id: order_id.to_string(),
+                    message: message.clone(),
+                    written,
+                };
+                self.courier.deliver(&delivery).await
             }
-        }
-        if gave != GaveBack::NotCached {
+            GaveBack::Freed | GaveBack::Returned => true,
+            // A retry: the promotion an earlier try made may still be only in the outbox of this
+            // primary. The marker waits until the consumer has it (reconcile re-drives the outbox).
+            GaveBack::Gone => !self.promotion_pending(event, due.ticket_no).await?,
+            GaveBack::NotCached => false,
+        };
+        if settled {
             self.store.return_done(event, &due.order_id).await?;
         }
         tracing::info!(
             event_id = %event,
-            order_id = due.order_id,
+            order_id = %due.order_id,
             ticket_no = due.ticket_no,
             outcome = match &gave {
                 GaveBack::Promoted { .. } => "PROMOTED",
                 GaveBack::Freed => "FREED",
+                GaveBack::Returned => "RETURNED",
                 GaveBack::Gone => "GONE",
                 GaveBack::NotCached => "NOT_CACHED",
             },
+            settled,
             "ticket given back"
         );
         Ok(gave)
+    }
+
+    /// Whether the outbox still holds a promotion of this number (not yet stored by the consumer).
+    async fn promotion_pending(&self, event: &EventId, ticket_no: u32) -> Result<bool, ReturnError> {
+        Ok(self
+            .gate
+            .outbox(event)
+            .await?
+            .iter()
+            .any(|entry| OrderMessage::parse(&entry.message).is_ok_and(|m| m.promoted && m.ticket_no == ticket_no)))
     }
 }

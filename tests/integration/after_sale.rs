@@ -356,15 +356,13 @@ async fn two_give_backs_of_one_number_promote_once() {
 
     let due = ReturnDue {
         user: UserId::parse("ada").unwrap(),
-        order_id: order.order_id.to_string(),
+        order_id: order.order_id.clone(),
         ticket_no: order.ticket_no,
+        cancelled_at: OffsetDateTime::now_utc(),
     };
-    let returns = shared::returns::TicketReturns::new(
-        app.functions.gate.clone(),
-        app.functions.store.clone(),
-        shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone()),
-        app.settings.seal.clone(),
-    );
+    let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
+    let courier = shared::delivery::Courier::new(app.functions.gate.clone(), queue, app.settings.seal.clone());
+    let returns = shared::returns::TicketReturns::new(app.functions.gate.clone(), app.functions.store.clone(), courier);
     let tries = (0..8).map(|_| returns.give_back(&event, &due));
     let results: Vec<GaveBack> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
     let promoted: Vec<_> = results.iter().filter(|r| matches!(r, GaveBack::Promoted { .. })).collect();

@@ -12,7 +12,7 @@ use shared::{
 };
 use time::OffsetDateTime;
 
-use crate::helpers::{TestApp, fixture, for_event, for_user, fresh_event_id};
+use crate::helpers::{TestApp, fixture, for_event, for_user, fresh_event_id, test_event};
 
 const POLICY: GrabPolicy = GrabPolicy { rate_limit: 1_000, rate_window: Duration::from_secs(1) };
 
@@ -289,41 +289,63 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     let email = Email::parse("x@example.com").unwrap();
     for user in ["bob", "cy", "dee"] {
         let user = UserId::parse(user).unwrap();
-        gate.join_waitlist(&event, &user, &WaitHead::new(&event, &user, &email), now_ms()).await.unwrap();
+        let head = WaitHead::new(&event, &user, &email);
+        let promotion = OrderId::generate();
+        let join = shared::gate::Join {
+            event: &event,
+            user: &user,
+            head: &head,
+            clock_ms: now_ms(),
+            promotion: &promotion,
+            now: "2026-11-24T10:00:00Z",
+        };
+        gate.join_waitlist(&join).await.unwrap();
     }
     let ada = UserId::parse("ada").unwrap();
     let promotion = OrderId::generate();
     fn give<'a>(
         event: &'a EventId,
         user: &'a UserId,
-        holding: &'a str,
+        holding: &'a OrderId,
         n: u32,
         promotion: &'a OrderId,
     ) -> GiveBack<'a> {
-        GiveBack { event, user, order_id: holding, ticket_no: n, promotion, now: "2026-11-24T10:00:00Z" }
+        // Cancelled during the sale (before its end): a number nobody waits for goes back on sale.
+        GiveBack {
+            event,
+            user,
+            order_id: holding,
+            ticket_no: n,
+            cancelled_ms: 0,
+            promotion,
+            now: "2026-11-24T10:00:00Z",
+        }
     }
     let give = |holding| give(&event, &ada, holding, ticket_no, &promotion);
+    let gave = |g| async move { gate.give_back(&g).await.unwrap().0 };
     // Not ada's holding (a wrong order id): nothing happens.
-    assert_eq!(gate.give_back(&give("0199a0b0-0000-7000-8000-000000000009")).await.unwrap(), GaveBack::Gone);
-    let holding = order_id.as_str();
-    let GaveBack::Promoted { user, message, .. } = gate.give_back(&give(holding)).await.unwrap() else {
+    let wrong = OrderId::parse("0199a0b0-0000-7000-8000-000000000009").unwrap();
+    assert_eq!(gave(give(&wrong)).await, GaveBack::Gone);
+    let order_id = OrderId::parse(&order_id).unwrap();
+    let holding = &order_id;
+    let GaveBack::Promoted { user, message, .. } = gave(give(holding)).await else {
         panic!("a promotion");
     };
     // bob already holds an order: skipped (and off the list); cy is next.
-    assert_eq!(user, "cy");
+    assert_eq!(user.as_str(), "cy");
     let message: serde_json::Value = serde_json::from_str(&message).unwrap();
     assert_eq!(
         (message["ticket_no"].as_u64(), message["promoted"].as_bool()),
         (Some(u64::from(ticket_no)), Some(true))
     );
     let cache = app.cache(&event).await;
-    assert_eq!(cache.cancelled.get("ada"), Some(&order_id));
+    assert_eq!(cache.cancelled.get("ada"), Some(&order_id.to_string()));
     assert_eq!(cache.holdings["cy"], (promotion.to_string(), ticket_no));
     assert!(cache.outbox.contains_key(promotion.as_str()));
     assert!(cache.seats.is_empty());
     // Again: gone; ada grabbing again is told she cancelled.
-    assert_eq!(gate.give_back(&give(holding)).await.unwrap(), GaveBack::Gone);
-    assert_eq!(grab(&app, &event, "ada").await, GrabOutcome::Cancelled { order_id: order_id.clone() });
+    assert_eq!(gave(give(holding)).await, GaveBack::Gone);
+    assert_eq!(grab(&app, &event, "ada").await, GrabOutcome::Cancelled { order_id: order_id.to_string() });
     let mut r = app.redis.clone();
     let waiting: Vec<String> = r.zrange(keys::wait(&event), 0, -1).await.unwrap();
     assert_eq!(waiting, ["dee"]);
@@ -333,7 +355,7 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     let _: () = r.hdel(keys::meta(&other), app.functions.gate.opening(&other).await.unwrap()).await.unwrap();
     let before = app.cache(&other).await;
     let lost = GiveBack { event: &other, ..give(holding) };
-    assert_eq!(gate.give_back(&lost).await.unwrap(), GaveBack::NotCached);
+    assert_eq!(gave(lost).await, GaveBack::NotCached);
     assert_eq!(app.cache(&other).await, before);
 }
 
@@ -343,21 +365,56 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
 async fn the_wait_script_keeps_one_place_per_user_within_the_window() {
     use shared::{domain::order::WaitHead, gate::Waitlisted};
     let app = TestApp::new().await;
-    let event = app.open_event(1).await;
+    // Cancellation (and the waitlist) open an hour past the sale's end.
+    let now = time::OffsetDateTime::now_utc();
+    let mut opened = test_event(fresh_event_id(), 1, now - time::Duration::minutes(1), now + time::Duration::hours(1));
+    opened.cancel_until = opened.sale_end + time::Duration::hours(1);
+    app.functions.store.put_event(&opened).await.unwrap();
+    app.functions.gate.warm(&opened).await.unwrap();
+    let event = opened.id;
     let gate = &app.functions.gate;
     assert!(matches!(grab(&app, &event, "ada").await, GrabOutcome::Granted { .. }));
     let bob = UserId::parse("bob").unwrap();
     let head = WaitHead::new(&event, &bob, &Email::parse("bob@example.com").unwrap());
     let meta = app.cache(&event).await.meta;
-    let (start, until): (i64, i64) = (meta["start"].parse().unwrap(), meta["cancel_until"].parse().unwrap());
-    assert_eq!(gate.join_waitlist(&event, &bob, &head, start - 1).await.unwrap(), Waitlisted::NotStarted);
-    assert_eq!(gate.join_waitlist(&event, &bob, &head, until).await.unwrap(), Waitlisted::Closed);
-    assert_eq!(gate.join_waitlist(&event, &bob, &head, now_ms()).await.unwrap(), Waitlisted::Joined { position: 1 });
-    assert_eq!(gate.join_waitlist(&event, &bob, &head, now_ms()).await.unwrap(), Waitlisted::Waiting { position: 1 });
+    let (start, end, until): (i64, i64, i64) =
+        (meta["start"].parse().unwrap(), meta["end"].parse().unwrap(), meta["cancel_until"].parse().unwrap());
+    let promotion = OrderId::generate();
+    let join = |user, head, clock_ms| {
+        let j = shared::gate::Join {
+            event: &event,
+            user,
+            head,
+            clock_ms,
+            promotion: &promotion,
+            now: "2026-11-24T10:00:00Z",
+        };
+        async move { gate.join_waitlist(&j).await.unwrap().0 }
+    };
+    assert_eq!(join(&bob, &head, start - 1).await, Waitlisted::NotStarted);
+    assert_eq!(join(&bob, &head, until).await, Waitlisted::Closed);
+    assert_eq!(join(&bob, &head, now_ms()).await, Waitlisted::Joined { position: 1, place: 1 });
+    assert_eq!(join(&bob, &head, now_ms()).await, Waitlisted::Waiting { position: 1, place: 1 });
     let mut r = app.redis.clone();
     let stored: String = r.hget(keys::waiting(&event), "bob").await.unwrap();
     assert_eq!(stored, head.as_str());
     assert!(r.pttl::<_, i64>(keys::wait(&event)).await.unwrap() > 0, "forgotten with the event's cache");
+
+    // After the sale's end a number returned while nobody waited is the next joiner's at once,
+    // but not while someone waits before them.
+    let _: () = r.rpush(keys::returned(&event), 1).await.unwrap();
+    let cy = UserId::parse("cy").unwrap();
+    let cy_head = WaitHead::new(&event, &cy, &Email::parse("cy@example.com").unwrap());
+    assert_eq!(join(&cy, &cy_head, end).await, Waitlisted::Joined { position: 2, place: 2 });
+    let _: () = r.del(keys::wait(&event)).await.unwrap();
+    let dee = UserId::parse("dee").unwrap();
+    let dee_head = WaitHead::new(&event, &dee, &Email::parse("dee@example.com").unwrap());
+    assert_eq!(join(&dee, &dee_head, end).await, Waitlisted::Promoted { ticket_no: 1 });
+    let cache = app.cache(&event).await;
+    assert_eq!(cache.holdings["dee"], (promotion.to_string(), 1));
+    let message = shared::domain::OrderMessage::parse(&cache.outbox[promotion.as_str()]).unwrap();
+    assert_eq!((message.user_id, message.ticket_no, message.promoted), (dee, 1, true));
+    assert_eq!(r.llen::<_, u64>(keys::returned(&event)).await.unwrap(), 0);
 }
 
 /// The consumer's check before it stores an order: what the cache counts is stored; an order it

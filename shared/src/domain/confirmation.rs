@@ -88,6 +88,28 @@ pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmati
     }
 }
 
+/// The one mail a user who waited gets when the waitlist closes with no ticket for them. No pass.
+pub fn waitlist_closed(event: &Event) -> Confirmation {
+    let text = format!(
+        "The waitlist for \"{}\" has closed: no ticket came back for you, and none will.\n\n\
+         Your place and your address have been removed from the waitlist.",
+        event.title
+    );
+    let html = format!(
+        "<!doctype html><html><body><p>The waitlist for <strong>{}</strong> has closed: no ticket came back \
+         for you, and none will.</p><p>Your place and your address have been removed from the waitlist.</p>\
+         </body></html>",
+        escape(&event.title)
+    );
+    Confirmation {
+        subject: format!("No ticket came back for {}", event.title),
+        text,
+        html,
+        pass: String::new(),
+        pass_png: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,4 +12,6 @@ pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
-pub use order::{Buyer, Holdings, MailStatus, OrderMessage, OrderStatus};
+pub use order::{
+    Buyer, Cancelled, ClosedNotice, Holdings, MailStatus, OrderMessage, OrderStatus, QueueMessage, Waiter,
+};

@@ -83,8 +83,9 @@ impl MessageHead {
 
 /// A waiting user's order message before a returned ticket comes: the JSON object of
 /// [`OrderMessage`] without `order_id`, `created_at` and `ticket_no`, and without its closing
-/// brace, marked `promoted`. It waits in Redis beside the user's place; the return script completes
-/// it with [`WaitHead::tail`] when the user's turn comes.
+/// brace, marked `promoted`. It waits in Redis beside the user's place; when the user's turn comes
+/// a script appends [`WaitHead::tail`] and then the ticket number, as the grab script completes a
+/// [`MessageHead`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitHead(String);
 
@@ -108,13 +109,75 @@ impl WaitHead {
         &self.0
     }
 
-    /// What the return script appends to a waiting head to make the promoted order's message.
-    pub fn tail(order_id: &OrderId, created_at: &str, ticket_no: u32) -> String {
-        let tail = serde_json::json!({ "order_id": order_id, "created_at": created_at, "ticket_no": ticket_no });
+    /// What a script appends to a waiting head before the ticket number: the promotion's order id
+    /// and creation time, as `,"order_id":...,"created_at":...` (the script then appends
+    /// `,"ticket_no":<n>}`, [`Self::complete`] in Rust).
+    pub fn tail(order_id: &OrderId, created_at: &str) -> String {
+        let tail = serde_json::json!({ "order_id": order_id, "created_at": created_at });
         let mut text = tail.to_string();
         text.replace_range(..1, ",");
+        text.pop();
         text
     }
+
+    /// The promoted order's whole message, exactly as the scripts write it into the outbox.
+    pub fn complete(&self, tail: &str, ticket_no: u32) -> String {
+        format!("{}{tail},\"ticket_no\":{ticket_no}}}", self.0)
+    }
+}
+
+/// The other message the orders queue carries: a user who waited is told the waitlist closed
+/// with no ticket for them. Sealed like an order; the mail consumer sends it once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClosedNotice {
+    pub v: u32,
+    /// Always [`ClosedNotice::KIND`]: what tells the message from an order.
+    pub notice: String,
+    pub event_id: EventId,
+    pub user_id: UserId,
+    pub email: Email,
+}
+
+impl ClosedNotice {
+    pub const KIND: &'static str = "WAITLIST_CLOSED";
+
+    pub fn new(event_id: EventId, user_id: UserId, email: Email) -> Self {
+        Self { v: 1, notice: Self::KIND.to_owned(), event_id, user_id, email }
+    }
+
+    pub fn body(&self) -> String {
+        serde_json::to_string(self).expect("ids always serialize")
+    }
+}
+
+/// A message on the orders queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueMessage {
+    Order(OrderMessage),
+    WaitlistClosed(ClosedNotice),
+}
+
+impl QueueMessage {
+    /// An order (the common case, read first), or a notice; anything else is refused as an order.
+    pub fn parse(body: &str) -> Result<Self, BadMessage> {
+        match OrderMessage::parse(body) {
+            Ok(order) => Ok(Self::Order(order)),
+            Err(not_an_order) => match serde_json::from_str::<ClosedNotice>(body) {
+                Ok(n) if n.v == 1 && n.notice == ClosedNotice::KIND => Ok(Self::WaitlistClosed(n)),
+                _ => Err(not_an_order),
+            },
+        }
+    }
+}
+
+/// A user's place on an event's waitlist, as DynamoDB keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiter {
+    pub user: UserId,
+    pub email: Email,
+    /// Places count up from 1 in the order users joined; the lowest waiting place is served first.
+    pub place: u64,
 }
 
 /// A user holding a ticket number through an order.
@@ -125,16 +188,39 @@ pub struct Buyer {
     pub ticket_no: u32,
 }
 
+/// A cancelled order, as a rebuild needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancelled {
+    pub user: UserId,
+    pub order: OrderId,
+    pub ticket_no: u32,
+    /// When it was cancelled (epoch ms): a number returned after the sale's end is held for the
+    /// waitlist, not put back on sale.
+    pub at_ms: i64,
+    /// Its number is still to be given back (its return marker is there): the cache must hold it
+    /// for the user until the give-back runs.
+    pub returning: bool,
+}
+
 /// Who holds what, as DynamoDB says: the input of an exact rebuild of a lost cache.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Holdings {
     /// Every stored order's buyer (rejected ones too, so their users see their order rather than
-    /// grab again).
+    /// grab again), and the cancelled orders whose number is still to be given back.
     pub buyers: Vec<Buyer>,
-    /// Ticket numbers held by confirmed orders.
+    /// Ticket numbers held: by confirmed orders, by orders on their way (the outbox), and by
+    /// cancelled orders still to be given back.
     pub held: std::collections::HashSet<u32>,
-    /// Users who cancelled, with the order they cancelled: they may not grab again.
-    pub cancelled: Vec<(UserId, OrderId)>,
+    /// Cancelled orders given back: their users may not grab again.
+    pub cancelled: Vec<Cancelled>,
+    /// Free numbers held for the waitlist: returned after the sale's end with nobody waiting.
+    pub returned: std::collections::BTreeSet<u32>,
+    /// The waitlist, by place: users still waiting (holding no order).
+    pub waiting: Vec<Waiter>,
+    /// Orders the rebuild itself made: a returned number and a waiting user found together (a
+    /// failover lost the give-back's write but not the join's durable place). They go to the
+    /// outbox, whence reconcile sends them. Order id and whole message.
+    pub promotions: Vec<(OrderId, String)>,
 }
 
 /// Where the confirmation mail of an order stands: `PENDING -> SENDING -> SENT`, moved only by
@@ -289,9 +375,25 @@ mod tests {
         let user = UserId::parse("u2").unwrap();
         let email = Email::parse("grace@example.org").unwrap();
         let head = WaitHead::new(&event, &user, &email);
-        let body = format!("{}{}", head.as_str(), WaitHead::tail(&order, "2026-11-24T10:00:00Z", 7));
+        let body = head.complete(&WaitHead::tail(&order, "2026-11-24T10:00:00Z"), 7);
         let message = OrderMessage::parse(&body).expect("a valid order message");
         assert_eq!((message.user_id, message.ticket_no, message.promoted), (user, 7, true));
         assert_eq!(message.order_id, order);
+    }
+
+    #[test]
+    fn a_queue_message_is_an_order_or_a_closing_notice_and_nothing_else() {
+        let notice = ClosedNotice::new(
+            EventId::parse("lecture-1").unwrap(),
+            UserId::parse("u3").unwrap(),
+            Email::parse("u3@example.org").unwrap(),
+        );
+        assert_eq!(QueueMessage::parse(&notice.body()), Ok(QueueMessage::WaitlistClosed(notice.clone())));
+        let mut other = serde_json::to_value(&notice).unwrap();
+        other["notice"] = "SOMETHING_ELSE".into();
+        assert!(QueueMessage::parse(&other.to_string()).is_err());
+        other["notice"] = ClosedNotice::KIND.into();
+        other["ticket_no"] = 3.into();
+        assert!(QueueMessage::parse(&other.to_string()).is_err(), "no field beyond a notice's");
     }
 }

@@ -10,7 +10,7 @@
 -- ARGV[1]  the user's field, "=<user id>"
 -- ARGV[2]  the order's holding, "<order id>:<ticket no>"
 -- ARGV[3]  the ticket number
--- ARGV[4]  the opening field of the caller's history (grab.lua's ARGV[7]); empty in cluster mode
+-- ARGV[4]  the opening field of the caller's history (grab.lua's ARGV[7])
 -- Returns one string:
 --   COUNTED (the user holds this order, or cancelled it) | ADOPTED (the user held nothing and the
 --   number was free: both are the order's now) | TAKEN (the user held nothing, the number went to
@@ -24,8 +24,8 @@ if #ARGV ~= 4 then
   return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field')
 end
 local opening = ARGV[4]
-if opening == '' then
-  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+if string.byte(opening, -1) == 64 then
+  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
 end
 local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
 if not m[1] then

@@ -31,7 +31,7 @@ impl Gate {
     pub async fn admit(&self, order: &OrderMessage) -> Result<Admitted, GateError> {
         let e = &order.event_id;
         let mut conn = self.link.conn().await?;
-        let opening = conn.history().map(keys::opening).unwrap_or_default();
+        let opening = super::opening_arg(&conn);
         let reply: String = ADMIT_SCRIPT
             .key(keys::meta(e))
             .key(keys::seats(e))

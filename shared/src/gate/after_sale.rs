@@ -3,8 +3,8 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, keys};
-use crate::domain::{EventId, OrderId, UserId, order::WaitHead};
+use super::{Gate, GateError, Written, keys};
+use crate::domain::{EventId, OrderId, OrderMessage, UserId, order::WaitHead};
 
 static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("give_back.lua")));
 static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("wait.lua")));
@@ -13,9 +13,12 @@ static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::ne
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GaveBack {
     /// The head of the waitlist holds it now: a new order, in the outbox, to be sent.
-    Promoted { user: String, order_id: String, message: String },
-    /// Nobody waited: the number is free again.
+    Promoted { user: UserId, order_id: OrderId, message: String },
+    /// Nobody waited, during the sale: the number is on sale again.
     Freed,
+    /// Nobody waited, after the sale's end: the number is held for the next user who joins the
+    /// waitlist (until `cancel_until`; unsold after that).
+    Returned,
     /// Given back before (this is a retry): nothing done.
     Gone,
     /// The event's cache is missing, or predates a failover: rebuild it, then give back again.
@@ -25,13 +28,19 @@ pub enum GaveBack {
 /// Where a user stands on the waitlist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waitlisted {
-    /// On the list now, at this position (1 is next).
+    /// On the list now, at this position (1 is next), with this place (the durable order key).
     Joined {
         position: u64,
+        place: u64,
     },
     /// On the list already.
     Waiting {
         position: u64,
+        place: u64,
+    },
+    /// A number returned while nobody waited is the user's at once: a new order, in the outbox.
+    Promoted {
+        ticket_no: u32,
     },
     /// The user holds an order (a grab, or a promotion): nothing to wait for.
     Holds {
@@ -61,9 +70,23 @@ pub enum WaitlistPlace {
 pub struct GiveBack<'a> {
     pub event: &'a EventId,
     pub user: &'a UserId,
-    pub order_id: &'a str,
+    pub order_id: &'a OrderId,
     pub ticket_no: u32,
+    /// When the order was cancelled (epoch ms): at or after the sale's end, a number nobody waits
+    /// for is held for the waitlist instead of going back on sale.
+    pub cancelled_ms: i64,
     /// The order id and creation time a promotion gets.
+    pub promotion: &'a OrderId,
+    pub now: &'a str,
+}
+
+/// A user joining the waitlist, as the script takes them.
+pub struct Join<'a> {
+    pub event: &'a EventId,
+    pub user: &'a UserId,
+    pub head: &'a WaitHead,
+    pub clock_ms: i64,
+    /// The order id and creation time an at-once promotion gets.
     pub promotion: &'a OrderId,
     pub now: &'a str,
 }
@@ -72,64 +95,67 @@ impl Gate {
     /// Gives a cancelled order's number back: the waitlist's head gets it as a new order (in the
     /// outbox, like a grab's), or it is free again. Idempotent: the user's field must still hold
     /// exactly this order.
-    pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<GaveBack, GateError> {
+    pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<(GaveBack, Written), GateError> {
         let e = g.event;
         let mut conn = self.link.conn().await?;
-        let opening = conn.history().map(keys::opening).unwrap_or_default();
+        let opening = super::opening_arg(&conn);
         let reply: String = GIVE_BACK_SCRIPT
             .key(keys::meta(e))
             .key(keys::seats(e))
             .key(keys::outbox(e))
             .key(keys::wait(e))
             .key(keys::waiting(e))
+            .key(keys::returned(e))
             .arg(keys::user_field(g.user))
             .arg(format!("{}:{}", g.order_id, g.ticket_no))
             .arg(g.ticket_no)
             .arg(g.promotion.as_str())
-            .arg(WaitHead::tail(g.promotion, g.now, g.ticket_no))
+            .arg(WaitHead::tail(g.promotion, g.now))
             .arg(opening)
+            .arg(g.cancelled_ms)
             .invoke_async(&mut conn)
             .await?;
-        Ok(match reply.split_once(':') {
+        let gave = match reply.split_once(':') {
             Some(("PROMOTED", message)) => {
-                let user = crate::domain::OrderMessage::parse(message)
+                let user = OrderMessage::parse(message)
                     .map_err(|e| GateError::Protocol(format!("promotion message: {e}")))?
-                    .user_id
-                    .to_string();
-                GaveBack::Promoted { user, order_id: g.promotion.to_string(), message: message.to_owned() }
+                    .user_id;
+                GaveBack::Promoted { user, order_id: g.promotion.clone(), message: message.to_owned() }
             }
             _ => match reply.as_str() {
                 "FREED" => GaveBack::Freed,
+                "RETURNED" => GaveBack::Returned,
                 "GONE" => GaveBack::Gone,
                 "NOT_FOUND" | "STALE" => GaveBack::NotCached,
                 _ => return Err(GateError::Protocol(format!("give-back reply {reply:?}"))),
             },
-        })
+        };
+        Ok((gave, Written { conn, key: keys::meta(e) }))
     }
 
-    /// Puts a sold-out user on the waitlist (once; in arrival order; within its size).
-    pub async fn join_waitlist(
-        &self,
-        event: &EventId,
-        user: &UserId,
-        head: &WaitHead,
-        clock_ms: i64,
-    ) -> Result<Waitlisted, GateError> {
+    /// Puts a user on the waitlist (once; in arrival order; within its size), or after the sale's
+    /// end hands them a returned number nobody waited for.
+    pub async fn join_waitlist(&self, j: &Join<'_>) -> Result<(Waitlisted, Written), GateError> {
+        let event = j.event;
         let mut conn = self.link.conn().await?;
-        let opening = conn.history().map(keys::opening).unwrap_or_default();
+        let opening = super::opening_arg(&conn);
         let reply: String = WAIT_SCRIPT
             .key(keys::meta(event))
             .key(keys::seats(event))
             .key(keys::wait(event))
             .key(keys::waiting(event))
-            .arg(keys::user_field(user))
-            .arg(user.as_str())
-            .arg(head.as_str())
-            .arg(clock_ms)
+            .key(keys::returned(event))
+            .key(keys::outbox(event))
+            .arg(keys::user_field(j.user))
+            .arg(j.user.as_str())
+            .arg(j.head.as_str())
+            .arg(j.clock_ms)
             .arg(opening)
+            .arg(j.promotion.as_str())
+            .arg(WaitHead::tail(j.promotion, j.now))
             .invoke_async(&mut conn)
             .await?;
-        parse_wait_reply(&reply)
+        Ok((parse_wait_reply(&reply)?, Written { conn, key: keys::meta(event) }))
     }
 
     /// The user's place on the waitlist, or the order a promotion gave them.
@@ -164,10 +190,20 @@ impl Gate {
 fn parse_wait_reply(reply: &str) -> Result<Waitlisted, GateError> {
     let bad = || GateError::Protocol(format!("wait reply {reply:?}"));
     let (code, rest) = reply.split_once(':').unwrap_or((reply, ""));
-    let position = || rest.parse::<u64>().map_err(|_| bad());
+    let spot = || -> Result<(u64, u64), GateError> {
+        let (position, place) = rest.split_once(':').ok_or_else(bad)?;
+        Ok((position.parse().map_err(|_| bad())?, place.parse().map_err(|_| bad())?))
+    };
     Ok(match code {
-        "JOINED" => Waitlisted::Joined { position: position()? },
-        "WAITING" => Waitlisted::Waiting { position: position()? },
+        "JOINED" => {
+            let (position, place) = spot()?;
+            Waitlisted::Joined { position, place }
+        }
+        "WAITING" => {
+            let (position, place) = spot()?;
+            Waitlisted::Waiting { position, place }
+        }
+        "PROMOTED" => Waitlisted::Promoted { ticket_no: rest.parse().map_err(|_| bad())? },
         "HOLDS" => {
             let (order_id, ticket_no) = super::split_holding(rest)?;
             Waitlisted::Holds { order_id, ticket_no }
@@ -188,14 +224,15 @@ mod tests {
 
     #[test]
     fn every_reply_of_the_wait_script_reads_as_its_outcome() {
-        assert_eq!(parse_wait_reply("JOINED:3").unwrap(), Waitlisted::Joined { position: 3 });
-        assert_eq!(parse_wait_reply("WAITING:1").unwrap(), Waitlisted::Waiting { position: 1 });
+        assert_eq!(parse_wait_reply("JOINED:3:7").unwrap(), Waitlisted::Joined { position: 3, place: 7 });
+        assert_eq!(parse_wait_reply("WAITING:1:2").unwrap(), Waitlisted::Waiting { position: 1, place: 2 });
+        assert_eq!(parse_wait_reply("PROMOTED:12").unwrap(), Waitlisted::Promoted { ticket_no: 12 });
         assert_eq!(
             parse_wait_reply("HOLDS:0199a0b0-0000-7000-8000-000000000001:4").unwrap(),
             Waitlisted::Holds { order_id: "0199a0b0-0000-7000-8000-000000000001".into(), ticket_no: 4 }
         );
         assert_eq!(parse_wait_reply("STALE").unwrap(), Waitlisted::NotCached);
-        for bad in ["", "JOINED", "JOINED:x", "HOLDS:x", "MAYBE"] {
+        for bad in ["", "JOINED", "JOINED:3", "JOINED:x:1", "PROMOTED:x", "HOLDS:x", "MAYBE"] {
             assert!(parse_wait_reply(bad).is_err(), "{bad:?} accepted");
         }
     }

@@ -1,30 +1,35 @@
 -- Gives a cancelled order's ticket number back, in one atomic step: to the head of the waitlist
--- (a new order, written to the outbox like a grab's), or, when nobody waits, to the free numbers.
--- Run after DynamoDB holds the cancellation; running it again is harmless.
+-- (a new order, written to the outbox like a grab's), or, when nobody waits, back on sale (a
+-- cancellation during the sale) or held for the next user who joins the waitlist (a cancellation
+-- after the sale's end, when nobody can grab it). Run after DynamoDB holds the cancellation;
+-- running it again is harmless.
 --
--- KEYS[1]  ev:{E}:meta     the cancelling user's field holds "<order id>:<ticket no>" until now
--- KEYS[2]  ev:{E}:seats    the free ticket numbers
+-- KEYS[1]  ev:{E}:meta     end; the cancelling user's field holds "<order id>:<ticket no>" until now
+-- KEYS[2]  ev:{E}:seats    the numbers on sale
 -- KEYS[3]  ev:{E}:outbox   order id -> order message
 -- KEYS[4]  ev:{E}:wait     sorted set: waiting user id -> place (the order they joined in)
 -- KEYS[5]  ev:{E}:waiting  hash: waiting user id -> their order message's head (WaitHead)
+-- KEYS[6]  ev:{E}:returned list: numbers returned after the sale's end with nobody waiting
 -- ARGV[1]  the cancelling user's field, "=<user id>"
 -- ARGV[2]  the holding cancelled, "<order id>:<ticket no>"
 -- ARGV[3]  the ticket number
 -- ARGV[4]  the order id a promotion gets (made by the caller)
--- ARGV[5]  the promotion message's tail: ,"order_id":...,"created_at":...,"ticket_no":<n>}
--- ARGV[6]  the opening field of the caller's history (grab.lua's ARGV[7]); empty in cluster mode
+-- ARGV[5]  the promotion message's tail before the number: ,"order_id":...,"created_at":...
+-- ARGV[6]  the opening field of the caller's history (grab.lua's ARGV[7])
+-- ARGV[7]  when the order was cancelled (epoch ms)
 -- Returns one string:
---   PROMOTED:<order message> | FREED | GONE (given back already: nothing done) |
+--   PROMOTED:<order message> | FREED (on sale again) | RETURNED (held for the waitlist) |
+--   GONE (given back already: nothing done) |
 --   NOT_FOUND | STALE (the cache is lost or predates a failover: rebuild, then run again)
 
-if #ARGV ~= 6 then
-  return redis.error_reply('ERR give_back: expected user field, holding, ticket no, order id, tail, opening field')
+if #ARGV ~= 7 then
+  return redis.error_reply('ERR give_back: expected user field, holding, ticket no, order id, tail, opening field, cancelled at')
 end
 local opening = ARGV[6]
-if opening == '' then
-  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+if string.byte(opening, -1) == 64 then
+  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
 end
-local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'end')
 if not m[1] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return 'STALE'
@@ -38,11 +43,26 @@ end
 local order_id = string.sub(ARGV[2], 1, string.find(ARGV[2], ':', 1, true) - 1)
 redis.call('HSET', KEYS[1], ARGV[1], '!' .. order_id)
 
+-- A list created again by this push lives as long as the event's cache.
+local function push(list)
+  redis.call('RPUSH', list, ARGV[3])
+  if redis.call('PTTL', list) == -1 then
+    local forget_at = redis.call('PEXPIRETIME', KEYS[1])
+    if forget_at > 0 then
+      redis.call('PEXPIREAT', list, forget_at)
+    end
+  end
+end
+
 -- The head of the waitlist, skipping anyone who meanwhile holds an order or cancelled one.
 while true do
   local head = redis.call('ZPOPMIN', KEYS[4])
   if #head == 0 then
-    redis.call('RPUSH', KEYS[2], ARGV[3])
+    if tonumber(ARGV[7]) >= tonumber(m[3]) then
+      push(KEYS[6])
+      return 'RETURNED'
+    end
+    push(KEYS[2])
     return 'FREED'
   end
   local user = head[1]
@@ -52,7 +72,7 @@ while true do
   local held = redis.call('HGET', KEYS[1], field)
   if message and (not held or string.byte(held, 1) == 35) then -- nothing, or a rate counter ('#')
     redis.call('HSET', KEYS[1], field, ARGV[4] .. ':' .. ARGV[3])
-    message = message .. ARGV[5]
+    message = message .. ARGV[5] .. ',"ticket_no":' .. ARGV[3] .. '}'
     redis.call('HSET', KEYS[3], ARGV[4], message)
     return 'PROMOTED:' .. message
   end

@@ -1,9 +1,10 @@
 -- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
 --
--- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from@<history> (start + 10 s)
---                          and open_until (end - 10 s), the span where the caller's clock decides
---                          (in the script's time format, below); <history> is the replication id
---                          of the primary that wrote the cache (gate/link.rs); and
+-- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from@<layout>@<history>
+--                          (start + 10 s) and open_until (end - 10 s), the span where the caller's
+--                          clock decides (in the script's time format, below); <layout> is the
+--                          cache layout's version and <history> the replication id of the primary
+--                          that wrote the cache (gate/link.rs); and
 --                          one field per user who has touched the sale, "=<user>":
 --                          "<order id>:<ticket no>" (holds an order),
 --                          "#<window end ms>:<count>" (refused requests in the rate window) or
@@ -17,15 +18,15 @@
 -- ARGV[4]  rate limit: refused requests allowed per window
 -- ARGV[5]  the end of a rate window that would start now (the caller's clock + the window)
 -- ARGV[6]  the caller's clock
--- ARGV[7]  "open_from@<history>": the field named after the replication id of the server the
---          caller is connected to (its first 12 hex digits); a cache written in another history
---          (before a failover) lacks it.
---          Empty in cluster mode, where the caller cannot know the node: the history is then the
---          node's own id (a promoted replica is another node)
+-- ARGV[7]  "open_from@<layout>@<history>": the field named after the layout and the replication id
+--          of the server the caller is connected to (its first 12 hex digits); a cache written in
+--          another history (before a failover) or by another layout lacks it.
+--          In cluster mode, where the caller cannot know the node, only "open_from@<layout>@": the
+--          history is then the node's own id (a promoted replica is another node)
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
---   NOT_FOUND | STALE (cached in another history: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
+--   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
 --
 -- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -38,8 +39,8 @@ if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
 local field, opening = ARGV[1], ARGV[7]
-if opening == '' then
-  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+if string.byte(opening, -1) == 64 then -- '@': cluster mode, the node is the history
+  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
 end
 local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field)
 if not m[1] then

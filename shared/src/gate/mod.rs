@@ -11,13 +11,17 @@ mod admit;
 mod after_sale;
 mod link;
 pub use admit::Admitted;
-pub use after_sale::{GaveBack, GiveBack, WaitlistPlace, Waitlisted};
+pub use after_sale::{GaveBack, GiveBack, Join, WaitlistPlace, Waitlisted};
 pub use link::Connection;
 use link::{Link, LinkConn};
 
 use crate::{
     config::{GateSettings, GrabPolicy, UserLimit},
-    domain::{Buyer, Event, EventId, Holdings, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    domain::{
+        Buyer, Event, EventId, Holdings, OrderId, UserId,
+        event::epoch_ms,
+        order::{MessageHead, WaitHead},
+    },
 };
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
@@ -25,9 +29,12 @@ use crate::{
 static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("grab.lua")));
 
 /// In cluster mode, the opening field of the node that serves the key it is given (`keys::opening`
-/// of its `CLUSTER MYID`), routed by that key like any command of the event.
+/// of its `CLUSTER MYID`; ARGV[1] is [`keys::opening_prefix`]), routed by that key like any command
+/// of the event.
 static NODE_OPENING_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new("return 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)"));
+    LazyLock::new(|| redis::Script::new("return ARGV[1] .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)"));
+
+static CLOSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("close.lua")));
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
 
@@ -40,9 +47,15 @@ pub const CLOCK_TRUST: std::time::Duration = std::time::Duration::from_secs(10);
 /// The outbox has no expiry: a hash disappears by itself once its last entry is removed.
 pub const CACHE_AFTER_END: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
-/// What the meta hash's user fields mean (DESIGN.md section 6), stored in meta itself.
-const LAYOUT: &str =
-    "grab.lua v3: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or !<cancelled order id>";
+/// The version of the cache's layout: its keys and the meaning of meta's fields. It is part of the
+/// opening field's name ([`keys::opening`]), which every script reads first anyway, so a cache
+/// written by another layout reads as not cached in this history, at no cost, and is rebuilt
+/// from DynamoDB on first touch (at once: nothing of it was lost, see `Gate::layout_outdated`).
+pub const LAYOUT_VERSION: &str = "v4";
+
+/// What the meta hash's user fields mean, stored in meta itself (for a person reading the cache).
+const LAYOUT: &str = "v4: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or \
+                      !<cancelled order id>; closed: the waitlist is closed";
 
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
@@ -75,12 +88,22 @@ pub mod keys {
         format!("rl:{{{u}}}:{function}")
     }
     /// The meta field that says the event is cached in this server's history (the primary's
-    /// replication id, or in cluster mode the node's id, to 12 hex digits: `gate::link`):
-    /// `open_from`, the start of the span where the caller's clock decides, under a name carrying
-    /// the id. A cache from another history lacks it and reads as lost, at no cost to the grab
-    /// script, which reads the field anyway.
+    /// replication id, or in cluster mode the node's id, to 12 hex digits: `gate::link`) by this
+    /// layout ([`super::LAYOUT_VERSION`]): `open_from`, the start of the span where the caller's
+    /// clock decides, under a name carrying both. A cache from another history or layout lacks it
+    /// and reads as not cached, at no cost to the scripts, which read the field anyway.
     pub fn opening(history: &str) -> String {
-        format!("open_from@{history}")
+        format!("{}{history}", opening_prefix())
+    }
+    /// [`opening`] without its history: what a script is given in cluster mode, where it asks its
+    /// node for the history (a scripts' argument ending in `@`).
+    pub fn opening_prefix() -> String {
+        format!("open_from@{}@", super::LAYOUT_VERSION)
+    }
+    /// The opening fields of the layouts before this one in `history` (v2 and v3 named it
+    /// `open_from@<history>`): such a cache is intact, only laid out otherwise.
+    pub fn older_openings(history: &str) -> [String; 1] {
+        [format!("open_from@{history}")]
     }
     /// The waitlist: waiting user id -> place (a sorted set; the lowest place is served first).
     pub fn wait(e: &EventId) -> String {
@@ -90,9 +113,14 @@ pub mod keys {
     pub fn waiting(e: &EventId) -> String {
         format!("ev:{{{e}}}:waiting")
     }
+    /// Numbers returned after the sale's end while nobody waited: held for the next user who joins
+    /// the waitlist (until `cancel_until`; then unsold).
+    pub fn returned(e: &EventId) -> String {
+        format!("ev:{{{e}}}:returned")
+    }
     /// Everything a lost cache loses: what the grab script reads and writes, and the waitlist.
-    pub fn cache(e: &EventId) -> [String; 5] {
-        [meta(e), seats(e), outbox(e), wait(e), waiting(e)]
+    pub fn cache(e: &EventId) -> [String; 6] {
+        [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e)]
     }
     /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
     pub fn lost_since(e: &EventId) -> String {
@@ -178,8 +206,8 @@ pub struct GrabAttempt<'a> {
 impl GrabAttempt<'_> {
     /// The grab script's ARGV, in the order its header gives (gate-bench calls the script with
     /// them too).
-    /// `opening` is [`keys::opening`] of the connection's history, or empty in cluster mode (the
-    /// script asks its node).
+    /// `opening` is [`keys::opening`] of the connection's history, or in cluster mode
+    /// [`keys::opening_prefix`] (the script asks its node).
     pub fn script_args(&self, policy: GrabPolicy, opening: &str) -> [String; 7] {
         [
             keys::user_field(self.user),
@@ -212,7 +240,16 @@ pub struct RebuildLock {
 pub struct Window {
     pub start_ms: i64,
     pub end_ms: i64,
+    /// Holders may cancel, and the waitlist be joined, until then.
+    pub cancel_until_ms: i64,
     pub closed: bool,
+}
+
+impl Window {
+    /// Until when the event is live: its sale, then its cancellation window.
+    pub fn active_until_ms(&self) -> i64 {
+        self.end_ms.max(self.cancel_until_ms)
+    }
 }
 
 /// A grab the script decided, and the connection that wrote it.
@@ -272,7 +309,7 @@ impl Gate {
         let mut conn = self.link.conn().await?;
         let mut call = GRAB_SCRIPT.key(keys::meta(e));
         call.key(keys::seats(e)).key(keys::outbox(e));
-        let opening = conn.history().map(keys::opening).unwrap_or_default();
+        let opening = opening_arg(&conn);
         for arg in attempt.script_args(policy, &opening) {
             call.arg(arg);
         }
@@ -358,6 +395,52 @@ impl Gate {
         pipe.del(keys::lost_since(e)).ignore();
         pipe.query_async::<()>(&mut conn).await?;
         Ok(true)
+    }
+
+    /// Whether the event's cache is intact in this history but written by an older layout (a deploy
+    /// of a new one). Such a cache is rebuilt at once, without the wait a lost cache needs: nothing
+    /// of it was lost, and the outbox it keeps holds every order not yet stored.
+    pub async fn layout_outdated(&self, event: &EventId) -> Result<bool, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        let history = opening.strip_prefix(&keys::opening_prefix()).unwrap_or_default().to_owned();
+        let older = keys::older_openings(&history);
+        let found: Vec<Option<String>> =
+            redis::cmd("HMGET").arg(keys::meta(event)).arg(&older).query_async(&mut conn).await?;
+        Ok(found.iter().any(Option::is_some))
+    }
+
+    /// The waitlist of a cache an older layout wrote (which kept it only in Redis), by place.
+    pub async fn older_waitlist(&self, event: &EventId) -> Result<Vec<crate::domain::Waiter>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let (places, heads): (Vec<(String, u64)>, std::collections::HashMap<String, String>) = redis::pipe()
+            .atomic()
+            .zrange_withscores(keys::wait(event), 0, -1)
+            .hgetall(keys::waiting(event))
+            .query_async(&mut conn)
+            .await?;
+        let mut waiters = Vec::new();
+        for (user, place) in places {
+            let Some(head) = heads.get(&user) else { continue };
+            // The head is an order message without its tail: completed with any, it tells the address.
+            let whole =
+                format!("{head}{},\"ticket_no\":1}}", WaitHead::tail(&OrderId::generate(), "1970-01-01T00:00:00Z"));
+            let message = crate::domain::OrderMessage::parse(&whole)
+                .map_err(|e| GateError::Protocol(format!("an older waitlist head: {e}")))?;
+            waiters.push(crate::domain::Waiter { user: message.user_id, email: message.email, place });
+        }
+        Ok(waiters)
+    }
+
+    /// Closes the event's waitlist (`close.lua`): nobody is promoted any more, and the waiting
+    /// users' places and addresses leave Redis. Returns how many were still waiting there.
+    pub async fn close_waitlist(&self, event: &EventId) -> Result<u64, GateError> {
+        Ok(CLOSE_SCRIPT
+            .key(keys::meta(event))
+            .key(keys::wait(event))
+            .key(keys::waiting(event))
+            .invoke_async(&mut self.link.conn().await?)
+            .await?)
     }
 
     /// Counts one request of `user` to `function` in a fixed window (one round trip: `INCR`, an
@@ -489,15 +572,15 @@ impl Gate {
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
         let mut conn = self.link.conn().await?;
         let opening = opening_on(&mut conn, event).await?;
-        let (start, end, state, current): (Option<i64>, Option<i64>, Option<String>, Option<String>) =
-            redis::cmd("HMGET")
-                .arg(keys::meta(event))
-                .arg(&["start", "end", "state", opening.as_str()])
-                .query_async(&mut conn)
-                .await?;
-        Ok(match (start, end, current) {
-            (Some(start_ms), Some(end_ms), Some(_)) => {
-                Some(Window { start_ms, end_ms, closed: state.as_deref() == Some("closed") })
+        type Fields = (Option<i64>, Option<i64>, Option<i64>, Option<String>, Option<String>);
+        let (start, end, cancel_until, state, current): Fields = redis::cmd("HMGET")
+            .arg(keys::meta(event))
+            .arg(&["start", "end", "cancel_until", "state", opening.as_str()])
+            .query_async(&mut conn)
+            .await?;
+        Ok(match (start, end, cancel_until, current) {
+            (Some(start_ms), Some(end_ms), Some(cancel_until_ms), Some(_)) => {
+                Some(Window { start_ms, end_ms, cancel_until_ms, closed: state.as_deref() == Some("closed") })
             }
             _ => None,
         })
@@ -570,14 +653,22 @@ fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
     Ok(buyers)
 }
 
-/// The commands that lay down an event's meta (with its users' holdings) and free numbers
-/// (inside a `MULTI`).
+/// The commands that lay down an event's whole cache (inside a `MULTI`): meta with its users'
+/// fields, the numbers on sale and those held for the waitlist, and the waitlist itself. The outbox
+/// is left as it is.
 fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening: &str) {
     let e = &event.id;
-    pipe.del(keys::seats(e)).ignore().del(keys::meta(e)).ignore();
-    let free: Vec<u32> = (1..=event.capacity).filter(|n| !holdings.held.contains(n)).collect();
-    for chunk in free.chunks(WARM_CHUNK as usize) {
+    for key in [keys::seats(e), keys::meta(e), keys::returned(e), keys::wait(e), keys::waiting(e)] {
+        pipe.del(key).ignore();
+    }
+    let on_sale: Vec<u32> =
+        (1..=event.capacity).filter(|n| !holdings.held.contains(n) && !holdings.returned.contains(n)).collect();
+    for chunk in on_sale.chunks(WARM_CHUNK as usize) {
         pipe.rpush(keys::seats(e), chunk).ignore();
+    }
+    let returned: Vec<u32> = holdings.returned.iter().copied().collect();
+    for chunk in returned.chunks(WARM_CHUNK as usize) {
+        pipe.rpush(keys::returned(e), chunk).ignore();
     }
     for chunk in holdings.buyers.chunks(WARM_CHUNK as usize) {
         let fields: Vec<(String, String)> =
@@ -585,9 +676,25 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
         pipe.hset_multiple(keys::meta(e), &fields).ignore();
     }
     for chunk in holdings.cancelled.chunks(WARM_CHUNK as usize) {
-        let fields: Vec<(String, String)> =
-            chunk.iter().map(|(user, order)| (keys::user_field(user), format!("!{order}"))).collect();
+        // A number still to be given back stays with its order, so the give-back can run on it.
+        let fields: Vec<(String, String)> = chunk
+            .iter()
+            .map(|c| {
+                let value = if c.returning { format!("{}:{}", c.order, c.ticket_no) } else { format!("!{}", c.order) };
+                (keys::user_field(&c.user), value)
+            })
+            .collect();
         pipe.hset_multiple(keys::meta(e), &fields).ignore();
+    }
+    for (order, message) in &holdings.promotions {
+        pipe.hset(keys::outbox(e), order.as_str(), message).ignore();
+    }
+    for chunk in holdings.waiting.chunks(WARM_CHUNK as usize) {
+        let places: Vec<(u64, &str)> = chunk.iter().map(|w| (w.place, w.user.as_str())).collect();
+        pipe.zadd_multiple(keys::wait(e), &places).ignore();
+        let heads: Vec<(&str, String)> =
+            chunk.iter().map(|w| (w.user.as_str(), WaitHead::new(e, &w.user, &w.email).as_str().to_owned())).collect();
+        pipe.hset_multiple(keys::waiting(e), &heads).ignore();
     }
     let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
     let trust = CLOCK_TRUST.as_millis() as i64;
@@ -613,7 +720,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
     )
     .ignore();
     let forget_at = epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64;
-    for key in [keys::meta(e), keys::seats(e), keys::wait(e), keys::waiting(e)] {
+    for key in [keys::meta(e), keys::seats(e), keys::returned(e), keys::wait(e), keys::waiting(e)] {
         pipe.cmd("PEXPIREAT").arg(key).arg(forget_at).ignore();
     }
 }
@@ -623,8 +730,14 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
 async fn opening_on(conn: &mut LinkConn, event: &EventId) -> Result<String, GateError> {
     match conn.history() {
         Some(history) => Ok(keys::opening(history)),
-        None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).invoke_async(conn).await?),
+        None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).arg(keys::opening_prefix()).invoke_async(conn).await?),
     }
+}
+
+/// The opening field a script is given: the whole field where the connection knows its history, the
+/// prefix in cluster mode (the script completes it with its node's id).
+fn opening_arg(conn: &LinkConn) -> String {
+    conn.history().map(keys::opening).unwrap_or_else(keys::opening_prefix)
 }
 
 /// Epoch milliseconds as the grab script compares them: zero-padded to 15 digits, so string order is

@@ -1,27 +1,34 @@
--- Puts a sold-out user on the event's waitlist, once, in arrival order, within its size.
+-- Puts a user on the event's waitlist, once, in arrival order, within its size; after the sale's
+-- end, hands a returned number nobody waited for to the user at once.
 --
--- KEYS[1]  ev:{E}:meta     start, cancel_until (ms), wait_max; the user's field (grab.lua)
--- KEYS[2]  ev:{E}:seats    the free ticket numbers
+-- KEYS[1]  ev:{E}:meta     start, end, cancel_until (ms), wait_max, closed; the user's field (grab.lua)
+-- KEYS[2]  ev:{E}:seats    the numbers on sale
 -- KEYS[3]  ev:{E}:wait     sorted set: waiting user id -> place
--- KEYS[4]  ev:{E}:waiting  hash: waiting user id -> their order message's head
+-- KEYS[4]  ev:{E}:waiting  hash: waiting user id -> their order message's head (WaitHead)
+-- KEYS[5]  ev:{E}:returned list: numbers returned after the sale's end with nobody waiting
+-- KEYS[6]  ev:{E}:outbox   order id -> order message
 -- ARGV[1]  the user's field, "=<user id>"
 -- ARGV[2]  the user id
 -- ARGV[3]  the user's order message head (WaitHead)
 -- ARGV[4]  the caller's clock (epoch ms)
--- ARGV[5]  the opening field of the caller's history (grab.lua's ARGV[7]); empty in cluster mode
+-- ARGV[5]  the opening field of the caller's history (grab.lua's ARGV[7])
+-- ARGV[6]  the order id an at-once promotion gets (made by the caller)
+-- ARGV[7]  its message's tail before the number: ,"order_id":...,"created_at":...
 -- Returns one string:
---   JOINED:<position> | WAITING:<position> (joined before) | HOLDS:<order id>:<ticket no> |
---   CANCELLED | NOT_STARTED | CLOSED (the cancellation window is over) | NOT_SOLD_OUT | FULL |
+--   JOINED:<position>:<place> | WAITING:<position>:<place> (joined before) |
+--   PROMOTED:<ticket no> (a returned number, the user's now: its order is in the outbox) |
+--   HOLDS:<order id>:<ticket no> | CANCELLED | NOT_STARTED |
+--   CLOSED (past cancel_until, or closed: no ticket can come back) | NOT_SOLD_OUT | FULL |
 --   NOT_FOUND | STALE
 
-if #ARGV ~= 5 then
-  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field')
+if #ARGV ~= 7 then
+  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail')
 end
 local opening = ARGV[5]
-if opening == '' then
-  opening = 'open_from@' .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
+if string.byte(opening, -1) == 64 then
+  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
 end
-local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'cancel_until', 'wait_max')
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
 if not m[1] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
     return 'STALE'
@@ -39,18 +46,29 @@ local now = tonumber(ARGV[4])
 if now < tonumber(m[3]) then
   return 'NOT_STARTED'
 end
-if now >= tonumber(m[4]) then
+if now >= tonumber(m[5]) or m[7] then
   return 'CLOSED'
 end
 local rank = redis.call('ZRANK', KEYS[3], ARGV[2])
 if rank then
-  return 'WAITING:' .. (rank + 1)
-end
-if redis.call('LLEN', KEYS[2]) > 0 then
-  return 'NOT_SOLD_OUT'
+  return 'WAITING:' .. (rank + 1) .. ':' .. redis.call('ZSCORE', KEYS[3], ARGV[2])
 end
 local size = redis.call('ZCARD', KEYS[3])
-if size >= tonumber(m[5]) then
+if now < tonumber(m[4]) then
+  -- During the sale a user who could grab should grab.
+  if redis.call('LLEN', KEYS[2]) > 0 then
+    return 'NOT_SOLD_OUT'
+  end
+elseif size == 0 then
+  -- After it, a number returned while nobody waited is held for the next who asks.
+  local n = redis.call('LPOP', KEYS[5])
+  if n then
+    redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. ':' .. n)
+    redis.call('HSET', KEYS[6], ARGV[6], ARGV[3] .. ARGV[7] .. ',"ticket_no":' .. n .. '}')
+    return 'PROMOTED:' .. n
+  end
+end
+if size >= tonumber(m[6]) then
   return 'FULL'
 end
 -- Places count up from the last one, so a rebuilt meta hash cannot reorder the line.
@@ -69,4 +87,4 @@ if size == 0 then
     redis.call('PEXPIREAT', KEYS[4], forget_at)
   end
 end
-return 'JOINED:' .. (size + 1)
+return 'JOINED:' .. (size + 1) .. ':' .. place

@@ -14,12 +14,13 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{HashSettings, UserLimit},
+    delivery::{Courier, Delivery},
     domain::{
-        Event, EventId, OrderStatus,
+        Event, EventId, OrderId, OrderStatus, Waiter,
         event::{epoch_ms, rfc3339},
         order::{OrderView, WaitHead},
     },
-    gate::{Gate, GateError, GaveBack, WaitlistPlace, Waitlisted},
+    gate::{Gate, GateError, GaveBack, Join, WaitlistPlace, Waitlisted},
     http::{
         ApiError, Caller, json,
         reply::{event_id, json_body, route_key},
@@ -36,6 +37,7 @@ use crate::{
 pub struct AfterSale {
     store: Store,
     gate: Gate,
+    courier: Courier,
     returns: TicketReturns,
     rebuilder: Rebuilder,
     hash: HashSettings,
@@ -52,12 +54,13 @@ impl AfterSale {
     pub fn new(
         store: Store,
         gate: Gate,
+        courier: Courier,
         returns: TicketReturns,
         rebuilder: Rebuilder,
         hash: HashSettings,
         limit: UserLimit,
     ) -> Self {
-        Self { store, gate, returns, rebuilder, hash, limit }
+        Self { store, gate, courier, returns, rebuilder, hash, limit }
     }
 
     /// One request of the three routes: the reply and its outcome code.
@@ -118,8 +121,9 @@ impl AfterSale {
             Cancellation::Cancelled(view) => {
                 let due = ReturnDue {
                     user: caller.user.clone(),
-                    order_id: view.order_id.to_string(),
+                    order_id: view.order_id.clone(),
                     ticket_no: view.ticket_no,
+                    cancelled_at: now,
                 };
                 self.give_back(&event, &due).await;
                 Ok((cancelled(&view), "CANCELLED"))
@@ -145,7 +149,7 @@ impl AfterSale {
             }
             break;
         }
-        tracing::warn!(event_id = %event.id, order_id = due.order_id, "ticket number left for reconcile to give back");
+        tracing::warn!(event_id = %event.id, order_id = %due.order_id, "ticket number left for reconcile to give back");
     }
 
     async fn join(
@@ -154,26 +158,47 @@ impl AfterSale {
         caller: &Caller,
         hash: &str,
     ) -> Result<(Response<Body>, &'static str), ApiError> {
-        let now = epoch_ms(OffsetDateTime::now_utc());
+        let at = OffsetDateTime::now_utc();
+        let now = epoch_ms(at);
         self.hash.secret.verify(hash, id, &caller.user, now).map_err(|_| ApiError::BadHash)?;
         let email = caller.verified_email()?;
         let head = WaitHead::new(id, &caller.user, email);
-        let mut joined = self.gate.join_waitlist(id, &caller.user, &head, now).await?;
+        let promotion = OrderId::generate();
+        let created_at = rfc3339(at);
+        let join =
+            Join { event: id, user: &caller.user, head: &head, clock_ms: now, promotion: &promotion, now: &created_at };
+        let (mut joined, mut written) = self.gate.join_waitlist(&join).await?;
         if joined == Waitlisted::NotCached {
             let event = self.known(id).await?;
             match self.rebuilder.rebuild(&event).await? {
-                Rebuild::Done | Rebuild::Present => {
-                    joined = self.gate.join_waitlist(id, &caller.user, &head, now).await?
-                }
+                Rebuild::Done | Rebuild::Present => (joined, written) = self.gate.join_waitlist(&join).await?,
                 Rebuild::Busy => return Err(ApiError::Busy),
                 Rebuild::Ended => return Err(ApiError::WaitlistClosed),
             }
         }
-        let waiting =
-            |status, position, code| Ok((json(status, &json!({ "status": "WAITING", "position": position })), code));
         match joined {
-            Waitlisted::Joined { position } => waiting(StatusCode::CREATED, position, "JOINED"),
-            Waitlisted::Waiting { position } => waiting(StatusCode::OK, position, "WAITING"),
+            Waitlisted::Joined { position, place } | Waitlisted::Waiting { position, place } => {
+                // Durable before the user is told: a lost cache gives the place back from here. A
+                // retry after a failed write finds the place in Redis and writes it again.
+                let waiter = Waiter { user: caller.user.clone(), email: email.clone(), place };
+                self.store.add_waiter(id, &waiter, at).await?;
+                let (status, code) = match joined {
+                    Waitlisted::Joined { .. } => (StatusCode::CREATED, "JOINED"),
+                    _ => (StatusCode::OK, "WAITING"),
+                };
+                Ok((json(status, &json!({ "status": "WAITING", "position": position })), code))
+            }
+            Waitlisted::Promoted { ticket_no } => {
+                // A number returned after the sale with nobody waiting: the user's order now, sent
+                // like a grab's, with the same promise for a `202`.
+                let message = head.complete(&WaitHead::tail(&promotion, &created_at), ticket_no);
+                let delivery = Delivery { event: id.clone(), order_id: promotion.to_string(), message, written };
+                if !self.courier.deliver(&delivery).await {
+                    return Err(ApiError::Busy);
+                }
+                let reply = json!({ "status": "PROMOTED", "order_id": promotion, "ticket_no": ticket_no });
+                Ok((json(StatusCode::ACCEPTED, &reply), "PROMOTED"))
+            }
             Waitlisted::Holds { .. } => Err(ApiError::HoldsOrder),
             Waitlisted::Cancelled => Err(ApiError::OrderCancelled),
             Waitlisted::NotStarted => Err(ApiError::SaleNotStarted),
@@ -185,7 +210,22 @@ impl AfterSale {
     }
 
     async fn place(&self, id: &EventId, caller: &Caller) -> Result<(Response<Body>, &'static str), ApiError> {
-        match self.gate.waitlist_place(id, &caller.user).await? {
+        let mut place = self.gate.waitlist_place(id, &caller.user).await?;
+        if place == WaitlistPlace::NotWaiting {
+            let event = self.known(id).await?;
+            if OffsetDateTime::now_utc() >= event.cancel_until {
+                return Err(ApiError::WaitlistClosed);
+            }
+            // A lost cache hides a place DynamoDB keeps: rebuilt, the place shows again.
+            if self.gate.window(id).await?.is_none() {
+                match self.rebuilder.rebuild(&event).await? {
+                    Rebuild::Done | Rebuild::Present => place = self.gate.waitlist_place(id, &caller.user).await?,
+                    Rebuild::Busy => return Err(ApiError::Busy),
+                    Rebuild::Ended => return Err(ApiError::WaitlistClosed),
+                }
+            }
+        }
+        match place {
             WaitlistPlace::Waiting { position, waiting } => Ok((
                 json(StatusCode::OK, &json!({ "status": "WAITING", "position": position, "waiting": waiting })),
                 "WAITING",
@@ -194,10 +234,7 @@ impl AfterSale {
                 json(StatusCode::OK, &json!({ "status": "HOLDS_ORDER", "order_id": order_id, "ticket_no": ticket_no })),
                 "HOLDS_ORDER",
             )),
-            WaitlistPlace::NotWaiting => {
-                self.known(id).await?;
-                Err(ApiError::NotWaiting)
-            }
+            WaitlistPlace::NotWaiting => Err(ApiError::NotWaiting),
         }
     }
 }

@@ -13,13 +13,14 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimit},
+    delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
         order_seal::SealKey,
     },
-    gate::{Gate, GrabAttempt, GrabOutcome, Written},
+    gate::{Gate, GrabAttempt, GrabOutcome},
     handlers::after_sale::AfterSale,
     http::{
         ApiError, Caller, json,
@@ -35,9 +36,7 @@ use crate::{
 #[derive(Clone)]
 pub struct Grab {
     gate: Gate,
-    queue: OrderQueue,
-    /// Seals each order it sends (`domain::order_seal`).
-    seal: SealKey,
+    courier: Courier,
     store: Store,
     hash: HashSettings,
     policy: GrabPolicy,
@@ -51,15 +50,6 @@ pub struct Decided {
     /// The outcome's code (logs and metrics).
     pub code: &'static str,
     pub delivery: Option<Delivery>,
-}
-
-/// A granted order, in the outbox, on its way to the queue.
-pub struct Delivery {
-    pub event: EventId,
-    pub order_id: String,
-    pub message: String,
-    /// Where the outbox entry was written, to ask its replicas when the send fails.
-    pub written: Written,
 }
 
 #[derive(Deserialize)]
@@ -81,9 +71,18 @@ impl Grab {
         limit: UserLimit,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        let returns = TicketReturns::new(gate.clone(), store.clone(), queue.clone(), seal.clone());
-        let after_sale = AfterSale::new(store.clone(), gate.clone(), returns, rebuilder.clone(), hash.clone(), limit);
-        Self { gate, queue, seal, store, hash, policy, rebuilder, after_sale }
+        let courier = Courier::new(gate.clone(), queue, seal);
+        let returns = TicketReturns::new(gate.clone(), store.clone(), courier.clone());
+        let after_sale = AfterSale::new(
+            store.clone(),
+            gate.clone(),
+            courier.clone(),
+            returns,
+            rebuilder.clone(),
+            hash.clone(),
+            limit,
+        );
+        Self { gate, courier, store, hash, policy, rebuilder, after_sale }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -177,19 +176,9 @@ impl Grab {
     }
 
     /// Sends the order to SQS; says whether the order is durable somewhere, so the user may be told
-    /// `202`. When the send fails the outbox entry is all there is: reconcile re-drives it, and it
-    /// outlives a failover only once a replica holds it.
+    /// `202`.
     pub async fn deliver(&self, order: &Delivery) -> bool {
-        let Err(e) = self.queue.send(&order.message, &self.seal).await else { return true };
-        let replicas = match self.gate.replicated(&order.written).await {
-            Ok(n) => n,
-            Err(e) => {
-                tracing::warn!(event_id = %order.event, error = %e, "replica count unknown");
-                0
-            }
-        };
-        tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, replicas, "order left in the outbox for reconcile");
-        replicas > 0
+        self.courier.deliver(order).await
     }
 
     /// A retry's status: the durable one when DynamoDB already holds the order, else `PENDING`.

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::{
     config::{GateSettings, StoreSettings},
     domain::{
-        Event, EventId, OrderMessage, OrderStatus, confirmation,
+        ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, confirmation,
         order::BadMessage,
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
         ticket_pass::PassKey,
@@ -26,6 +26,7 @@ use crate::{
     store::{
         Store, StoreError,
         orders::{MailClaim, Persisted},
+        waitlist::NoticeClaim,
     },
 };
 
@@ -66,6 +67,8 @@ pub enum Handled {
     Rejected,
     /// A second order for the same user: dropped.
     DroppedSecondOrder,
+    /// A closing notice sent to a user who waited.
+    NoticeSent,
     /// An order the cache never counted and could not take in (its send reached the queue after
     /// the grab gave up and after the cache was rebuilt without it): dropped, nothing stored.
     DroppedUncounted,
@@ -79,6 +82,7 @@ impl Handled {
             Self::AlreadyDone => "ALREADY_DONE",
             Self::Rejected => "REJECTED",
             Self::DroppedSecondOrder => "DROPPED_SECOND_ORDER",
+            Self::NoticeSent => "NOTICE_SENT",
             Self::DroppedUncounted => "DROPPED_UNCOUNTED",
         }
     }
@@ -163,7 +167,10 @@ impl Mail {
     /// entry. A message that fails a check writes nothing.
     pub async fn handle_message(&self, body: &str, seal: Option<&str>) -> Result<Handled, MessageError> {
         self.seal.check(body, seal)?;
-        let order = OrderMessage::parse(body)?;
+        let order = match QueueMessage::parse(body)? {
+            QueueMessage::Order(order) => order,
+            QueueMessage::WaitlistClosed(notice) => return self.notice_once(&notice).await,
+        };
         let event = self.event(&order.event_id).await?;
         if order.ticket_no > event.capacity {
             return Err(MessageError::TicketOutOfRange { ticket_no: order.ticket_no, capacity: event.capacity });
@@ -241,6 +248,32 @@ impl Mail {
                     tracing::error!(order_id = %order.order_id, error = %e, "mail send unanswered; the claim is kept until it goes stale");
                     return Err(e.into());
                 }
+            }
+        }
+    }
+
+    /// The waitlist's closing notice, once per user: claimed on the user's place as an order's
+    /// mail is on the order (the same rules for a send that is certainly not sent or unanswered).
+    async fn notice_once(&self, notice: &ClosedNotice) -> Result<Handled, MessageError> {
+        let event = self.event(&notice.event_id).await?;
+        let now = OffsetDateTime::now_utc();
+        let (e, u) = (&notice.event_id, &notice.user_id);
+        match self.store.claim_notice(e, u, now, now - self.settings.claim_timeout).await? {
+            NoticeClaim::Claimed => {}
+            NoticeClaim::Done => return Ok(Handled::AlreadyDone),
+            NoticeClaim::InProgress => return Err(MessageError::MailInProgress),
+        }
+        let mail = confirmation::waitlist_closed(&event);
+        match self.mailer.send(notice.email.as_str(), &mail).await {
+            Ok(message_id) => {
+                self.store.notice_sent(e, u, &message_id, OffsetDateTime::now_utc()).await?;
+                Ok(Handled::NoticeSent)
+            }
+            Err(err) => {
+                if err.certainly_not_sent() {
+                    self.store.release_notice(e, u).await?;
+                }
+                Err(err.into())
             }
         }
     }

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
-    domain::{OrderMessage, order_seal::SealKey},
+    domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
     gate::{Gate, GaveBack},
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
@@ -99,6 +99,8 @@ pub struct ReconcileReport {
     /// an order that can no longer reach its user. Zero unless something lost writes.
     pub drift: u64,
     pub snapshots: u32,
+    /// Closing notices sent to users who waited in vain (waitlists closed after `cancel_until`).
+    pub notices: u32,
     pub failures: u32,
 }
 
@@ -124,7 +126,8 @@ impl Reconcile {
         settings: ReconcileSettings,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        let returns = TicketReturns::new(gate.clone(), store.clone(), queue.clone(), seal.clone());
+        let courier = crate::delivery::Courier::new(gate.clone(), queue.clone(), seal.clone());
+        let returns = TicketReturns::new(gate.clone(), store.clone(), courier);
         Self { store, gate, queue, seal, rebuilder, returns, settings }
     }
 
@@ -182,6 +185,7 @@ impl Reconcile {
                 ("Cleared", report.cleared.into()),
                 ("Rebuilt", report.rebuilt.into()),
                 ("Returned", report.returned.into()),
+                ("WaitlistNotices", report.notices.into()),
                 ("Drift", report.drift),
                 ("Failures", report.failures.into()),
             ],
@@ -231,19 +235,53 @@ impl Reconcile {
         // 3. cancellations whose number Redis has not taken back (the cache must be there)
         if stock.is_some() {
             for due in self.store.returns_due(&event.id).await? {
-                if matches!(self.returns.give_back(&event.id, &due).await?, GaveBack::Promoted { .. } | GaveBack::Freed)
-                {
+                let gave = self.returns.give_back(&event.id, &due).await?;
+                if matches!(gave, GaveBack::Promoted { .. } | GaveBack::Freed | GaveBack::Returned) {
                     report.returned += 1;
                 }
             }
             report.drift += self.drift(&event.id).await?;
             stock = self.gate.stock(&event.id).await?;
         }
-        // 4. the snapshot served while Redis is down
+        // 4. after `cancel_until`: the waitlist closes, and each user still waiting is told once
+        if now >= event.cancel_until && !stored.waitlist_closed {
+            self.close_waitlist(&event.id, now, report).await?;
+        }
+        // 5. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
             self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;
         }
+        Ok(())
+    }
+
+    /// Closes the waitlist once nothing can still reach it: every give-back run (a returned number
+    /// may still promote someone), then Redis closed (no more promotions; the addresses leave),
+    /// then every promotion stored (the outbox empty). Each user whose place is still waiting and
+    /// who holds no order gets one notice through the queue (the mail consumer sends it once).
+    async fn close_waitlist(
+        &self,
+        event: &crate::domain::EventId,
+        now: OffsetDateTime,
+        report: &mut ReconcileReport,
+    ) -> Result<(), ReconcileError> {
+        if !self.store.returns_due(event).await?.is_empty() {
+            return Ok(());
+        }
+        self.gate.close_waitlist(event).await?;
+        if self.gate.outbox_len(event).await? > 0 {
+            return Ok(());
+        }
+        for waiter in self.store.waiters(event).await? {
+            if self.store.get_order_now(event, &waiter.user).await?.is_some() {
+                self.store.promoted_waiter(event, &waiter.user).await?;
+                continue;
+            }
+            let notice = ClosedNotice::new(event.clone(), waiter.user, waiter.email);
+            self.queue.send(&notice.body(), &self.seal).await?;
+            report.notices += 1;
+        }
+        self.store.mark_waitlist_closed(event, now).await?;
         Ok(())
     }
 

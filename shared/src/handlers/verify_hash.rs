@@ -60,6 +60,7 @@ impl VerifyHash {
                     Window {
                         start_ms: epoch_ms(stored.event.sale_start),
                         end_ms: epoch_ms(stored.event.sale_end),
+                        cancel_until_ms: epoch_ms(stored.event.cancel_until),
                         closed: false,
                     }
                 }
@@ -69,10 +70,12 @@ impl VerifyHash {
             if now < window.start_ms - margin {
                 return Err(ApiError::SaleNotStarted);
             }
-            if now >= window.end_ms || window.closed {
+            // After the sale's end a hash still serves the waitlist, until `cancel_until`: a ticket
+            // returned then goes to a user who joins (the grab script refuses a grab by its clock).
+            if now >= window.active_until_ms() || window.closed {
                 return Err(ApiError::SaleEnded);
             }
-            let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(window.end_ms);
+            let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(window.active_until_ms());
             let hash = self.hash.secret.issue(&event, &caller.user, expires_ms);
             let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
             Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))

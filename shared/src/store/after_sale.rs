@@ -14,7 +14,7 @@ use super::{
     orders::{AttendeeRow, order_from_item},
     schema::{attr, key},
 };
-use crate::domain::{EventId, OrderStatus, UserId, event::rfc3339, order::OrderView};
+use crate::domain::{EventId, OrderId, OrderStatus, UserId, event::rfc3339, order::OrderView};
 
 /// What cancelling found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,8 +33,11 @@ pub enum Cancellation {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReturnDue {
     pub user: UserId,
-    pub order_id: String,
+    pub order_id: OrderId,
     pub ticket_no: u32,
+    /// When the order was cancelled: after the sale's end a number nobody waits for is held for
+    /// the waitlist.
+    pub cancelled_at: OffsetDateTime,
 }
 
 /// What a scan at the door found.
@@ -192,10 +195,14 @@ impl Store {
                 .send()
                 .await?;
             for item in out.items() {
+                let malformed = |e: &dyn std::fmt::Display| StoreError::Malformed(e.to_string());
+                let cancelled_at = get_s(item, "cancelled_at")?;
                 due.push(ReturnDue {
-                    user: UserId::parse(&get_s(item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
-                    order_id: get_s(item, "order_id")?,
+                    user: UserId::parse(&get_s(item, "user_id")?).map_err(|e| malformed(&e))?,
+                    order_id: OrderId::parse(&get_s(item, "order_id")?).map_err(|e| malformed(&e))?,
                     ticket_no: get_n(item, "ticket_no")?,
+                    cancelled_at: OffsetDateTime::parse(&cancelled_at, &time::format_description::well_known::Rfc3339)
+                        .map_err(|e| malformed(&e))?,
                 });
             }
             start = out.last_evaluated_key;
@@ -206,7 +213,7 @@ impl Store {
     }
 
     /// Redis has the number back: the marker goes.
-    pub async fn return_done(&self, event: &EventId, order_id: &str) -> Result<(), StoreError> {
+    pub async fn return_done(&self, event: &EventId, order_id: &OrderId) -> Result<(), StoreError> {
         self.client
             .delete_item()
             .table_name(&self.table)

@@ -27,6 +27,8 @@ pub enum PutEventError {
 pub struct StoredEvent {
     pub event: Event,
     pub remaining_snapshot: u32,
+    /// The waitlist was closed and every user still waiting was sent their notice (reconcile).
+    pub waitlist_closed: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +108,21 @@ impl Store {
             _ => None,
         });
         Ok(Page { items, next })
+    }
+
+    /// Records that the event's waitlist is closed and its notices are on their way.
+    pub async fn mark_waitlist_closed(&self, event: &EventId, now: time::OffsetDateTime) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::event(event)))
+            .key(attr::SK, s(key::EVENT_SK))
+            .update_expression("SET waitlist_closed_at = :now")
+            .condition_expression("attribute_exists(PK)")
+            .expression_attribute_values(":now", s(crate::domain::event::rfc3339(now)))
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Refreshes the event's `remaining` snapshot, served while Redis cannot answer.
@@ -188,7 +205,8 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
-    Ok(StoredEvent { event, remaining_snapshot })
+    let waitlist_closed = item.contains_key("waitlist_closed_at");
+    Ok(StoredEvent { event, remaining_snapshot, waitlist_closed })
 }
 
 fn decode_event_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, BadCursor> {

@@ -6,12 +6,13 @@
 //! | order  | `ORDER#<E>#<user>`  | `ORDER`  | GSI1 `USER#<u>` / `EVENT#<E>`; GSI2 `EVENT#<E>#<n%16>` / n |
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
 //! | return | `RETURN#<E>`        | `ORDER#<order id>` | a cancelled number Redis has yet to take back  |
+//! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
 //! off the attendee list, found by a rebuild and the organiser's report.
 //!
 //! By item: [`events`], [`orders`] (with tickets) and [`after_sale`] (cancellation, returns,
-//! check-in) hold each item's reads beside its writes;
+//! check-in) and [`waitlist`] hold each item's reads beside its writes;
 //! [`schema`] builds every key, [`codec`] every attribute value.
 
 pub mod after_sale;
@@ -19,6 +20,7 @@ pub mod codec;
 pub mod events;
 pub mod orders;
 pub mod schema;
+pub mod waitlist;
 
 use aws_sdk_dynamodb::Client;
 

@@ -14,7 +14,7 @@ use super::{
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
-    Buyer, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
+    Buyer, Cancelled, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
     event::{epoch_ms, rfc3339},
     order::OrderView,
 };
@@ -415,7 +415,8 @@ impl Store {
     }
 
     /// Every stored order of an event, for rebuilding a lost cache: buyers (confirmed and rejected),
-    /// the ticket numbers confirmed orders hold, and who cancelled.
+    /// the ticket numbers confirmed orders hold, and who cancelled, when (`recovery` adds the
+    /// returns still due, the outbox and the waitlist).
     pub async fn holdings(&self, event: &EventId) -> Result<Holdings, StoreError> {
         let items = self.event_order_items(event).await?;
         let mut holdings = Holdings::default();
@@ -423,7 +424,18 @@ impl Store {
             let order = order_from_item(&item)?;
             let user = UserId::parse(&get_s(&item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
             match order.status {
-                OrderStatus::Cancelled => holdings.cancelled.push((user, order.order_id)),
+                OrderStatus::Cancelled => {
+                    let at = get_s(&item, "cancelled_at")?;
+                    let at = OffsetDateTime::parse(&at, &time::format_description::well_known::Rfc3339)
+                        .map_err(|e| StoreError::Malformed(format!("cancelled_at {at}: {e}")))?;
+                    holdings.cancelled.push(Cancelled {
+                        user,
+                        order: order.order_id,
+                        ticket_no: order.ticket_no,
+                        at_ms: epoch_ms(at),
+                        returning: false,
+                    });
+                }
                 status => {
                     if status == OrderStatus::Confirmed {
                         holdings.held.insert(order.ticket_no);

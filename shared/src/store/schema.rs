@@ -54,6 +54,13 @@ pub mod key {
         format!("RETURN#{e}")
     }
     pub const RETURN_SK_PREFIX: &str = "ORDER#";
+    /// The event's waitlist: one item per user who joined (`store::waitlist`).
+    pub fn waitlist(e: &EventId) -> String {
+        format!("WAIT#{e}")
+    }
+    pub fn waiter(u: &UserId) -> String {
+        format!("USER#{u}")
+    }
 }
 
 /// Attribute names of the keys.
