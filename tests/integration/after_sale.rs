@@ -500,3 +500,152 @@ async fn a_lecture_with_cancellations_a_waitlist_and_the_door() {
         [&json!(100), &json!(100), &json!(30), &json!(30), &json!(100), &json!(130), &json!(10)]
     );
 }
+
+/// An order the sale made, as the grab script writes it: sealed on the queue, taken into the cache
+/// by the consumer (the grab script refuses a grab after the sale's end, so a test of the time
+/// after it seeds its holders this way).
+fn sold(event: &EventId, user: &str, ticket_no: u32) -> String {
+    serde_json::to_string(&shared::domain::OrderMessage {
+        v: 1,
+        order_id: shared::domain::OrderId::generate(),
+        event_id: event.clone(),
+        user_id: UserId::parse(user).unwrap(),
+        email: shared::domain::Email::parse(&format!("{user}@example.com")).unwrap(),
+        ticket_no,
+        created_at: shared::domain::event::rfc3339(OffsetDateTime::now_utc()),
+        promoted: false,
+    })
+    .unwrap()
+}
+
+async fn wait_until(t: OffsetDateTime) {
+    let left = t - OffsetDateTime::now_utc();
+    if left.is_positive() {
+        tokio::time::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The sale ended an hour before cancellations close. Sold out; 20 users join the waitlist after
+/// the end, 25 holders cancel after it: the first 20 numbers go to the 20 waiting users (mailed),
+/// the other 5 are held for the waitlist and, when it closes with nobody to take them, reported
+/// unsold. The audit passes throughout.
+#[tokio::test]
+async fn after_the_sale_every_returned_ticket_reaches_a_waiting_user_or_is_counted_unsold() {
+    let app = TestApp::for_mail(30).await;
+    let cancel_until = OffsetDateTime::now_utc() + Duration::seconds(20);
+    let mut event =
+        test_event(fresh_event_id(), 100, cancel_until - Duration::hours(2), cancel_until - Duration::hours(1));
+    event.cancel_until = cancel_until;
+    app.functions.store.put_event(&event).await.unwrap();
+    app.functions.gate.warm(&event).await.unwrap();
+    let e = &event.id;
+    let holder = |i: u32| format!("h{i}-{}", &e.as_str()[2..10]);
+    let waiter = |i: u32| format!("w{i}-{}", &e.as_str()[2..10]);
+    for n in 1..=100 {
+        app.send_order(&sold(e, &holder(n), n)).await;
+    }
+    assert_eq!(app.deliver_all().await, 100);
+    assert!(app.free_numbers(e).await.is_empty(), "sold out");
+
+    // After the end, a hash still comes for the waitlist (until cancel_until), a grab does not.
+    let hash = app.call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), e), &waiter(0))).await;
+    assert_eq!(hash.status, 200, "{}", hash.body);
+    assert_eq!(app.grab(e, &waiter(0)).await.code(), "SALE_ENDED");
+    for i in 0..20 {
+        let joined = app.join_waitlist(e, &waiter(i)).await;
+        assert_eq!((joined.status, joined.body["position"].as_u64()), (201, Some(u64::from(i) + 1)), "{}", joined.body);
+    }
+    for n in 1..=25 {
+        assert_eq!(app.cancel(e, &holder(n)).await.status, 200);
+    }
+    assert_eq!(app.deliver_all().await, 20, "one promotion per waiting user");
+    let mail = app.sent_mail().await;
+    for i in 0..20 {
+        let order = app.order_of(e, &waiter(i)).await;
+        assert_eq!(order.body["status"], "CONFIRMED", "{}", order.body);
+        let to = format!("{}@example.com", waiter(i));
+        assert_eq!(mail.iter().filter(|m| m.to.contains(&to)).count(), 1, "one mail for {to}");
+    }
+    // Nobody waits now: the 5 other numbers are held for the waitlist, not on sale.
+    assert!(app.free_numbers(e).await.is_empty());
+    let mut r = app.redis.clone();
+    assert_eq!(r.llen::<_, u64>(keys::returned(e)).await.unwrap(), 5);
+    let report = app.report(e, None).await;
+    assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
+    assert_eq!((report.body["unsold"].as_u64(), report.body["returned_unclaimed"].as_u64()), (Some(5), Some(5)));
+    assert_eq!((report.body["confirmed"].as_u64(), report.body["promoted"].as_u64()), (Some(95), Some(20)));
+
+    // Closed: the waitlist answers so, nobody was left waiting, the 5 stay unsold.
+    wait_until(cancel_until).await;
+    assert_eq!(app.waitlist(e, &waiter(0)).await.code(), "WAITLIST_CLOSED");
+    assert_eq!(app.join_waitlist(e, &waiter(30)).await.code(), "WAITLIST_CLOSED");
+    assert_eq!(app.cancel(e, &holder(30)).await.code(), "CANCEL_CLOSED");
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.failures, run.notices), (0, 0));
+    let report = app.report(e, None).await;
+    assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
+    assert_eq!(report.body["unsold"], 5);
+}
+
+/// After `cancel_until` the waitlist closes: each user still waiting gets one mail saying no ticket
+/// came back, their place and address leave Redis (and the address leaves DynamoDB once mailed);
+/// the promoted user gets no such mail; running reconcile again or redelivering sends nothing more.
+#[tokio::test]
+async fn the_waitlist_closes_after_cancel_until_and_each_user_still_waiting_is_told_once() {
+    let app = TestApp::for_mail(30).await;
+    let now = OffsetDateTime::now_utc();
+    let mut event = test_event(fresh_event_id(), 1, now - Duration::minutes(1), now + Duration::seconds(6));
+    event.cancel_until = now + Duration::seconds(9);
+    app.functions.store.put_event(&event).await.unwrap();
+    app.functions.gate.warm(&event).await.unwrap();
+    let e = &event.id;
+    let user = |name: &str| format!("{name}-{}", &e.as_str()[2..10]);
+    assert_eq!(app.grab(e, &user("ada")).await.status, 202);
+    for name in ["bob", "cy", "dee"] {
+        assert_eq!(app.join_waitlist(e, &user(name)).await.status, 201);
+    }
+    app.deliver_all().await;
+    assert_eq!(app.cancel(e, &user("ada")).await.status, 200);
+    assert_eq!(app.deliver_all().await, 1, "bob promoted");
+    let stored = app.functions.store.waiters(e).await.unwrap();
+    assert_eq!(
+        stored.iter().map(|w| (w.user.to_string(), w.place)).collect::<Vec<_>>().len(),
+        3,
+        "every place durable"
+    );
+
+    wait_until(event.cancel_until).await;
+    assert_eq!(app.waitlist(e, &user("cy")).await.code(), "WAITLIST_CLOSED");
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.failures, run.notices), (0, 2), "{run:?}");
+    let mut r = app.redis.clone();
+    assert!(!r.exists::<_, bool>(keys::waiting(e)).await.unwrap(), "the addresses left Redis");
+    assert!(!r.exists::<_, bool>(keys::wait(e)).await.unwrap());
+    assert_eq!(app.functions.reconcile.run().await.notices, 0, "closed once");
+    let notices = app.drain_queue_raw().await;
+    assert_eq!(notices.len(), 2);
+    for body in &notices {
+        app.deliver(body).await.expect("a notice is sent");
+        // A redelivery sends nothing more.
+        assert_eq!(app.deliver(body).await.unwrap(), shared::handlers::mail::Handled::AlreadyDone);
+    }
+    let mail = app.sent_mail().await;
+    let told = |name: &str| {
+        let to = format!("{}@example.com", user(name));
+        mail.iter().filter(|m| m.to.contains(&to) && m.subject.starts_with("No ticket came back")).count()
+    };
+    assert_eq!((told("bob"), told("cy"), told("dee")), (0, 1, 1));
+    assert!(app.functions.store.waiters(e).await.unwrap().is_empty(), "no place is waiting any more");
+    let items = app
+        .functions
+        .store
+        .client()
+        .query()
+        .table_name(app.functions.store.table())
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", aws_sdk_dynamodb::types::AttributeValue::S(format!("WAIT#{e}")))
+        .send()
+        .await
+        .unwrap();
+    assert!(items.items().iter().all(|i| !i.contains_key("email")), "no address is kept");
+}

@@ -1,7 +1,7 @@
 //! The organiser's audit: counts, and the invariants of DESIGN.md section 13 computed from the
 //! stored orders, each with pass or fail. Pure: the caller reads the orders.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -18,6 +18,30 @@ pub struct AuditRow {
     pub mailed: bool,
     pub promoted: bool,
     pub checked_in: bool,
+}
+
+/// Where each ticket number is besides the orders: the ticket items, the numbers whose give-back
+/// is pending (return markers), and what the cache holds when it is there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ledger {
+    /// Ticket items: number -> the order id that holds it.
+    pub tickets: HashMap<u32, String>,
+    /// Numbers of cancelled orders whose give-back has not run (`RETURN#` markers).
+    pub returning: Vec<u32>,
+    /// The cache, read in one step; `None` when it is not there (expired after the event, or lost).
+    pub cache: Option<CacheView>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CacheView {
+    /// Numbers on sale.
+    pub on_sale: Vec<u32>,
+    /// Numbers returned after the sale's end, held for the waitlist.
+    pub returned: Vec<u32>,
+    /// Orders in the outbox: order id and number (stored ones among them are counted once).
+    pub outbox: Vec<(String, u32)>,
+    /// Users waiting.
+    pub waiting: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,25 +66,37 @@ pub struct Report {
     pub mails_sent: u64,
     /// Users on the waitlist now, when the cache could say.
     pub waiting: Option<u64>,
+    /// Numbers no confirmed order holds and none is on its way to (no order in the outbox, no
+    /// give-back pending): after `cancel_until`, the tickets that went unsold.
+    pub unsold: u64,
+    /// Of those, numbers returned after the sale's end and held for the waitlist, when the cache
+    /// could say (nobody joined to take them).
+    pub returned_unclaimed: Option<u64>,
     pub checks: Vec<Check>,
     /// Every check passed.
     pub passed: bool,
 }
 
-pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], waiting: Option<u64>) -> Report {
+pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Report {
     let count = |f: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| f(r)).count() as u64;
     let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();
+    let stored: HashSet<&str> = rows.iter().map(|r| r.order_id.as_str()).collect();
+    let in_flight: Vec<u32> = ledger
+        .cache
+        .iter()
+        .flat_map(|c| &c.outbox)
+        .filter(|(order, _)| !stored.contains(order.as_str()))
+        .map(|(_, n)| *n)
+        .collect();
 
     let mut numbers = HashSet::new();
     let twice: Vec<u32> = confirmed.iter().filter(|r| !numbers.insert(r.ticket_no)).map(|r| r.ticket_no).collect();
-    let mut users = HashSet::new();
-    let users_twice = rows.iter().filter(|r| !users.insert(r.user_id.as_str())).count();
-    let mut orders = HashSet::new();
-    let orders_twice = rows.iter().filter(|r| !orders.insert(r.order_id.as_str())).count();
     let out_of_range = confirmed.iter().filter(|r| r.ticket_no == 0 || r.ticket_no > capacity).count();
     let unmailed = confirmed.iter().filter(|r| !r.mailed).count();
+    let promoted = rows.iter().filter(|r| r.promoted && r.status != OrderStatus::Rejected).count();
+    let cancelled = count(&|r| r.status == OrderStatus::Cancelled);
 
-    let checks = vec![
+    let mut checks = vec![
         Check {
             name: "no_ticket_number_twice",
             passed: twice.is_empty(),
@@ -71,20 +107,17 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], waiting: Option
             },
         },
         Check {
-            name: "no_user_twice",
-            passed: users_twice == 0 && orders_twice == 0,
-            detail: format!(
-                "{} orders, {} users held two, {} order ids repeated",
-                rows.len(),
-                users_twice,
-                orders_twice
-            ),
-        },
-        Check {
             name: "held_within_capacity",
             passed: confirmed.len() as u64 <= u64::from(capacity) && out_of_range == 0,
             detail: format!("{} held of {capacity}; {out_of_range} numbers outside 1..{capacity}", confirmed.len()),
         },
+        accounted(capacity, &confirmed, &in_flight, ledger),
+        Check {
+            name: "promotions_within_cancellations",
+            passed: promoted as u64 <= cancelled,
+            detail: format!("{promoted} orders from the waitlist, {cancelled} cancellations"),
+        },
+        tickets_agree(&confirmed, &ledger.tickets),
         Check {
             name: "every_confirmed_order_mailed",
             passed: unmailed == 0,
@@ -93,18 +126,90 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], waiting: Option
             ),
         },
     ];
+    checks.shrink_to_fit();
+    let on_the_way = confirmed.len() + in_flight.len() + ledger.returning.len();
     Report {
         event_id: event.clone(),
         capacity,
         confirmed: confirmed.len() as u64,
         rejected: count(&|r| r.status == OrderStatus::Rejected),
-        cancelled: count(&|r| r.status == OrderStatus::Cancelled),
+        cancelled,
         promoted: count(&|r| r.promoted),
         checked_in: count(&|r| r.checked_in),
         mails_sent: count(&|r| r.mailed),
-        waiting,
+        waiting: ledger.cache.as_ref().map(|c| c.waiting),
+        unsold: u64::from(capacity).saturating_sub(on_the_way as u64),
+        returned_unclaimed: ledger.cache.as_ref().map(|c| c.returned.len() as u64),
         passed: checks.iter().all(|c| c.passed),
         checks,
+    }
+}
+
+/// Every number is in exactly one place: on sale, held for the waitlist, held by a confirmed
+/// order, on its way in an order not yet stored, or in a give-back not yet run. A number in none
+/// was lost (a give-back that never happened, a cache write lost); in two, it can be sold twice.
+fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: &Ledger) -> Check {
+    let name = "numbers_accounted";
+    let Some(cache) = &ledger.cache else {
+        return Check { name, passed: true, detail: "the cache is not there (expired, or lost): not checked".into() };
+    };
+    let mut seen: HashMap<u32, u32> = HashMap::new();
+    let places = cache
+        .on_sale
+        .iter()
+        .chain(&cache.returned)
+        .chain(confirmed.iter().map(|r| &r.ticket_no))
+        .chain(in_flight)
+        .chain(&ledger.returning);
+    for n in places {
+        *seen.entry(*n).or_default() += 1;
+    }
+    let lost: Vec<u32> = (1..=capacity).filter(|n| !seen.contains_key(n)).collect();
+    let mut doubled: Vec<u32> = seen.iter().filter(|&(_, c)| *c > 1).map(|(n, _)| *n).collect();
+    doubled.sort_unstable();
+    let show = |v: &[u32]| format!("{:?}{}", &v[..v.len().min(20)], if v.len() > 20 { " ..." } else { "" });
+    Check {
+        name,
+        passed: lost.is_empty() && doubled.is_empty(),
+        detail: format!(
+            "{} on sale, {} held for the waitlist, {} confirmed, {} on their way, {} being given back; \
+             {} numbers in no place {}, {} in two {}",
+            cache.on_sale.len(),
+            cache.returned.len(),
+            confirmed.len(),
+            in_flight.len(),
+            ledger.returning.len(),
+            lost.len(),
+            show(&lost),
+            doubled.len(),
+            show(&doubled),
+        ),
+    }
+}
+
+/// Each ticket item names the confirmed order that holds its number, and each confirmed order's
+/// number has its ticket item: a cancellation that left the item, or a confirmation without it,
+/// shows here.
+fn tickets_agree(confirmed: &[&AuditRow], tickets: &HashMap<u32, String>) -> Check {
+    let holder: HashMap<u32, &str> = confirmed.iter().map(|r| (r.ticket_no, r.order_id.as_str())).collect();
+    let mut wrong: Vec<u32> = tickets
+        .iter()
+        .filter(|&(n, order)| holder.get(n) != Some(&order.as_str()))
+        .map(|(n, _)| *n)
+        .chain(holder.keys().filter(|n| !tickets.contains_key(n)).copied())
+        .collect();
+    wrong.sort_unstable();
+    wrong.dedup();
+    Check {
+        name: "tickets_agree_with_orders",
+        passed: wrong.is_empty(),
+        detail: format!(
+            "{} ticket items, {} confirmed orders; {} numbers disagree {:?}",
+            tickets.len(),
+            confirmed.len(),
+            wrong.len(),
+            &wrong[..wrong.len().min(20)]
+        ),
     }
 }
 
@@ -131,6 +236,18 @@ mod tests {
         }
     }
 
+    /// A ledger that agrees with `rows`: ticket items for the confirmed, the rest of 1..=capacity
+    /// on sale.
+    fn ledger(rows: &[AuditRow], capacity: u32) -> Ledger {
+        let tickets: HashMap<u32, String> = rows
+            .iter()
+            .filter(|r| r.status == OrderStatus::Confirmed)
+            .map(|r| (r.ticket_no, r.order_id.clone()))
+            .collect();
+        let on_sale = (1..=capacity).filter(|n| !tickets.contains_key(n)).collect();
+        Ledger { tickets, returning: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
+    }
+
     #[test]
     fn a_clean_sale_passes_every_check_and_counts_each_state() {
         let e = EventId::parse("ev1").unwrap();
@@ -142,16 +259,17 @@ mod tests {
         ];
         rows[2].promoted = true;
         rows[0].checked_in = true;
-        let r = report(&e, 2, &rows, Some(4));
+        let r = report(&e, 3, &rows, &ledger(&rows, 3));
         assert!(r.passed, "{:?}", r.checks);
         assert_eq!((r.confirmed, r.cancelled, r.rejected, r.promoted, r.checked_in, r.mails_sent), (2, 1, 1, 1, 1, 3));
+        assert_eq!(r.unsold, 1);
     }
 
     #[test]
     fn each_broken_invariant_fails_its_own_check() {
         let e = EventId::parse("ev1").unwrap();
-        let failed = |rows: &[AuditRow], capacity| {
-            report(&e, capacity, rows, None)
+        let failed = |rows: &[AuditRow], ledger: &Ledger, capacity| {
+            report(&e, capacity, rows, ledger)
                 .checks
                 .into_iter()
                 .filter(|c| !c.passed)
@@ -159,10 +277,47 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let a = row(1, "a", OrderStatus::Confirmed, true);
-        assert_eq!(failed(&[a.clone(), row(1, "b", OrderStatus::Confirmed, true)], 5), ["no_ticket_number_twice"]);
-        assert_eq!(failed(&[a.clone(), row(2, "a", OrderStatus::Confirmed, true)], 5), ["no_user_twice"]);
-        assert_eq!(failed(&[a.clone(), row(2, "b", OrderStatus::Confirmed, true)], 1), ["held_within_capacity"]);
-        assert_eq!(failed(&[a, row(2, "b", OrderStatus::Confirmed, false)], 5), ["every_confirmed_order_mailed"]);
+        let clean = vec![a.clone(), row(2, "b", OrderStatus::Confirmed, true)];
+        assert!(failed(&clean, &ledger(&clean, 5), 5).is_empty());
+
+        let twice = vec![a.clone(), row(1, "b", OrderStatus::Confirmed, true)];
+        let mut l = ledger(&clean, 5);
+        l.tickets.insert(1, "o-b".into());
+        assert!(failed(&twice, &l, 5).contains(&"no_ticket_number_twice"));
+
+        assert!(failed(&clean, &ledger(&clean, 5), 1).contains(&"held_within_capacity"));
+
+        // A give-back that never ran and left no marker: the number is nowhere.
+        let mut lost = ledger(&clean, 5);
+        lost.cache.as_mut().unwrap().on_sale.retain(|n| *n != 4);
+        assert_eq!(failed(&clean, &lost, 5), ["numbers_accounted"]);
+        // A number both on sale and held: it can be sold twice.
+        let mut doubled = ledger(&clean, 5);
+        doubled.cache.as_mut().unwrap().on_sale.push(2);
+        assert_eq!(failed(&clean, &doubled, 5), ["numbers_accounted"]);
+        // Numbers on their way count once: an order still in the outbox, a pending give-back.
+        let mut moving = ledger(&clean, 5);
+        moving.cache.as_mut().unwrap().on_sale.retain(|n| *n != 4 && *n != 5);
+        moving.cache.as_mut().unwrap().outbox = vec![("o-x".into(), 4), ("o-a".into(), 1)];
+        moving.returning = vec![5];
+        assert!(failed(&clean, &moving, 5).is_empty());
+
+        let mut promoted = clean.clone();
+        promoted[1].promoted = true;
+        assert_eq!(failed(&promoted, &ledger(&promoted, 5), 5), ["promotions_within_cancellations"]);
+
+        // A cancellation that left its ticket item behind; a confirmed order without one.
+        let mut stale = ledger(&clean, 5);
+        stale.tickets.insert(3, "o-gone".into());
+        stale.cache.as_mut().unwrap().on_sale.retain(|n| *n != 3);
+        stale.returning = vec![3];
+        assert_eq!(failed(&clean, &stale, 5), ["tickets_agree_with_orders"]);
+        let mut missing = ledger(&clean, 5);
+        missing.tickets.remove(&2);
+        assert_eq!(failed(&clean, &missing, 5), ["tickets_agree_with_orders"]);
+
+        let unmailed = vec![a, row(2, "b", OrderStatus::Confirmed, false)];
+        assert_eq!(failed(&unmailed, &ledger(&unmailed, 5), 5), ["every_confirmed_order_mailed"]);
     }
 
     #[test]

@@ -410,6 +410,34 @@ impl Gate {
         Ok(found.iter().any(Option::is_some))
     }
 
+    /// What the audit needs of the cache, read in one step (`MULTI`): the numbers on sale and held
+    /// for the waitlist, the outbox's orders and the waitlist's length. `None` when the event is
+    /// not cached in this history.
+    pub async fn audit_view(&self, event: &EventId) -> Result<Option<crate::domain::audit::CacheView>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64);
+        let (cached, on_sale, returned, outbox, waiting): View = redis::pipe()
+            .atomic()
+            .hexists(keys::meta(event), &opening)
+            .lrange(keys::seats(event), 0, -1)
+            .lrange(keys::returned(event), 0, -1)
+            .hgetall(keys::outbox(event))
+            .zcard(keys::wait(event))
+            .query_async(&mut conn)
+            .await?;
+        if !cached {
+            return Ok(None);
+        }
+        let outbox = outbox
+            .into_iter()
+            .filter_map(|(order, message)| {
+                crate::domain::OrderMessage::parse(&message).ok().map(|m| (order, m.ticket_no))
+            })
+            .collect();
+        Ok(Some(crate::domain::audit::CacheView { on_sale, returned, outbox, waiting }))
+    }
+
     /// The waitlist of a cache an older layout wrote (which kept it only in Redis), by place.
     pub async fn older_waitlist(&self, event: &EventId) -> Result<Vec<crate::domain::Waiter>, GateError> {
         let mut conn = self.link.conn().await?;

@@ -210,12 +210,13 @@ impl AfterSale {
     }
 
     async fn place(&self, id: &EventId, caller: &Caller) -> Result<(Response<Body>, &'static str), ApiError> {
+        // Remembered per environment once read: no DynamoDB read per request.
+        let event = self.known(id).await?;
+        if OffsetDateTime::now_utc() >= event.cancel_until {
+            return Err(ApiError::WaitlistClosed);
+        }
         let mut place = self.gate.waitlist_place(id, &caller.user).await?;
         if place == WaitlistPlace::NotWaiting {
-            let event = self.known(id).await?;
-            if OffsetDateTime::now_utc() >= event.cancel_until {
-                return Err(ApiError::WaitlistClosed);
-            }
             // A lost cache hides a place DynamoDB keeps: rebuilt, the place shows again.
             if self.gate.window(id).await?.is_none() {
                 match self.rebuilder.rebuild(&event).await? {
