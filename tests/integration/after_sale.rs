@@ -25,21 +25,21 @@ fn as_member(mut event: Value, sub: &str, groups: &str) -> Value {
 }
 
 impl TestApp {
-    async fn cancel(&self, event: &EventId, user: &str) -> Reply {
+    pub(crate) async fn cancel(&self, event: &EventId, user: &str) -> Reply {
         self.call(Function::Grab, for_user(for_event(fixture("cancel.json"), event), user)).await
     }
 
-    async fn join_waitlist(&self, event: &EventId, user: &str) -> Reply {
+    pub(crate) async fn join_waitlist(&self, event: &EventId, user: &str) -> Reply {
         let body = json!({ "hash": self.hash_for(event, user) });
         self.call(Function::Grab, for_user(with_body(for_event(fixture("waitlist-join.json"), event), &body), user))
             .await
     }
 
-    async fn waitlist(&self, event: &EventId, user: &str) -> Reply {
+    pub(crate) async fn waitlist(&self, event: &EventId, user: &str) -> Reply {
         self.call(Function::Grab, for_user(for_event(fixture("waitlist.json"), event), user)).await
     }
 
-    async fn check_in(&self, event: &EventId, pass: &str, groups: &str) -> Reply {
+    pub(crate) async fn check_in(&self, event: &EventId, pass: &str, groups: &str) -> Reply {
         let body = json!({ "pass": pass });
         self.call(
             Function::Release,
@@ -48,7 +48,7 @@ impl TestApp {
         .await
     }
 
-    async fn report(&self, event: &EventId, format: Option<&str>) -> Reply {
+    pub(crate) async fn report(&self, event: &EventId, format: Option<&str>) -> Reply {
         let mut req = as_member(for_event(fixture("report.json"), event), "organiser", "[admin]");
         if let Some(f) = format {
             req = with_query(req, &[("format", f)]);
@@ -56,12 +56,12 @@ impl TestApp {
         self.call(Function::Query, req).await
     }
 
-    async fn order_of(&self, event: &EventId, user: &str) -> Reply {
+    pub(crate) async fn order_of(&self, event: &EventId, user: &str) -> Reply {
         self.call(Function::Query, for_user(for_event(fixture("query-order.json"), event), user)).await
     }
 
     /// Everything on this test's queue handed to mail, until the queue is empty.
-    async fn deliver_all(&self) -> usize {
+    pub(crate) async fn deliver_all(&self) -> usize {
         let mut n = 0;
         loop {
             let bodies = self.drain_queue_raw().await;
@@ -76,7 +76,7 @@ impl TestApp {
     }
 
     /// The pass in the confirmation mail `user` received.
-    async fn pass_of(&self, user: &str) -> String {
+    pub(crate) async fn pass_of(&self, user: &str) -> String {
         let to = format!("{user}@example.com");
         let mail: Vec<_> = self.sent_mail().await.into_iter().filter(|m| m.to.contains(&to)).collect();
         assert_eq!(mail.len(), 1, "one confirmation for {user}");
@@ -84,7 +84,7 @@ impl TestApp {
         line.trim().to_owned()
     }
 
-    async fn free_numbers(&self, event: &EventId) -> BTreeSet<u32> {
+    pub(crate) async fn free_numbers(&self, event: &EventId) -> BTreeSet<u32> {
         let mut r = self.redis.clone();
         let free: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();
         free.into_iter().collect()
@@ -504,7 +504,7 @@ async fn a_lecture_with_cancellations_a_waitlist_and_the_door() {
 /// An order the sale made, as the grab script writes it: sealed on the queue, taken into the cache
 /// by the consumer (the grab script refuses a grab after the sale's end, so a test of the time
 /// after it seeds its holders this way).
-fn sold(event: &EventId, user: &str, ticket_no: u32) -> String {
+pub(crate) fn sold(event: &EventId, user: &str, ticket_no: u32) -> String {
     serde_json::to_string(&shared::domain::OrderMessage {
         v: 1,
         order_id: shared::domain::OrderId::generate(),
@@ -518,7 +518,7 @@ fn sold(event: &EventId, user: &str, ticket_no: u32) -> String {
     .unwrap()
 }
 
-async fn wait_until(t: OffsetDateTime) {
+pub(crate) async fn wait_until(t: OffsetDateTime) {
     let left = t - OffsetDateTime::now_utc();
     if left.is_positive() {
         tokio::time::sleep(left.unsigned_abs() + std::time::Duration::from_millis(50)).await;

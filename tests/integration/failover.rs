@@ -26,7 +26,7 @@ use tokio::{
 use crate::{faults::*, helpers::*};
 
 /// A TCP forwarder on loopback.
-struct Proxy {
+pub(crate) struct Proxy {
     port: u16,
     target: Arc<Mutex<u16>>,
     held: watch::Sender<bool>,
@@ -63,12 +63,12 @@ impl Proxy {
         Self { port, target, held, conns, accept }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// Holds every byte in flight, both ways: the link stays open and carries nothing.
-    fn hold(&self) {
+    pub(crate) fn hold(&self) {
         self.held.send_replace(true);
     }
 
@@ -113,15 +113,15 @@ async fn forward(
 }
 
 /// A primary, its replica behind a link that can be held, and the primary endpoint in front.
-struct Pair {
-    primary: PrivateRedis,
-    replica: PrivateRedis,
-    link: Proxy,
-    endpoint: Proxy,
+pub(crate) struct Pair {
+    pub(crate) primary: PrivateRedis,
+    pub(crate) replica: PrivateRedis,
+    pub(crate) link: Proxy,
+    pub(crate) endpoint: Proxy,
 }
 
 impl Pair {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let primary = PrivateRedis::start().await;
         let link = Proxy::start(primary.port).await;
         let replica =
@@ -142,12 +142,12 @@ impl Pair {
     }
 
     /// A connection straight to one server (not through the endpoint).
-    async fn direct(&self, server: &PrivateRedis) -> redis::aio::MultiplexedConnection {
+    pub(crate) async fn direct(&self, server: &PrivateRedis) -> redis::aio::MultiplexedConnection {
         redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
     }
 
     /// Waits until the replica has everything the primary wrote so far.
-    async fn caught_up(&self) {
+    pub(crate) async fn caught_up(&self) {
         let mut p = self.direct(&self.primary).await;
         let written = offset(&mut p, "master_repl_offset").await;
         let r = self.direct(&self.replica).await;
@@ -161,7 +161,7 @@ impl Pair {
 
     /// The failover: the primary dies (SIGKILL), what the held link carried is gone, the replica
     /// is promoted and the endpoint moves to it.
-    async fn fail_over(&mut self) {
+    pub(crate) async fn fail_over(&mut self) {
         self.primary.kill();
         self.link.cut();
         let mut r = self.direct(&self.replica).await;

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
 mod after_sale;
+mod after_sale_faults;
 mod cluster;
 mod concurrency;
 mod failover;
