@@ -649,3 +649,51 @@ async fn the_waitlist_closes_after_cancel_until_and_each_user_still_waiting_is_t
         .unwrap();
     assert!(items.items().iter().all(|i| !i.contains_key("email")), "no address is kept");
 }
+
+/// A cache the previous release laid out (layout v3: the opening field without a layout version,
+/// no `cancel_until` or `wait_max` in meta, the waitlist only in Redis) is rebuilt on first touch,
+/// at once, and its waiting user keeps their place: grabs, joins and cancellations through the new
+/// code work on it.
+#[tokio::test]
+async fn a_cache_of_the_previous_layout_is_rebuilt_on_first_touch_keeping_its_waitlist() {
+    use shared::domain::{Email, order::WaitHead};
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(2).await;
+    let user = |name: &str| format!("{name}-{}", &event.as_str()[2..10]);
+    assert_eq!(app.grab(&event, &user("ada")).await.status, 202);
+    app.deliver_all().await;
+
+    // Lay the cache out as v3 wrote it, with one user waiting there alone.
+    let mut r = app.redis.clone();
+    let opening = app.functions.gate.opening(&event).await.unwrap();
+    let history = opening.strip_prefix(&keys::opening_prefix()).unwrap().to_owned();
+    let open_from: String = r.hget(keys::meta(&event), &opening).await.unwrap();
+    let old = UserId::parse(&user("old")).unwrap();
+    let head = WaitHead::new(&event, &old, &Email::parse(&format!("{old}@example.com")).unwrap());
+    let _: () = redis::pipe()
+        .atomic()
+        .hdel(keys::meta(&event), &[opening.as_str(), "cancel_until", "wait_max"])
+        .hset(keys::meta(&event), format!("open_from@{history}"), open_from)
+        .zadd(keys::wait(&event), old.as_str(), 1)
+        .hset(keys::waiting(&event), old.as_str(), head.as_str())
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    assert!(app.functions.gate.window(&event).await.unwrap().is_none(), "the new code does not read it as its own");
+
+    // First touch: a grab, answered at once (no wait as for a lost cache).
+    let bob = app.grab(&event, &user("bob")).await;
+    assert_eq!(bob.status, 202, "{}", bob.body);
+    let cy = app.join_waitlist(&event, &user("cy")).await;
+    assert_eq!((cy.status, cy.body["position"].as_u64()), (201, Some(2)), "{}", cy.body);
+    assert_eq!(app.waitlist(&event, old.as_str()).await.body["position"], 1, "the old place kept");
+    assert!(app.functions.store.waiters(&event).await.unwrap().iter().any(|w| w.user == old), "and made durable");
+    app.deliver_all().await;
+    assert_eq!(app.cancel(&event, &user("ada")).await.status, 200);
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(&event, old.as_str()).await.body["status"], "CONFIRMED");
+    let meta = app.cache(&event).await.meta;
+    assert!(meta.contains_key(&opening) && !meta.contains_key(&format!("open_from@{history}")));
+    let report = app.report(&event, None).await;
+    assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
+}
