@@ -241,7 +241,7 @@ impl Context {
                 // The seeds have no rate limit; every user grabs once here, so it never bites.
                 settings.policy,
                 settings.rebuild,
-                settings.user_limit,
+                settings.user_limits.clone(),
             )
         };
         let stub_queue = OrderQueue::for_grab(&stub_sdk, bench_queue.clone());

@@ -31,6 +31,8 @@ pub struct Functions {
     pub gate: Gate,
     pub store: Store,
     pub queue: OrderQueue,
+    /// The rebuilder the functions share (its memory of events is theirs).
+    pub rebuilder: Rebuilder,
 }
 
 impl Functions {
@@ -52,15 +54,14 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 rebuilder.clone(),
-                settings.user_limit,
+                settings.user_limits.clone(),
                 shared::config::PublicPassKeySource::ready(settings.pass.public()),
             ),
             verify_hash: VerifyHash::new(
                 gate.clone(),
-                store.clone(),
                 settings.hash.clone(),
-                rebuilder,
-                settings.user_limit,
+                rebuilder.clone(),
+                settings.user_limits.clone(),
             ),
             grab: Grab::new(
                 gate.clone(),
@@ -70,7 +71,7 @@ impl Functions {
                 settings.hash.clone(),
                 settings.policy,
                 settings.rebuild,
-                settings.user_limit,
+                settings.user_limits.clone(),
             ),
             reconcile: Reconcile::new(
                 store.clone(),
@@ -94,7 +95,12 @@ impl Functions {
             gate,
             store,
             queue,
+            rebuilder,
         })
+    }
+
+    pub fn rebuilder(&self) -> &Rebuilder {
+        &self.rebuilder
     }
 
     /// Hands an HTTP API request to the function that serves its route.

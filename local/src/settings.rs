@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use shared::{
     config::{
-        ConfigError, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings, UserLimit, parsed_or,
+        ConfigError, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings, UserLimits, parsed_or,
         text_or,
     },
     domain::{order_seal::SealKey, ticket_pass::PassKey},
@@ -51,8 +51,8 @@ pub struct LocalSettings {
     pub pass: PassKey,
     pub jwt_secret: String,
     pub policy: GrabPolicy,
-    /// Requests per user and window on verify-hash and query.
-    pub user_limit: UserLimit,
+    /// Requests per user and window on each route (the route table's limits).
+    pub user_limits: UserLimits,
     pub rebuild: shared::recovery::RebuildSettings,
     /// Outbox entries older than this are re-driven by reconcile (`outbox_max_wait` while the
     /// queue still holds messages).
@@ -87,7 +87,7 @@ impl LocalSettings {
             pass,
             jwt_secret: text_or("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
-            user_limit: UserLimit::from_env()?,
+            user_limits: UserLimits::from_env(shared::http::routes::per_user_limits())?,
             rebuild: RebuildSettings::from_env()?,
             outbox_age: reconcile.outbox_age,
             outbox_max_wait: reconcile.outbox_max_wait,

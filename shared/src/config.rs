@@ -123,31 +123,44 @@ impl GrabPolicy {
     }
 }
 
-/// Requests one user may make to a read route (verify-hash, query) per window: a flood from one
-/// valid token is refused in Redis before it costs DynamoDB anything. Grab has its own limit, in
-/// the grab script.
+/// One user's budget on one route: requests per window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UserLimit {
     pub requests: u32,
     pub window: Duration,
 }
 
-impl UserLimit {
-    pub fn from_env() -> Result<Self, ConfigError> {
-        let limit = Self {
-            requests: parsed_or("USER_RATE_LIMIT", 20)?,
-            window: Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?),
-        };
-        if limit.requests == 0 || limit.window.is_zero() {
-            return Err(ConfigError::Malformed { name: "USER_RATE_LIMIT", reason: "must be positive".into() });
-        }
-        Ok(limit)
-    }
+/// Requests one user may make to each route per window, counted in Redis (`handlers::limit`) so a
+/// flood from one valid token is refused before it costs anything else. The routes, their
+/// settings and defaults are listed once, in the route table (`http::routes`); the window is the
+/// grab script's (`GRAB_RATE_WINDOW_MS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserLimits {
+    pub window: Duration,
+    per_route: std::collections::BTreeMap<&'static str, u32>,
 }
 
-impl Default for UserLimit {
-    fn default() -> Self {
-        Self { requests: 20, window: Duration::from_secs(1) }
+impl UserLimits {
+    /// `limits` are the route table's (name, setting, default).
+    pub fn from_env(limits: impl Iterator<Item = (&'static str, &'static str, u32)>) -> Result<Self, ConfigError> {
+        let window = Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?);
+        let mut per_route = std::collections::BTreeMap::new();
+        for (name, setting, default) in limits {
+            let requests = parsed_or(setting, default)?;
+            if requests == 0 {
+                return Err(ConfigError::Malformed { name: setting, reason: "must be positive".into() });
+            }
+            per_route.insert(name, requests);
+        }
+        if window.is_zero() {
+            return Err(ConfigError::Malformed { name: "GRAB_RATE_WINDOW_MS", reason: "must be positive".into() });
+        }
+        Ok(Self { window, per_route })
+    }
+
+    /// The budget of the route counted as `name` (a name the table does not list is not limited).
+    pub fn of(&self, name: &str) -> Option<UserLimit> {
+        self.per_route.get(name).map(|&requests| UserLimit { requests, window: self.window })
     }
 }
 

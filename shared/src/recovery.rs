@@ -60,6 +60,10 @@ const DEPTH_READ_EVERY: Duration = Duration::from_millis(250);
 const DEPTH_READ_LIMIT: Duration = Duration::from_secs(1);
 /// Events remembered per execution environment (they never change once released).
 const EVENTS_KEPT: usize = 1_000;
+/// How long an id DynamoDB does not know is remembered as unknown: requests naming it cost no read
+/// meanwhile (a flood of made-up ids costs one read per id and environment per this time); an
+/// event released meanwhile is seen after it.
+pub const MISS_KEPT: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 pub struct Rebuilder {
@@ -70,21 +74,36 @@ pub struct Rebuilder {
     /// The last reading of the queue's depth; held while a reading is taken, so a burst takes one.
     depth: Arc<tokio::sync::Mutex<Option<(Instant, u64)>>>,
     events: Arc<Mutex<HashMap<EventId, Event>>>,
+    /// Ids found unknown, and when.
+    misses: Arc<Mutex<HashMap<EventId, Instant>>>,
 }
 
 impl Rebuilder {
     pub fn new(store: Store, gate: Gate, queue: OrderQueue, settings: RebuildSettings) -> Self {
-        Self { store, gate, queue, settings, depth: Arc::default(), events: Arc::default() }
+        Self { store, gate, queue, settings, depth: Arc::default(), events: Arc::default(), misses: Arc::default() }
     }
 
     /// A released event, remembered once read: a lost cache makes every request of the sale ask
     /// for its event until the rebuild, and an event never changes once released. `None` for an
-    /// event DynamoDB does not know (never remembered, so unknown ids cannot fill the memory).
+    /// event DynamoDB does not know, remembered for [`MISS_KEPT`] (in a bounded map).
     pub async fn event(&self, id: &EventId) -> Result<Option<Event>, RecoveryError> {
         if let Some(event) = self.events.lock().expect("events").get(id) {
             return Ok(Some(event.clone()));
         }
-        let Some(stored) = self.store.get_event(id).await? else { return Ok(None) };
+        if self.misses.lock().expect("misses").get(id).is_some_and(|at| at.elapsed() < MISS_KEPT) {
+            return Ok(None);
+        }
+        let Some(stored) = self.store.get_event(id).await? else {
+            let mut misses = self.misses.lock().expect("misses");
+            if misses.len() >= EVENTS_KEPT {
+                misses.retain(|_, at| at.elapsed() < MISS_KEPT);
+                if misses.len() >= EVENTS_KEPT {
+                    misses.clear();
+                }
+            }
+            misses.insert(id.clone(), Instant::now());
+            return Ok(None);
+        };
         let mut events = self.events.lock().expect("events");
         if events.len() >= EVENTS_KEPT {
             events.clear();

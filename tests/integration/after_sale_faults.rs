@@ -51,7 +51,13 @@ struct Outcome {
     confirmed: usize,
 }
 
-async fn outcome(app: &Arc<TestApp>, event: &EventId, keep: &[String], promoted: &[String], waiting: &[String]) -> Outcome {
+async fn outcome(
+    app: &Arc<TestApp>,
+    event: &EventId,
+    keep: &[String],
+    promoted: &[String],
+    waiting: &[String],
+) -> Outcome {
     let store = &app.functions.store;
     let mut lost = 0;
     for user in keep.iter().chain(promoted) {
@@ -176,7 +182,7 @@ async fn failover_during_a_promotion() {
         s.hash.clone(),
         s.policy,
         s.rebuild,
-        s.user_limit,
+        s.user_limits.clone(),
     );
     let cut_off = local_runner::Functions { grab, ..app.functions.clone() };
     let cancel = |user: &str| for_user(for_event(fixture("cancel.json"), &event), user);

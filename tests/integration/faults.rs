@@ -304,8 +304,19 @@ pub(crate) fn record(fault: &str, saw: &str, checked: &Checked, recover: Duratio
 
 /// A row of the matrix for a fault after the sale (cancellations and the waitlist): what the users
 /// were promised is counted as places and numbers, then asserted.
-pub(crate) fn record_after_sale(fault: &str, saw: &str, outcome: &str, lost: usize, twice: usize, double_mail: usize, recover: Duration) {
-    let row = format!("| {fault} | {saw} | {outcome} | {lost} | {twice} | {double_mail} | {:.1} s |\n", recover.as_secs_f64());
+pub(crate) fn record_after_sale(
+    fault: &str,
+    saw: &str,
+    outcome: &str,
+    lost: usize,
+    twice: usize,
+    double_mail: usize,
+    recover: Duration,
+) {
+    let row = format!(
+        "| {fault} | {saw} | {outcome} | {lost} | {twice} | {double_mail} | {:.1} s |\n",
+        recover.as_secs_f64()
+    );
     println!("fault-matrix {row}");
     let path = repo_root().join("target").join("fault-matrix.md");
     if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {

@@ -122,7 +122,7 @@ async fn a_whole_sale_and_its_attacks_log_no_address_token_or_hash() {
         assert!(reply.send().await.unwrap().status().is_client_error());
     }
     secrets.extend([unverified, expired]);
-    for _ in 0..(app.settings.user_limit.requests + 5) {
+    for _ in 0..(app.settings.user_limits.of("verify-hash").unwrap().requests + 5) {
         http.get(format!("{base}/events/{id}/verify-hash")).bearer_auth(&tokens[7]).send().await.unwrap();
     }
     let forged = json!({

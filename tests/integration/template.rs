@@ -307,6 +307,12 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
     ];
     let answered: BTreeSet<&str> = errors.iter().map(|e| e.code()).collect();
     assert_eq!(answered, codes, "the contract names exactly the codes the handlers answer");
+
+    // Every route with a per-user limit says so.
+    for route in ROUTES.iter().filter(|r| matches!(r.limit, shared::http::routes::Limit::PerUser { .. })) {
+        let op = &spec["paths"][route.path][route.method.to_ascii_lowercase()];
+        assert_eq!(op["responses"]["429"]["$ref"], "#/components/responses/RateLimited", "{}", route.key());
+    }
 }
 
 /// The value a nest of `Fn::If` takes when exactly the conditions in `true_` hold.

@@ -13,7 +13,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{HashSettings, UserLimit},
+    config::{HashSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
         Event, EventId, OrderId, OrderStatus, Waiter,
@@ -41,7 +41,7 @@ pub struct AfterSale {
     returns: TicketReturns,
     rebuilder: Rebuilder,
     hash: HashSettings,
-    limit: UserLimit,
+    limiter: super::limit::Limiter,
 }
 
 #[derive(Deserialize)]
@@ -58,15 +58,17 @@ impl AfterSale {
         returns: TicketReturns,
         rebuilder: Rebuilder,
         hash: HashSettings,
-        limit: UserLimit,
+        limits: UserLimits,
     ) -> Self {
-        Self { store, gate, courier, returns, rebuilder, hash, limit }
+        let limiter = super::limit::Limiter::new(gate.clone(), limits);
+        Self { store, gate, courier, returns, rebuilder, hash, limiter }
     }
 
     /// One request of the three routes: the reply and its outcome code.
     pub async fn route(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
         let caller = Caller::from_request(&req)?;
         let event = event_id(&req)?;
+        self.limiter.admit(&req, &caller).await?;
         match route_key(&req).as_str() {
             "DELETE /events/{id}/order" => {
                 // Nothing is read from a body here, so one is a malformed request, not ignored.
@@ -79,12 +81,7 @@ impl AfterSale {
                 let body: JoinBody = json_body(&req)?;
                 self.join(&event, &caller, &body.hash).await
             }
-            "GET /events/{id}/waitlist" => {
-                if let Some(retry_after_ms) = self.gate.count_request(&caller.user, "waitlist", self.limit).await? {
-                    return Err(ApiError::RateLimited { retry_after_ms });
-                }
-                self.place(&event, &caller).await
-            }
+            "GET /events/{id}/waitlist" => self.place(&event, &caller).await,
             _ => Err(ApiError::RouteNotFound),
         }
     }

@@ -12,7 +12,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimit},
+    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
@@ -68,7 +68,7 @@ impl Grab {
         hash: HashSettings,
         policy: GrabPolicy,
         rebuild: RebuildSettings,
-        limit: UserLimit,
+        limits: UserLimits,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = Courier::new(gate.clone(), queue, seal);
@@ -80,7 +80,7 @@ impl Grab {
             returns,
             rebuilder.clone(),
             hash.clone(),
-            limit,
+            limits,
         );
         Self { gate, courier, store, hash, policy, rebuilder, after_sale }
     }
@@ -100,7 +100,7 @@ impl Grab {
             hash,
             policy,
             crate::config::RebuildSettings::from_env()?,
-            UserLimit::from_env()?,
+            UserLimits::from_env(crate::http::routes::per_user_limits())?,
         ))
     }
 

@@ -4,6 +4,7 @@
 pub mod after_sale;
 pub mod door;
 pub mod grab;
+pub mod limit;
 pub mod mail;
 pub mod query;
 pub mod reconcile;

@@ -6,7 +6,7 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
-    config::{GateSettings, PublicPassKeySource, QueueSettings, StoreSettings, UserLimit},
+    config::{GateSettings, PublicPassKeySource, QueueSettings, StoreSettings, UserLimits},
     domain::{
         Event, EventId, OrderId, OrderStatus,
         audit::{AuditRow, Ledger, Report, csv_cell},
@@ -31,7 +31,7 @@ pub struct Query {
     store: Store,
     gate: Gate,
     rebuilder: Rebuilder,
-    limit: UserLimit,
+    limiter: super::limit::Limiter,
     pass: PublicPassKeySource,
 }
 
@@ -67,8 +67,9 @@ pub enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limit: UserLimit, pass: PublicPassKeySource) -> Self {
-        Self { store, gate, rebuilder, limit, pass }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PublicPassKeySource) -> Self {
+        let limiter = super::limit::Limiter::new(gate.clone(), limits);
+        Self { store, gate, rebuilder, limiter, pass }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -80,18 +81,13 @@ impl Query {
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
         let pass = PublicPassKeySource::deployment(sdk);
-        Ok(Self::new(store, gate, rebuilder, UserLimit::from_env()?, pass))
+        Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("query", req, |req| async move {
             let caller = Caller::from_request(&req)?;
-            // Reads go on while Redis is down (the snapshot answers), so the limit fails open.
-            match self.gate.count_request(&caller.user, "query", self.limit).await {
-                Ok(Some(retry_after_ms)) => return Err(ApiError::RateLimited { retry_after_ms }),
-                Ok(None) => {}
-                Err(e) => tracing::warn!(error = %e, "redis unavailable; query served without its rate limit"),
-            }
+            self.limiter.admit(&req, &caller).await?;
             let reply = match route_key(&req).as_str() {
                 "GET /events" => json(StatusCode::OK, &self.list_events(&req).await?),
                 "GET /events/{id}" => json(StatusCode::OK, &self.event(&event_id(&req)?).await?),
@@ -104,7 +100,7 @@ impl Query {
                 }
                 "GET /events/{id}/pass-key" => {
                     let event = event_id(&req)?;
-                    self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
                     let key = self.pass.get().await.map_err(|e| {
                         tracing::error!(dependency = "secretsmanager", error = %e, "pass key unavailable");
                         ApiError::Busy
@@ -167,6 +163,8 @@ impl Query {
     }
 
     async fn event(&self, id: &EventId) -> Result<EventWithStock, ApiError> {
+        // An unknown id is answered from memory (a miss is remembered briefly).
+        self.rebuilder.event(id).await?.ok_or(ApiError::EventNotFound)?;
         let stored = self.store.get_event(id).await?.ok_or(ApiError::EventNotFound)?;
         // An event DynamoDB knows but Redis does not lost its cache: rebuild it once, best effort
         // (the snapshot answers meanwhile).

@@ -6,7 +6,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, HashSettings, QueueSettings, StoreSettings, UserLimit},
+    config::{GateSettings, HashSettings, QueueSettings, StoreSettings, UserLimits},
     domain::event::{epoch_ms, from_epoch_ms, rfc3339},
     gate::{Gate, Window},
     http::{ApiError, Caller, json, reply::event_id, serve},
@@ -18,15 +18,15 @@ use crate::{
 #[derive(Clone)]
 pub struct VerifyHash {
     gate: Gate,
-    store: Store,
     hash: HashSettings,
     rebuilder: Rebuilder,
-    limit: UserLimit,
+    limiter: super::limit::Limiter,
 }
 
 impl VerifyHash {
-    pub fn new(gate: Gate, store: Store, hash: HashSettings, rebuilder: Rebuilder, limit: UserLimit) -> Self {
-        Self { gate, store, hash, rebuilder, limit }
+    pub fn new(gate: Gate, hash: HashSettings, rebuilder: Rebuilder, limits: UserLimits) -> Self {
+        let limiter = super::limit::Limiter::new(gate.clone(), limits);
+        Self { gate, hash, rebuilder, limiter }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -37,30 +37,28 @@ impl VerifyHash {
         let hash = HashSettings::load(&sdk).await?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        Ok(Self::new(gate, store, hash, rebuilder, UserLimit::from_env()?))
+        let rebuilder = Rebuilder::new(store, gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
+        Ok(Self::new(gate, hash, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("verify-hash", req, |req| async move {
             let caller = Caller::from_request(&req)?;
             let event = event_id(&req)?;
-            if let Some(retry_after_ms) = self.gate.count_request(&caller.user, "verify-hash", self.limit).await? {
-                return Err(ApiError::RateLimited { retry_after_ms });
-            }
+            self.limiter.admit(&req, &caller).await?;
             // The cache answers during a sale; DynamoDB only for an event the cache does not hold.
             let window = match self.gate.window(&event).await? {
                 Some(w) => w,
                 None => {
-                    let stored = self.store.get_event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    let stored = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
                     // A lost cache: start its rebuild now so the grab that follows finds it.
-                    if let Err(e) = self.rebuilder.rebuild(&stored.event).await {
+                    if let Err(e) = self.rebuilder.rebuild(&stored).await {
                         tracing::warn!(event_id = %event, error = %e, "rebuild from verify-hash failed");
                     }
                     Window {
-                        start_ms: epoch_ms(stored.event.sale_start),
-                        end_ms: epoch_ms(stored.event.sale_end),
-                        cancel_until_ms: epoch_ms(stored.event.cancel_until),
+                        start_ms: epoch_ms(stored.sale_start),
+                        end_ms: epoch_ms(stored.sale_end),
+                        cancel_until_ms: epoch_ms(stored.cancel_until),
                         closed: false,
                     }
                 }

@@ -21,12 +21,26 @@ impl Function {
     }
 }
 
+/// How a route limits one user's requests (SECURITY.md, flooding).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// The grab script counts the user's refused grabs in their own field (`GRAB_RATE_LIMIT`).
+    GrabScript,
+    /// A fixed window per user and route, counted in Redis before anything else is read:
+    /// `setting` requests per window (`GRAB_RATE_WINDOW_MS`), `default` when unset.
+    PerUser { name: &'static str, setting: &'static str, default: u32 },
+    /// The organiser's routes: callers are the deployment's own staff and admins (Cognito groups),
+    /// limited by the stage's throttle only.
+    Staff,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
     pub method: &'static str,
     /// The path with `{id}` placeholders, as API Gateway writes it.
     pub path: &'static str,
     pub function: Function,
+    pub limit: Limit,
 }
 
 impl Route {
@@ -56,21 +70,82 @@ impl Route {
     }
 }
 
+const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Limit {
+    Limit::PerUser { name, setting, default }
+}
+
 pub const ROUTES: [Route; 13] = [
-    Route { method: "POST", path: "/admin/events", function: Function::Release },
-    Route { method: "GET", path: "/events", function: Function::Query },
-    Route { method: "GET", path: "/events/{id}", function: Function::Query },
-    Route { method: "GET", path: "/events/{id}/verify-hash", function: Function::VerifyHash },
-    Route { method: "POST", path: "/events/{id}/grab", function: Function::Grab },
-    Route { method: "GET", path: "/events/{id}/order", function: Function::Query },
-    Route { method: "GET", path: "/admin/events/{id}/orders", function: Function::Query },
-    Route { method: "DELETE", path: "/events/{id}/order", function: Function::Grab },
-    Route { method: "POST", path: "/events/{id}/waitlist", function: Function::Grab },
-    Route { method: "GET", path: "/events/{id}/waitlist", function: Function::Grab },
-    Route { method: "GET", path: "/events/{id}/pass-key", function: Function::Query },
-    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Release },
-    Route { method: "GET", path: "/admin/events/{id}/report", function: Function::Query },
+    Route { method: "POST", path: "/admin/events", function: Function::Release, limit: Limit::Staff },
+    Route {
+        method: "GET",
+        path: "/events",
+        function: Function::Query,
+        limit: per_user("events", "RATE_LIMIT_EVENTS", 20),
+    },
+    Route {
+        method: "GET",
+        path: "/events/{id}",
+        function: Function::Query,
+        limit: per_user("event", "RATE_LIMIT_EVENT", 20),
+    },
+    Route {
+        method: "GET",
+        path: "/events/{id}/verify-hash",
+        function: Function::VerifyHash,
+        limit: per_user("verify-hash", "RATE_LIMIT_VERIFY_HASH", 20),
+    },
+    Route { method: "POST", path: "/events/{id}/grab", function: Function::Grab, limit: Limit::GrabScript },
+    Route {
+        method: "GET",
+        path: "/events/{id}/order",
+        function: Function::Query,
+        limit: per_user("order", "RATE_LIMIT_ORDER", 20),
+    },
+    Route { method: "GET", path: "/admin/events/{id}/orders", function: Function::Query, limit: Limit::Staff },
+    // Each cancel costs a strongly consistent read and a transaction: fewer.
+    Route {
+        method: "DELETE",
+        path: "/events/{id}/order",
+        function: Function::Grab,
+        limit: per_user("cancel", "RATE_LIMIT_CANCEL", 5),
+    },
+    // Each join runs a script on the event's slot.
+    Route {
+        method: "POST",
+        path: "/events/{id}/waitlist",
+        function: Function::Grab,
+        limit: per_user("join", "RATE_LIMIT_JOIN", 5),
+    },
+    Route {
+        method: "GET",
+        path: "/events/{id}/waitlist",
+        function: Function::Grab,
+        limit: per_user("waitlist", "RATE_LIMIT_WAITLIST", 20),
+    },
+    Route {
+        method: "GET",
+        path: "/events/{id}/pass-key",
+        function: Function::Query,
+        limit: per_user("pass-key", "RATE_LIMIT_PASS_KEY", 20),
+    },
+    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Release, limit: Limit::Staff },
+    Route { method: "GET", path: "/admin/events/{id}/report", function: Function::Query, limit: Limit::Staff },
 ];
+
+/// The route with this API Gateway route key (`METHOD /path`).
+pub fn by_key(key: &str) -> Option<&'static Route> {
+    ROUTES
+        .iter()
+        .find(|r| r.method.len() < key.len() && key.starts_with(r.method) && key[r.method.len() + 1..] == *r.path)
+}
+
+/// Every per-user limit: (name, setting, default).
+pub fn per_user_limits() -> impl Iterator<Item = (&'static str, &'static str, u32)> {
+    ROUTES.iter().filter_map(|r| match r.limit {
+        Limit::PerUser { name, setting, default } => Some((name, setting, default)),
+        _ => None,
+    })
+}
 
 /// The route serving `method path`, with its path parameters.
 pub fn find(method: &str, path: &str) -> Option<(Route, Vec<(&'static str, String)>)> {
@@ -92,5 +167,18 @@ mod tests {
         assert_eq!(find("DELETE", "/events/ev1/order").unwrap().0.function, Function::Grab);
         assert!(find("GET", "/events/ev1/nope").is_none());
         assert!(find("GET", "/events//order").is_none());
+        assert_eq!(by_key("DELETE /events/{id}/order").unwrap().function, Function::Grab);
+        assert!(by_key("DELETE /events/{id}").is_none());
+    }
+
+    #[test]
+    fn every_route_a_user_calls_has_a_limit_of_its_own() {
+        for route in ROUTES {
+            let staff = route.path.starts_with("/admin/");
+            assert_eq!(route.limit == Limit::Staff, staff, "{}", route.key());
+        }
+        let names: Vec<_> = per_user_limits().map(|(name, ..)| name).collect();
+        let distinct: std::collections::HashSet<_> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "one counter per route");
     }
 }
