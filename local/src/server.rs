@@ -17,8 +17,15 @@ use tracing::Instrument;
 
 use crate::{authorizer::Authorizer, esm, functions::Functions};
 
-/// API Gateway's own payload limit; the handlers refuse far smaller bodies with 413 themselves.
-const MAX_REQUEST_BYTES: usize = 10 * 1024 * 1024;
+/// What API Gateway and Lambda answer themselves, in their words, when a request never reaches the
+/// function or the function's reply cannot be returned.
+fn gateway_says(status: u16, message: &str) -> Response {
+    Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(Body::from(json!({ "message": message }).to_string()))
+        .expect("a static response")
+}
 
 pub struct Front {
     pub functions: Functions,
@@ -67,9 +74,10 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
                 return to_axum(ApiError::Unauthorized("a valid bearer token is required").into_response());
             }
         };
-        let body = match to_bytes(body, MAX_REQUEST_BYTES).await {
+        // Lambda takes at most 6 MB per invocation (API Gateway's own limit, 10 MB, is above it).
+        let body = match to_bytes(body, routes::LAMBDA_PAYLOAD_BYTES).await {
             Ok(b) => b,
-            Err(_) => return to_axum(ApiError::PayloadTooLarge(MAX_REQUEST_BYTES).into_response()),
+            Err(_) => return gateway_says(413, "Request Entity Too Large"),
         };
         let event = http_api_event(&parts, &route, &params, claims, &body, &request_id);
         let event: ApiGatewayV2httpRequest = match serde_json::from_value(event) {
@@ -79,10 +87,31 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
                 return to_axum(ApiError::Busy.into_response());
             }
         };
-        to_axum(front.functions.call(route.function, apigw::into_request(event)).await)
+        let call = front.functions.call(route.function, apigw::into_request(event));
+        let Ok(reply) = tokio::time::timeout(route.function.timeout(), call).await else {
+            // Lambda ends the invocation at the function's timeout; API Gateway answers 500.
+            tracing::error!(route = %route.key(), timeout_s = route.function.timeout().as_secs(), "the function timed out");
+            return gateway_says(500, "Internal Server Error");
+        };
+        if reply_bytes(&reply) > routes::LAMBDA_PAYLOAD_BYTES {
+            tracing::error!(route = %route.key(), bytes = reply_bytes(&reply), "the reply is over Lambda's 6 MB");
+            return gateway_says(500, "Internal Server Error");
+        }
+        to_axum(reply)
     }
     .instrument(span)
     .await
+}
+
+/// The size of the function's reply as Lambda returns it: the body (its JSON string escapes add a
+/// little, counted) and the headers.
+fn reply_bytes(reply: &lambda_http::Response<lambda_http::Body>) -> usize {
+    let body = match reply.body() {
+        lambda_http::Body::Text(t) => t.len() + t.bytes().filter(|b| matches!(b, b'"' | b'\\' | b'\n' | b'\r')).count(),
+        lambda_http::Body::Binary(b) => b.len().div_ceil(3) * 4,
+        _ => 0,
+    };
+    body + reply.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 6).sum::<usize>()
 }
 
 /// [`MAIL_CONSUMER_PATH`]: the runner's switch of the mail consumer.

@@ -340,7 +340,10 @@ pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
 
 /// [`app_on_private_redis`] through a Redis endpoint of the test's own.
 pub(crate) async fn app_on_redis(url: String) -> Arc<TestApp> {
-    app_on_redis_with(url, 1, |_| {}).await
+    // A failed message comes back after 4 s; its fifth receive (then the DLQ) is 16 s on, past
+    // the mail claim below (12 s), so a send left unanswered by a loaded emulator is retried under
+    // a stale claim rather than dead-lettered (deployed: 180 s x 4 against 90 s).
+    app_on_redis_with(url, 4, |_| {}).await
 }
 
 /// [`app_on_redis`] with a queue visibility and settings of the test's own.
@@ -369,6 +372,8 @@ pub(crate) async fn app_on_redis_with(
             )
             .expect("mail times");
             adjust(s);
+            let dead_letter_after = Duration::from_secs(u64::from(visibility) * 4);
+            assert!(s.mail.claim_timeout < dead_letter_after, "a stale claim must be retried before the DLQ");
         })
         .await,
     )

@@ -222,3 +222,82 @@ async fn a_held_mail_consumer_leaves_orders_on_the_queue_until_it_is_resumed() {
     assert_eq!(order["status"], "CONFIRMED");
     assert_eq!(app.sent_mail().await.len(), 1);
 }
+
+/// The runner refuses what Lambda and API Gateway refuse: a request body over Lambda's 6 MB is
+/// `413` before any handler runs, in API Gateway's words.
+#[tokio::test]
+async fn a_request_over_lambdas_payload_limit_is_refused_before_the_function() {
+    let app = TestApp::new().await;
+    let (base, _stop) = start_runner(&app).await;
+    let http = local_runner::client::new();
+    let admin = Authorizer::new(&app.settings.jwt_secret).mint("org", None, true, parse_ttl("1h").unwrap()).unwrap();
+    let id = fresh_event_id();
+    let big = "x".repeat(shared::http::routes::LAMBDA_PAYLOAD_BYTES + 1);
+    let reply = http
+        .post(format!("{base}/admin/events"))
+        .bearer_auth(&admin)
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"id":"{id}","title":"{big}"}}"#))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 413);
+    assert_eq!(reply.json::<Value>().await.unwrap(), json!({ "message": "Request Entity Too Large" }));
+    assert!(app.functions.store.get_event(&id).await.unwrap().is_none(), "no handler ran");
+}
+
+/// The CSV attendee list of a 100,000-ticket event, through the runner (which answers 500 for a
+/// reply over Lambda's 6 MB, as AWS does): in pages, each far under the limit, the next page in a
+/// `Link` header, every ticket once and in order. The whole list (over 6 MB) could not be one reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_csv_report_of_a_100_000_ticket_event_comes_in_pages_under_the_response_limit() {
+    const TICKETS: u32 = 100_000;
+    // A table of its own: 200,000 items would slow every other test's reads in the emulator.
+    let app = TestApp::for_mail(30).await;
+    let now = OffsetDateTime::now_utc();
+    let event = test_event(
+        fresh_event_id(),
+        TICKETS,
+        now - Duration::hours(2),
+        now - Duration::hours(1) + Duration::minutes(5),
+    );
+    app.functions.store.put_event(&event).await.unwrap();
+    let orders: Vec<shared::domain::OrderMessage> = (1..=TICKETS)
+        .map(|n| shared::domain::OrderMessage {
+            v: 1,
+            order_id: shared::domain::OrderId::generate(),
+            event_id: event.id.clone(),
+            user_id: shared::domain::UserId::parse(&format!("attendee-{n:06}")).unwrap(),
+            email: shared::domain::Email::parse(&format!("attendee-{n:06}@example.com")).unwrap(),
+            ticket_no: n,
+            created_at: rfc3339(now),
+            promoted: false,
+        })
+        .collect();
+    app.functions.store.load_confirmed(&orders, now).await.unwrap();
+
+    let (base, _stop) = start_runner(&app).await;
+    let http = local_runner::client::new();
+    let admin = Authorizer::new(&app.settings.jwt_secret).mint("org", None, true, parse_ttl("1h").unwrap()).unwrap();
+    let mut next = Some(format!("/admin/events/{}/report?format=csv", event.id));
+    let (mut seen, mut pages, mut total_bytes) = (Vec::with_capacity(TICKETS as usize), 0, 0);
+    while let Some(path) = next.take() {
+        let reply = http.get(format!("{base}{path}")).bearer_auth(&admin).send().await.unwrap();
+        assert_eq!(reply.status(), 200, "page {pages}: {:?}", reply.text().await);
+        next = reply.headers().get("link").map(|l| {
+            let l = l.to_str().unwrap();
+            assert!(l.ends_with(r#">; rel="next""#), "{l}");
+            l[1..l.find('>').unwrap()].to_owned()
+        });
+        let text = reply.text().await.unwrap();
+        assert!(text.len() <= shared::handlers::query::CSV_PAGE_BYTES + 2048, "a page of {} bytes", text.len());
+        total_bytes += text.len();
+        let mut lines = text.lines();
+        assert!(lines.next().unwrap().starts_with("ticket_no,order_id"), "each page has its header");
+        seen.extend(lines.map(|l| l.split(',').next().unwrap().parse::<u32>().unwrap()));
+        pages += 1;
+    }
+    assert_eq!(seen, (1..=TICKETS).collect::<Vec<_>>(), "every ticket once, in order");
+    assert!(total_bytes > shared::http::routes::LAMBDA_PAYLOAD_BYTES, "one reply could not have held it");
+    assert_eq!(pages, TICKETS as usize / shared::handlers::query::CSV_PAGE);
+}

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Value, json};
 use shared::{
-    http::routes::ROUTES,
+    http::routes::{Function, ROUTES},
     store::schema::{INDEXES, KEY_ATTRIBUTES, attr},
 };
 
@@ -362,4 +362,15 @@ fn cluster_mode_gives_the_functions_the_configuration_endpoint() {
     assert_eq!(*pick(&cache["NumNodeGroups"], &["CacheClustered"]), json!({"Ref": "CacheShards"}));
     assert_eq!(*pick(&cache["NumCacheClusters"], &[]), json!({"Ref": "CacheNodes"}));
     assert_eq!(*pick(&cache["CacheParameterGroupName"], &["CacheClustered"]), json!("default.valkey8.cluster.on"));
+}
+
+/// The local runner ends a request at the function's timeout, as Lambda does: the two agree.
+#[test]
+fn the_runners_function_timeouts_are_the_templates() {
+    let t = template();
+    let global = t["Globals"]["Function"]["Timeout"].as_u64().expect("a global timeout");
+    for function in [Function::Release, Function::Query, Function::VerifyHash, Function::Grab] {
+        let own = t["Resources"][function.resource()]["Properties"]["Timeout"].as_u64().unwrap_or(global);
+        assert_eq!(function.timeout().as_secs(), own, "{}", function.resource());
+    }
 }

@@ -19,7 +19,31 @@ impl Function {
             Self::Grab => "grab",
         }
     }
+
+    /// The function's `Timeout` in template.yaml (a test checks they agree): the local runner ends
+    /// a request that runs longer, as Lambda does.
+    pub fn timeout(self) -> std::time::Duration {
+        std::time::Duration::from_secs(match self {
+            Self::Release => 15,
+            Self::Query => 10,
+            Self::VerifyHash | Self::Grab => 6,
+        })
+    }
+
+    /// Its resource's name in template.yaml.
+    pub fn resource(self) -> &'static str {
+        match self {
+            Self::Release => "ReleaseFunction",
+            Self::Query => "QueryFunction",
+            Self::VerifyHash => "VerifyHashFunction",
+            Self::Grab => "GrabFunction",
+        }
+    }
 }
+
+/// Lambda's synchronous invocation payload limit, each way (6 MB): a bigger request is refused
+/// before the function runs, a bigger response is an error API Gateway answers with 500.
+pub const LAMBDA_PAYLOAD_BYTES: usize = 6 * 1024 * 1024;
 
 /// How a route limits one user's requests (SECURITY.md, flooding).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
