@@ -181,7 +181,7 @@ expect(len(mine) == 1 and granted["order_id"] in json.dumps(mine[0]), f"exactly 
 staff_token, _ = user_token(f"door-{RUN}@example.com", admin=False, group="staff")
 text = mine[0].get("BodyText", "")
 passes = [line.split("Pass: ", 1)[1].strip() for line in text.splitlines() if "Pass: " in line]
-expect(len(passes) == 1 and passes[0].startswith("TP1."), "the confirmation carries a signed ticket pass")
+expect(len(passes) == 1 and passes[0].startswith("TP2."), "the confirmation carries a signed ticket pass")
 status, body = call("GET", f"/events/{event_id}/pass-key", student_token)
 expect(status == 200 and body.get("algorithm") == "Ed25519", f"pass-key -> 200 Ed25519 (got {status})")
 status, body = call("POST", f"/admin/events/{event_id}/check-in", student_token, {"pass": passes[0]})

@@ -245,6 +245,8 @@ async fn run_round(
                 description: None,
                 cancel_until: now + time::Duration::hours(1),
                 waitlist_size: 0,
+                check_in_from: None,
+                check_in_until: None,
                 created_at: now,
             };
             gate.warm(&event).await?;

@@ -127,6 +127,8 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
         description: None,
         cancel_until: now + time::Duration::hours(1),
         waitlist_size: 0,
+        check_in_from: None,
+        check_in_until: None,
         created_at: now,
     };
     let created_at = shared::domain::event::rfc3339(now);

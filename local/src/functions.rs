@@ -1,9 +1,11 @@
 //! The functions, built once with the local settings: the very handlers the Lambda binaries run.
 
 use shared::{
+    config::PassKeyRingSource,
     gate::Gate,
     handlers::{
         StartError,
+        door::Door,
         grab::Grab,
         mail::Mail,
         query::Query,
@@ -23,6 +25,7 @@ use crate::settings::LocalSettings;
 #[derive(Clone)]
 pub struct Functions {
     pub release: Release,
+    pub door: Door,
     pub query: Query,
     pub verify_hash: VerifyHash,
     pub grab: Grab,
@@ -49,13 +52,14 @@ impl Functions {
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
         Ok(Self {
-            release: Release::new(store.clone(), gate.clone(), rebuilder.clone(), settings.pass.public()),
+            release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
+            door: Door::new(store.clone(), PassKeyRingSource::ready(settings.pass.public().into())),
             query: Query::new(
                 store.clone(),
                 gate.clone(),
                 rebuilder.clone(),
                 settings.user_limits.clone(),
-                shared::config::PublicPassKeySource::ready(settings.pass.public()),
+                PassKeyRingSource::ready(settings.pass.public().into()),
             ),
             verify_hash: VerifyHash::new(
                 gate.clone(),
@@ -114,6 +118,7 @@ impl Functions {
             Function::Query => self.query.handle(req).await,
             Function::VerifyHash => self.verify_hash.handle(req).await,
             Function::Grab => self.grab.handle(req).await,
+            Function::Door => self.door.handle(req).await,
         }
     }
 }

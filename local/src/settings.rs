@@ -23,11 +23,17 @@ pub const DEFAULT_JWT_SECRET: &str = "local-dev-jwt-secret-not-for-production";
 /// deployment's template generates its own): provisioned into the emulator, so the functions in a
 /// container read the values the runner and the tests use, and a verify hash, a sealed order or a
 /// ticket pass made by one is good in the other.
-pub fn development_secrets() -> [(&'static str, String); 3] {
+pub fn development_secrets() -> [(&'static str, String); 4] {
+    let pass = text_or("PASS_KEY", DEFAULT_PASS_KEY);
+    // The public half, as mail publishes it (the door and query read only this one).
+    let public = PassKey::new(pass.as_bytes())
+        .map(|k| serde_json::json!({ "current": k.public().encoded(), "previous": null }).to_string())
+        .unwrap_or_default();
     [
         ("ticketgrab-hash-secret", text_or("HASH_SECRET", DEFAULT_HASH_SECRET)),
         ("ticketgrab-order-key", text_or("ORDER_KEY", DEFAULT_ORDER_KEY)),
-        ("ticketgrab-pass-key", text_or("PASS_KEY", DEFAULT_PASS_KEY)),
+        ("ticketgrab-pass-key", pass),
+        ("ticketgrab-pass-public-keys", public),
     ]
 }
 

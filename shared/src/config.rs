@@ -5,6 +5,8 @@
 
 use std::{env, str::FromStr, time::Duration};
 
+use crate::domain::ticket_pass::{PassKeyRing, PublicPassKey};
+
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("environment variable {0} is not set")]
@@ -224,33 +226,114 @@ pub async fn pass_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::tick
         .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })
 }
 
-/// The pass key's public half for query, read on first use: query is the hot read path, and its cold
-/// start should not wait for a secret that only `GET /events/{id}/pass-key` needs.
+/// The public pass keys every function but mail reads (`PASS_PUBLIC_KEYS_ARN`, a secret holding
+/// `{"current": <key>, "previous": <key or null>}`, or locally `PASS_PUBLIC_KEYS`, the same JSON):
+/// public halves only, so nothing that reads them can sign a pass. Read on first use (query's cold
+/// start does not wait for it) and again after [`PASS_KEYS_KEPT`], so a rotation reaches the doors.
 #[derive(Clone)]
-pub struct PublicPassKeySource {
-    key: std::sync::Arc<tokio::sync::OnceCell<crate::domain::ticket_pass::PublicPassKey>>,
+pub struct PassKeyRingSource {
+    ring: std::sync::Arc<tokio::sync::Mutex<Option<(std::time::Instant, PassKeyRing)>>>,
     sdk: Option<aws_config::SdkConfig>,
+    /// The secret to read, when not the one `PASS_PUBLIC_KEYS_ARN` names.
+    secret: Option<String>,
 }
 
-impl PublicPassKeySource {
-    /// A key already in hand (the local runner, tests).
-    pub fn ready(key: crate::domain::ticket_pass::PublicPassKey) -> Self {
-        Self { key: std::sync::Arc::new(tokio::sync::OnceCell::new_with(Some(key))), sdk: None }
+/// How long a read of the public pass keys stands.
+pub const PASS_KEYS_KEPT: Duration = Duration::from_secs(300);
+
+impl PassKeyRingSource {
+    /// Keys already in hand (the local runner, tests): never read again.
+    pub fn ready(ring: PassKeyRing) -> Self {
+        let far = std::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
+        Self { ring: std::sync::Arc::new(tokio::sync::Mutex::new(Some((far, ring)))), sdk: None, secret: None }
     }
 
-    /// The deployment's key, from `PASS_KEY_ARN` or `PASS_KEY` when first asked for.
+    /// The deployment's keys, read when first asked for.
     pub fn deployment(sdk: aws_config::SdkConfig) -> Self {
-        Self { key: std::sync::Arc::default(), sdk: Some(sdk) }
+        Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: None }
     }
 
-    pub async fn get(&self) -> Result<&crate::domain::ticket_pass::PublicPassKey, ConfigError> {
-        self.key
-            .get_or_try_init(|| async {
-                let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing("PASS_KEY"))?;
-                Ok(pass_key(sdk).await?.public())
-            })
-            .await
+    /// The keys in the secret `id`.
+    pub fn secret(sdk: aws_config::SdkConfig, id: &str) -> Self {
+        Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: Some(id.to_owned()) }
     }
+
+    pub async fn get(&self) -> Result<PassKeyRing, ConfigError> {
+        let mut ring = self.ring.lock().await;
+        if let Some((read_at, keys)) = ring.as_ref()
+            && (read_at.elapsed() < PASS_KEYS_KEPT || self.sdk.is_none())
+        {
+            return Ok(keys.clone());
+        }
+        let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing("PASS_PUBLIC_KEYS"))?;
+        let text = match &self.secret {
+            Some(id) => crate::secrets::read(sdk, id)
+                .await
+                .map_err(|e| ConfigError::SecretUnreadable { name: "PASS_PUBLIC_KEYS_ARN", reason: e.to_string() })?,
+            None => deployment_secret(sdk, "PASS_PUBLIC_KEYS_ARN", "PASS_PUBLIC_KEYS").await?,
+        };
+        let keys = parse_ring(&text)?;
+        *ring = Some((std::time::Instant::now(), keys.clone()));
+        Ok(keys)
+    }
+}
+
+fn parse_ring(text: &str) -> Result<PassKeyRing, ConfigError> {
+    #[derive(serde::Deserialize)]
+    struct Ring {
+        current: String,
+        previous: Option<String>,
+    }
+    let bad = |reason: &str| ConfigError::Malformed { name: "PASS_PUBLIC_KEYS", reason: reason.into() };
+    let ring: Ring =
+        serde_json::from_str(text).map_err(|_| bad("not {\"current\": <key>, \"previous\": <key or null>}"))?;
+    let key = |k: &str| PublicPassKey::decode(k).map_err(|_| bad("a key is not 32 bytes of base64url"));
+    Ok(PassKeyRing { current: key(&ring.current)?, previous: ring.previous.as_deref().map(key).transpose()? })
+}
+
+fn ring_text(ring: &PassKeyRing) -> String {
+    serde_json::json!({ "current": ring.current.encoded(), "previous": ring.previous.as_ref().map(PublicPassKey::encoded) })
+        .to_string()
+}
+
+/// Mail, at cold start: publishes the public half of the key it signs with, so the doors and the
+/// pass-key route know it before its first pass. The key already published stays as the previous
+/// one (a pass it signed still checks); an environment whose key is the previous one (started just
+/// before a rotation) writes nothing, so two generations cannot flip the ring back and forth.
+pub async fn publish_pass_key(
+    sdk: &aws_config::SdkConfig,
+    key: &crate::domain::ticket_pass::PassKey,
+) -> Result<(), ConfigError> {
+    match env::var("PASS_PUBLIC_KEYS_ARN") {
+        Ok(arn) if !arn.trim().is_empty() => publish_pass_key_to(sdk, arn.trim(), key).await,
+        _ => Ok(()),
+    }
+}
+
+/// [`publish_pass_key`] into the secret `arn`.
+pub async fn publish_pass_key_to(
+    sdk: &aws_config::SdkConfig,
+    arn: &str,
+    key: &crate::domain::ticket_pass::PassKey,
+) -> Result<(), ConfigError> {
+    let mine = key.public();
+    let unreadable = |e: crate::secrets::SecretError| ConfigError::SecretUnreadable {
+        name: "PASS_PUBLIC_KEYS_ARN",
+        reason: e.to_string(),
+    };
+    let published = match crate::secrets::read(sdk, arn).await {
+        Ok(text) => parse_ring(&text).ok(),
+        Err(crate::secrets::SecretError::Empty) => None,
+        Err(e) => return Err(unreadable(e)),
+    };
+    let ring = match published {
+        Some(ring) if ring.current == mine || ring.previous.as_ref() == Some(&mine) => return Ok(()),
+        Some(ring) => PassKeyRing { current: mine, previous: Some(ring.current) },
+        None => PassKeyRing::from(mine),
+    };
+    crate::secrets::write(sdk, arn, &ring_text(&ring)).await.map_err(unreadable)?;
+    tracing::info!(key_id = ring.current.id(), "pass key published");
+    Ok(())
 }
 
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.

@@ -9,7 +9,7 @@
 
 use std::{
     collections::{HashMap, HashSet},
-    sync::{Arc, Mutex},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -23,7 +23,7 @@ use crate::{
     },
     gate::{Gate, GateError},
     queue::{OrderQueue, QueueError},
-    store::{Store, StoreError, after_sale::ReturnDue},
+    store::{EventBook, Store, StoreError, after_sale::ReturnDue},
 };
 
 pub use crate::config::RebuildSettings;
@@ -58,12 +58,7 @@ pub enum Rebuild {
 const DEPTH_READ_EVERY: Duration = Duration::from_millis(250);
 /// How long one reading may take before the rebuild answers "busy" instead.
 const DEPTH_READ_LIMIT: Duration = Duration::from_secs(1);
-/// Events remembered per execution environment (they never change once released).
-const EVENTS_KEPT: usize = 1_000;
-/// How long an id DynamoDB does not know is remembered as unknown: requests naming it cost no read
-/// meanwhile (a flood of made-up ids costs one read per id and environment per this time); an
-/// event released meanwhile is seen after it.
-pub const MISS_KEPT: Duration = Duration::from_secs(2);
+pub use crate::store::MISS_KEPT;
 
 #[derive(Clone)]
 pub struct Rebuilder {
@@ -73,43 +68,19 @@ pub struct Rebuilder {
     settings: RebuildSettings,
     /// The last reading of the queue's depth; held while a reading is taken, so a burst takes one.
     depth: Arc<tokio::sync::Mutex<Option<(Instant, u64)>>>,
-    events: Arc<Mutex<HashMap<EventId, Event>>>,
-    /// Ids found unknown, and when.
-    misses: Arc<Mutex<HashMap<EventId, Instant>>>,
+    events: EventBook,
 }
 
 impl Rebuilder {
     pub fn new(store: Store, gate: Gate, queue: OrderQueue, settings: RebuildSettings) -> Self {
-        Self { store, gate, queue, settings, depth: Arc::default(), events: Arc::default(), misses: Arc::default() }
+        Self { events: EventBook::new(store.clone()), store, gate, queue, settings, depth: Arc::default() }
     }
 
-    /// A released event, remembered once read: a lost cache makes every request of the sale ask
-    /// for its event until the rebuild, and an event never changes once released. `None` for an
-    /// event DynamoDB does not know, remembered for [`MISS_KEPT`] (in a bounded map).
+    /// A released event, remembered once read (a lost cache makes every request of the sale ask
+    /// for its event until the rebuild); `None` for an event DynamoDB does not know, remembered
+    /// briefly ([`EventBook`]).
     pub async fn event(&self, id: &EventId) -> Result<Option<Event>, RecoveryError> {
-        if let Some(event) = self.events.lock().expect("events").get(id) {
-            return Ok(Some(event.clone()));
-        }
-        if self.misses.lock().expect("misses").get(id).is_some_and(|at| at.elapsed() < MISS_KEPT) {
-            return Ok(None);
-        }
-        let Some(stored) = self.store.get_event(id).await? else {
-            let mut misses = self.misses.lock().expect("misses");
-            if misses.len() >= EVENTS_KEPT {
-                misses.retain(|_, at| at.elapsed() < MISS_KEPT);
-                if misses.len() >= EVENTS_KEPT {
-                    misses.clear();
-                }
-            }
-            misses.insert(id.clone(), Instant::now());
-            return Ok(None);
-        };
-        let mut events = self.events.lock().expect("events");
-        if events.len() >= EVENTS_KEPT {
-            events.clear();
-        }
-        events.insert(id.clone(), stored.event.clone());
-        Ok(Some(stored.event))
+        Ok(self.events.get(id).await?)
     }
 
     async fn in_flight(&self) -> Result<u64, RecoveryError> {

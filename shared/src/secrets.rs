@@ -20,3 +20,16 @@ pub async fn read(sdk: &aws_config::SdkConfig, id: &str) -> Result<String, Secre
         .map_err(|e| SecretError::Unreadable(crate::aws::error_summary(&e)))?;
     out.secret_string.filter(|s| !s.is_empty()).ok_or(SecretError::Empty)
 }
+
+/// Writes a new string value of the secret `id` (the public pass keys: public, so no harm in a
+/// log, but never logged either).
+pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result<(), SecretError> {
+    aws_sdk_secretsmanager::Client::new(sdk)
+        .put_secret_value()
+        .secret_id(id)
+        .secret_string(value)
+        .send()
+        .await
+        .map_err(|e| SecretError::Unreadable(crate::aws::error_summary(&e)))?;
+    Ok(())
+}

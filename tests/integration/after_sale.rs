@@ -42,7 +42,7 @@ impl TestApp {
     pub(crate) async fn check_in(&self, event: &EventId, pass: &str, groups: &str) -> Reply {
         let body = json!({ "pass": pass });
         self.call(
-            Function::Release,
+            Function::Door,
             as_member(with_body(for_event(fixture("check-in.json"), event), &body), "door-1", groups),
         )
         .await
@@ -193,7 +193,7 @@ async fn a_returned_ticket_goes_to_the_head_of_the_waitlist_who_is_mailed() {
     assert_eq!((messages[0]["user_id"].as_str(), messages[0]["promoted"].as_bool()), (Some("bob"), Some(true)));
     app.deliver(&messages[0].to_string()).await.unwrap();
     assert_eq!(app.order_of(&event, "bob").await.body["status"], "CONFIRMED");
-    assert!(app.pass_of("bob").await.starts_with("TP1."));
+    assert!(app.pass_of("bob").await.starts_with("TP2."));
     assert!(app.functions.gate.outbox(&event).await.unwrap().is_empty());
 
     // bob gives it back too: cy is next; cy cancels: dee; dee cancels: nobody waits, back on sale.
@@ -253,9 +253,12 @@ async fn a_ticket_checks_in_once_and_a_cancelled_or_forged_pass_is_refused() {
     let key = app.call(Function::Query, for_user(for_event(fixture("pass-key.json"), &event), "anyone")).await;
     assert_eq!((key.status, key.body["algorithm"].as_str()), (200, Some("Ed25519")));
     assert_eq!(key.body["public_key"], app.settings.pass.public().encoded());
+    assert_eq!(key.body["key_id"], app.settings.pass.public().id());
 
     assert_eq!(app.check_in(&event, &pass, "[students]").await.code(), "FORBIDDEN");
-    let first = app.check_in(&event, &pass, "[staff]").await;
+    // Another event's staff may not; this event's staff group may (below, after the admin scan).
+    assert_eq!(app.check_in(&event, &pass, &format!("[staff-{}]", fresh_event_id())).await.code(), "FORBIDDEN");
+    let first = app.check_in(&event, &pass, &format!("[staff-{event}]")).await;
     assert_eq!(first.status, 200, "{}", first.body);
     let second = app.check_in(&event, &pass, "[admin]").await;
     assert_eq!((second.status, second.code()), (409, "ALREADY_CHECKED_IN"));
@@ -266,10 +269,22 @@ async fn a_ticket_checks_in_once_and_a_cancelled_or_forged_pass_is_refused() {
     let bob_pass = app.pass_of("bob").await;
     assert_eq!(app.cancel(&event, "bob").await.status, 200);
     assert_eq!(app.check_in(&event, &bob_pass, "[staff]").await.code(), "TICKET_CANCELLED");
-    // Forged: bob's pass with another ticket number, and a pass of another deployment's key.
+    // Forged: a pass of another deployment's key, and what anyone holding only the published
+    // public key can make of it (used as a secret, or its id copied into another key's pass).
+    let genuine = shared::domain::ticket_pass::PassKeyRing::from(app.settings.pass.public()).verify(&pass).unwrap();
     let other_key = shared::domain::ticket_pass::PassKey::new(b"another deployment's pass key").unwrap();
-    let foreign = other_key.issue(&app.settings.pass.public().verify(&pass).unwrap());
-    for bad in [foreign.as_str(), "TP1.e30.AAAA", "not a pass"] {
+    let foreign = other_key.issue(&genuine);
+    let from_public = shared::domain::ticket_pass::PassKey::new(key.body["public_key"].as_str().unwrap().as_bytes())
+        .unwrap()
+        .issue(&genuine);
+    let (payload, sig) = foreign[4..].split_once('.').unwrap();
+    let payload =
+        String::from_utf8(base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload).unwrap())
+            .unwrap()
+            .replace(&other_key.public().id(), &app.settings.pass.public().id());
+    let relabelled =
+        format!("TP2.{}.{sig}", base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, payload));
+    for bad in [foreign.as_str(), &from_public, &relabelled, "TP1.e30.AAAA", "not a pass"] {
         assert_eq!(app.check_in(&event, bad, "[staff]").await.code(), "BAD_PASS", "{bad}");
     }
     // A genuine pass at another event's door.
@@ -696,4 +711,66 @@ async fn a_cache_of_the_previous_layout_is_rebuilt_on_first_touch_keeping_its_wa
     assert!(meta.contains_key(&opening) && !meta.contains_key(&format!("open_from@{history}")));
     let report = app.report(&event, None).await;
     assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
+}
+
+/// The door opens in the window the organiser set (by default from 2 h before `starts_at` to 6 h
+/// after): a pass shown the day before is refused, nothing written.
+#[tokio::test]
+async fn check_in_is_accepted_only_in_the_events_window() {
+    let app = TestApp::for_mail(30).await;
+    let now = OffsetDateTime::now_utc();
+    let mut event = test_event(fresh_event_id(), 2, now - Duration::minutes(1), now + Duration::hours(1));
+    event.starts_at = Some(now + Duration::days(1));
+    app.functions.store.put_event(&event).await.unwrap();
+    app.functions.gate.warm(&event).await.unwrap();
+    let user = format!("early-{}", &event.id.as_str()[2..10]);
+    assert_eq!(app.grab(&event.id, &user).await.status, 202);
+    app.deliver_all().await;
+    let pass = app.pass_of(&user).await;
+    let early = app.check_in(&event.id, &pass, "[staff]").await;
+    assert_eq!((early.status, early.code()), (409, "CHECK_IN_CLOSED"), "{}", early.body);
+    assert!(app.order_of(&event.id, &user).await.body["checked_in_at"].is_null(), "nothing written");
+
+    // The organiser opened the door now: let in.
+    let mut open = test_event(fresh_event_id(), 2, now - Duration::minutes(1), now + Duration::hours(1));
+    open.starts_at = Some(now + Duration::days(1));
+    open.check_in_from = Some(now - Duration::minutes(1));
+    app.functions.store.put_event(&open).await.unwrap();
+    app.functions.gate.warm(&open).await.unwrap();
+    let guest = format!("guest-{}", &open.id.as_str()[2..10]);
+    assert_eq!(app.grab(&open.id, &guest).await.status, 202);
+    app.deliver_all().await;
+    assert_eq!(app.check_in(&open.id, &app.pass_of(&guest).await, "[staff]").await.status, 200);
+}
+
+/// Mail publishes the public half of its key (the only private one) where the door and query read
+/// it; a rotation keeps the previous key, so passes mailed before it still check in, and an
+/// environment still holding the previous key does not turn the ring back.
+#[tokio::test]
+async fn the_public_pass_keys_are_published_by_mail_and_survive_a_rotation() {
+    use shared::{
+        config::{PassKeyRingSource, publish_pass_key_to},
+        domain::ticket_pass::{Pass, PassKey},
+    };
+    let app = TestApp::new().await;
+    let sm = aws_sdk_secretsmanager::Client::new(&app.sdk);
+    let name = format!("pass-public-keys-{}", uuid::Uuid::now_v7().simple());
+    sm.create_secret().name(&name).secret_string("{}").send().await.unwrap();
+    let (old, new) =
+        (PassKey::new(b"the key before the rotation").unwrap(), PassKey::new(b"the key after the rotation!").unwrap());
+    let read = || async { PassKeyRingSource::secret(app.sdk.clone(), &name).get().await.unwrap() };
+
+    publish_pass_key_to(&app.sdk, &name, &old).await.unwrap();
+    assert_eq!((read().await.current, read().await.previous), (old.public(), None));
+    let pass = Pass { event: fresh_event_id(), order: shared::domain::OrderId::generate(), ticket_no: 7 };
+    let mailed_before = old.issue(&pass);
+
+    publish_pass_key_to(&app.sdk, &name, &new).await.unwrap();
+    let ring = read().await;
+    assert_eq!((ring.current.clone(), ring.previous.clone()), (new.public(), Some(old.public())));
+    assert_eq!(ring.verify(&mailed_before), Ok(pass.clone()), "a pass mailed before the rotation still checks");
+    assert_eq!(ring.verify(&new.issue(&pass)), Ok(pass.clone()));
+    // An environment started just before the rotation, still on the old key: writes nothing.
+    publish_pass_key_to(&app.sdk, &name, &old).await.unwrap();
+    assert_eq!(read().await, ring);
 }

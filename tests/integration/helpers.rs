@@ -305,6 +305,8 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         cancel_until: end,
         // Room for the waitlist tests' few users whatever the capacity.
         waitlist_size: capacity.max(100),
+        check_in_from: None,
+        check_in_until: None,
         created_at: OffsetDateTime::now_utc(),
     }
 }

@@ -302,6 +302,7 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::NotWaiting,
         E::BadPass,
         E::TicketCancelled,
+        E::CheckInClosed { from: String::new(), until: None },
         E::RouteNotFound,
         E::Busy,
     ];
@@ -373,4 +374,57 @@ fn the_runners_function_timeouts_are_the_templates() {
         let own = t["Resources"][function.resource()]["Properties"]["Timeout"].as_u64().unwrap_or(global);
         assert_eq!(function.timeout().as_secs(), own, "{}", function.resource());
     }
+}
+
+/// Only mail can sign a pass: it alone holds the private key (its variable and its read), and it
+/// alone writes the public keys the others read.
+#[test]
+fn only_mail_holds_the_pass_signing_key() {
+    let t = template();
+    let functions: Vec<(&String, &Value)> =
+        t["Resources"].as_object().unwrap().iter().filter(|(_, r)| r["Type"] == "AWS::Serverless::Function").collect();
+    assert_eq!(functions.len(), 7);
+    for (name, f) in functions {
+        let props = &f["Properties"];
+        let env = &props["Environment"]["Variables"];
+        let policies = props["Policies"].to_string();
+        let private = env.get("PASS_KEY_ARN").is_some() || policies.contains("\"PassKeySecret\"");
+        let writes_public = policies.contains("secretsmanager:PutSecretValue");
+        assert_eq!(private, name == "MailFunction", "{name} and the private pass key");
+        assert_eq!(writes_public, name == "MailFunction", "{name} and the public keys");
+        if ["DoorFunction", "QueryFunction"].contains(&name.as_str()) {
+            assert_eq!(env["PASS_PUBLIC_KEYS_ARN"], json!({"Ref": "PassPublicKeysSecret"}), "{name}");
+        }
+    }
+    // The door's function cannot release events or touch the cache's keys in DynamoDB beyond one update.
+    let door = t["Resources"]["DoorFunction"]["Properties"]["Policies"].to_string();
+    assert!(!door.contains("PutItem") && !door.contains("DeleteItem") && !door.contains("sqs:"), "{door}");
+}
+
+/// Every function has a concurrency limit (a parameter, reconcile's fixed at one run), and the
+/// alarm topic is encrypted with a key CloudWatch may use.
+#[test]
+fn every_function_is_capped_and_the_alarm_topic_is_encrypted() {
+    let t = template();
+    for (name, f) in t["Resources"].as_object().unwrap() {
+        if f["Type"] != "AWS::Serverless::Function" {
+            continue;
+        }
+        let reserved = &f["Properties"]["ReservedConcurrentExecutions"];
+        if name == "ReconcileFunction" {
+            assert_eq!(reserved, 1);
+            continue;
+        }
+        let param = format!("{}ReservedConcurrency", name.trim_end_matches("Function"));
+        assert_eq!(
+            pick(reserved, &[&format!("Reserves{}Concurrency", name.trim_end_matches("Function"))]),
+            &json!({"Ref": param}),
+            "{name}"
+        );
+        assert!(t["Parameters"][&param]["Default"].as_u64().unwrap() > 0, "{param} caps by default");
+    }
+    let topic = &t["Resources"]["AlarmTopic"]["Properties"];
+    assert_eq!(topic["KmsMasterKeyId"], json!({"Ref": "AlarmTopicKey"}));
+    let policy = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"].to_string();
+    assert!(policy.contains("cloudwatch.amazonaws.com"), "CloudWatch may publish: {policy}");
 }

@@ -39,12 +39,8 @@ fn escape(s: &str) -> String {
 }
 
 pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmation {
-    let pass = key.issue(&Pass {
-        event: order.event_id.clone(),
-        order: order.order_id.clone(),
-        user: order.user_id.clone(),
-        ticket_no: order.ticket_no,
-    });
+    let pass =
+        key.issue(&Pass { event: order.event_id.clone(), order: order.order_id.clone(), ticket_no: order.ticket_no });
     let when = event.starts_at.map(rfc3339);
     let mut lines = vec![
         format!("Your ticket for \"{}\" is confirmed.", event.title),
@@ -128,6 +124,8 @@ mod tests {
             description: None,
             cancel_until: datetime!(2026-12-01 10:00 UTC),
             waitlist_size: 100,
+            check_in_from: None,
+            check_in_until: None,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }
@@ -149,7 +147,9 @@ mod tests {
     fn the_mail_names_the_event_ticket_order_date_and_place() {
         let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
         let mail = compose(&event(Some("Hall \"A\"")), &order(), &key);
-        let pass = key.public().verify(&mail.pass).expect("the mail's pass is signed");
+        let pass = crate::domain::ticket_pass::PassKeyRing::from(key.public())
+            .verify(&mail.pass)
+            .expect("the mail's pass is signed");
         assert_eq!((pass.ticket_no, pass.order.as_str()), (42, "0199a0b0-0000-7000-8000-000000000001"));
         assert!(mail.text.contains(&mail.pass) && mail.html.contains("cid:ticket-pass"));
         assert!(mail.pass_png.as_deref().is_some_and(|png| png.starts_with(b"\x89PNG")));

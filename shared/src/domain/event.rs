@@ -36,9 +36,19 @@ pub struct Event {
     /// How many users may wait for a returned ticket (0: no waitlist). The organiser's choice at
     /// release; `capacity` by default.
     pub waitlist_size: u32,
+    /// The door's window, as the organiser set it (see [`Event::check_in_window`] for the defaults).
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub check_in_from: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub check_in_until: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
+
+/// The door opens this long before `starts_at` unless the organiser says otherwise ...
+pub const CHECK_IN_BEFORE: time::Duration = time::Duration::hours(2);
+/// ... and closes this long after it.
+pub const CHECK_IN_AFTER: time::Duration = time::Duration::hours(6);
 
 /// Where a sale stands at an instant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -63,6 +73,15 @@ impl Event {
     /// (a returned number is handed out by the cache).
     pub fn active_until(&self) -> OffsetDateTime {
         self.sale_end.max(self.cancel_until)
+    }
+
+    /// When the door lets tickets in: the organiser's `check_in_from`/`check_in_until`, by default
+    /// from [`CHECK_IN_BEFORE`] before `starts_at` to [`CHECK_IN_AFTER`] after it; an event without
+    /// `starts_at` from its sale's start, with no end unless set.
+    pub fn check_in_window(&self) -> (OffsetDateTime, Option<OffsetDateTime>) {
+        let from = self.check_in_from.or(self.starts_at.map(|t| t - CHECK_IN_BEFORE)).unwrap_or(self.sale_start);
+        let until = self.check_in_until.or(self.starts_at.map(|t| t + CHECK_IN_AFTER));
+        (from, until)
     }
 }
 
@@ -119,9 +138,11 @@ pub struct EventDraft {
     pub description: Option<String>,
     pub cancel_until: Option<OffsetDateTime>,
     pub waitlist_size: Option<u32>,
+    pub check_in_from: Option<OffsetDateTime>,
+    pub check_in_until: Option<OffsetDateTime>,
 }
 
-const FIELDS: [&str; 10] = [
+const FIELDS: [&str; 12] = [
     "id",
     "title",
     "capacity",
@@ -132,6 +153,8 @@ const FIELDS: [&str; 10] = [
     "description",
     "cancel_until",
     "waitlist_size",
+    "check_in_from",
+    "check_in_until",
 ];
 
 struct Fields<'a> {
@@ -244,6 +267,8 @@ impl EventDraft {
         let starts_at = f.instant("starts_at", false);
         let description = f.text_lines("description", false, MAX_TEXT, true);
         let cancel_until = f.instant("cancel_until", false);
+        let check_in_from = f.instant("check_in_from", false);
+        let check_in_until = f.instant("check_in_until", false);
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
                 id,
@@ -256,6 +281,8 @@ impl EventDraft {
                 description,
                 cancel_until,
                 waitlist_size,
+                check_in_from,
+                check_in_until,
             }),
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -282,6 +309,12 @@ impl EventDraft {
                 problem: "may be at most 90 days after sale_end".into(),
             });
         }
+        if let (Some(from), Some(until)) = (self.check_in_from, self.check_in_until)
+            && until <= from
+        {
+            problems
+                .push(FieldProblem { field: "check_in_until".into(), problem: "must be after check_in_from".into() });
+        }
         if !problems.is_empty() {
             return Err(InvalidEvent(problems));
         }
@@ -296,6 +329,8 @@ impl EventDraft {
             description: self.description,
             cancel_until,
             waitlist_size: self.waitlist_size.unwrap_or(self.capacity),
+            check_in_from: self.check_in_from,
+            check_in_until: self.check_in_until,
             created_at: now,
         })
     }

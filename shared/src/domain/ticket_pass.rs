@@ -1,11 +1,15 @@
 //! The ticket pass: what the confirmation mail carries as a QR code and the door scans. A signed
-//! statement "order O holds ticket n of event E for user U", Ed25519, so a door device checks it
-//! offline with the public key (`GET /events/{id}/pass-key`); only the deployment's key signs.
+//! statement "order O holds ticket n of event E", Ed25519, so a door device checks it offline with
+//! the public key (`GET /events/{id}/pass-key`); only mail holds the private key and signs.
 //!
-//! Pass: `TP1.<base64url payload>.<base64url signature>`, the payload a compact JSON object
-//! `{"e":<event>,"o":<order>,"u":<user>,"n":<ticket no>}`, the signature over
-//! `"ticket-pass-v1\n" + payload`. The pass alone admits nobody: check-in marks the order used
-//! exactly once, and a cancelled order's pass is refused there.
+//! Pass: `TP2.<base64url payload>.<base64url signature>`, the payload a compact JSON object
+//! `{"k":<key id>,"e":<event>,"o":<order>,"n":<ticket no>}`, the signature over
+//! `"ticket-pass-v2\n" + payload`. The key id names the key that signed (its public key's SHA-256,
+//! first 8 bytes, base64url), so a door verifies with the current or the previous key and a
+//! rotation voids no pass in flight. The pass names no user: the door needs the order and the
+//! ticket, not the identity. Passes of the first format (`TP1`, with the user and no key id) still
+//! verify, against either key. The pass alone admits nobody: check-in marks the order used exactly
+//! once, and a cancelled order's pass is refused there.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
 use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
@@ -14,22 +18,47 @@ use sha2::{Digest, Sha256};
 
 use super::{EventId, OrderId, UserId};
 
-const PREFIX: &str = "TP1.";
-const CONTEXT: &[u8] = b"ticket-pass-v1\n";
-/// Longer passes are refused before any decoding (a real one is ~250 characters).
+const PREFIX: &str = "TP2.";
+const CONTEXT: &[u8] = b"ticket-pass-v2\n";
+const PREFIX_V1: &str = "TP1.";
+const CONTEXT_V1: &[u8] = b"ticket-pass-v1\n";
+/// Longer passes are refused before any decoding (a real one is ~220 characters).
 pub const MAX_PASS_LEN: usize = 1_024;
 
 /// What a pass says.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pass {
-    #[serde(rename = "e")]
     pub event: EventId,
-    #[serde(rename = "o")]
     pub order: OrderId,
-    #[serde(rename = "u")]
-    pub user: UserId,
-    #[serde(rename = "n")]
     pub ticket_no: u32,
+}
+
+/// The signed payload of a `TP2` pass.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Payload {
+    #[serde(rename = "k")]
+    key: String,
+    #[serde(rename = "e")]
+    event: EventId,
+    #[serde(rename = "o")]
+    order: OrderId,
+    #[serde(rename = "n")]
+    ticket_no: u32,
+}
+
+/// The signed payload of a `TP1` pass (mailed before key ids).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PayloadV1 {
+    #[serde(rename = "e")]
+    event: EventId,
+    #[serde(rename = "o")]
+    order: OrderId,
+    #[serde(rename = "u")]
+    _user: UserId,
+    #[serde(rename = "n")]
+    ticket_no: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -38,9 +67,11 @@ pub enum BadPass {
     Malformed,
     #[error("the pass's signature does not match")]
     Forged,
+    #[error("the pass names a key this deployment no longer knows")]
+    UnknownKey,
 }
 
-/// The deployment's pass key: signs in mail, checks at the door. Never printed.
+/// The deployment's pass key: signs, in mail only. Never printed.
 #[derive(Clone)]
 pub struct PassKey(SigningKey);
 
@@ -66,13 +97,19 @@ impl PassKey {
     }
 
     pub fn issue(&self, pass: &Pass) -> String {
-        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(pass).expect("ids and numbers always serialize"));
-        let signature = self.0.sign(&signed(&payload));
+        let payload = Payload {
+            key: self.public().id(),
+            event: pass.event.clone(),
+            order: pass.order.clone(),
+            ticket_no: pass.ticket_no,
+        };
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).expect("ids and numbers always serialize"));
+        let signature = self.0.sign(&[CONTEXT, payload.as_bytes()].concat());
         format!("{PREFIX}{payload}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
     }
 }
 
-/// What a door device needs: the public half.
+/// A public half: checks passes, cannot sign one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PublicPassKey(VerifyingKey);
 
@@ -82,25 +119,75 @@ impl PublicPassKey {
         URL_SAFE_NO_PAD.encode(self.0.as_bytes())
     }
 
-    /// Checks a pass's signature and reads it; every id is checked as at the HTTP edge.
+    /// A published key read back.
+    pub fn decode(encoded: &str) -> Result<Self, BadPass> {
+        let bytes: [u8; 32] =
+            URL_SAFE_NO_PAD.decode(encoded).ok().and_then(|b| b.try_into().ok()).ok_or(BadPass::Malformed)?;
+        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|_| BadPass::Malformed)
+    }
+
+    /// The key's id, as a pass names it: the first 8 bytes of its SHA-256, base64url.
+    pub fn id(&self) -> String {
+        let digest = Sha256::digest(self.0.as_bytes());
+        URL_SAFE_NO_PAD.encode(&digest[..8])
+    }
+
+    fn check(&self, context: &[u8], payload: &str, signature: &[u8; 64]) -> Result<(), BadPass> {
+        self.0
+            .verify(&[context, payload.as_bytes()].concat(), &ed25519_dalek::Signature::from_bytes(signature))
+            .map_err(|_| BadPass::Forged)
+    }
+}
+
+/// The public keys a door trusts: the current one and, after a rotation, the previous one, so a
+/// pass mailed before the rotation still checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassKeyRing {
+    pub current: PublicPassKey,
+    pub previous: Option<PublicPassKey>,
+}
+
+impl From<PublicPassKey> for PassKeyRing {
+    fn from(current: PublicPassKey) -> Self {
+        Self { current, previous: None }
+    }
+}
+
+impl PassKeyRing {
+    fn keys(&self) -> impl Iterator<Item = &PublicPassKey> {
+        std::iter::once(&self.current).chain(self.previous.as_ref())
+    }
+
+    /// Checks a pass's signature with the key it names and reads it; every id is checked as at
+    /// the HTTP edge.
     pub fn verify(&self, pass: &str) -> Result<Pass, BadPass> {
         if pass.len() > MAX_PASS_LEN {
             return Err(BadPass::Malformed);
         }
-        let rest = pass.strip_prefix(PREFIX).ok_or(BadPass::Malformed)?;
+        let (v1, rest) = match (pass.strip_prefix(PREFIX), pass.strip_prefix(PREFIX_V1)) {
+            (Some(rest), _) => (false, rest),
+            (None, Some(rest)) => (true, rest),
+            (None, None) => return Err(BadPass::Malformed),
+        };
         let (payload, signature) = rest.split_once('.').ok_or(BadPass::Malformed)?;
         let signature: [u8; 64] =
             URL_SAFE_NO_PAD.decode(signature).ok().and_then(|s| s.try_into().ok()).ok_or(BadPass::Malformed)?;
-        self.0
-            .verify(&signed(payload), &ed25519_dalek::Signature::from_bytes(&signature))
-            .map_err(|_| BadPass::Forged)?;
         let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| BadPass::Malformed)?;
-        serde_json::from_slice(&json).map_err(|_| BadPass::Malformed)
+        if v1 {
+            // No key id: either key may have signed it.
+            if !self.keys().any(|k| k.check(CONTEXT_V1, payload, &signature).is_ok()) {
+                return Err(BadPass::Forged);
+            }
+            let p: PayloadV1 = serde_json::from_slice(&json).map_err(|_| BadPass::Malformed)?;
+            return Ok(Pass { event: p.event, order: p.order, ticket_no: p.ticket_no });
+        }
+        // The payload is read before its signature is checked only to learn which key to check
+        // it with; nothing of it is used unless the signature holds.
+        let p: Payload = serde_json::from_slice(&json).map_err(|_| BadPass::Malformed)?;
+        let key = self.keys().find(|k| k.id() == p.key).ok_or(BadPass::UnknownKey)?;
+        key.check(CONTEXT, payload, &signature)?;
+        Ok(Pass { event: p.event, order: p.order, ticket_no: p.ticket_no })
     }
-}
-
-fn signed(payload: &str) -> Vec<u8> {
-    [CONTEXT, payload.as_bytes()].concat()
 }
 
 /// The pass as a QR code in a PNG image: black modules on white, a 4-module quiet zone, `scale`
@@ -141,9 +228,12 @@ mod tests {
         Pass {
             event: EventId::parse("lecture-1").unwrap(),
             order: OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap(),
-            user: UserId::parse("u1").unwrap(),
             ticket_no: 42,
         }
+    }
+
+    fn ring(key: &PassKey) -> PassKeyRing {
+        key.public().into()
     }
 
     #[test]
@@ -151,29 +241,70 @@ mod tests {
         let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
         let other = PassKey::new(b"0123456789abcdef-other-key").unwrap();
         let token = key.issue(&pass());
-        assert!(token.len() < 300, "{} characters", token.len());
-        assert_eq!(key.public().verify(&token), Ok(pass()));
-        assert_eq!(other.public().verify(&token), Err(BadPass::Forged));
+        assert!(token.len() < 260, "{} characters", token.len());
+        assert_eq!(ring(&key).verify(&token), Ok(pass()));
+        assert_eq!(ring(&other).verify(&token), Err(BadPass::UnknownKey));
         // Another ticket number under the same signature: forged.
-        let mut forged = pass();
-        forged.ticket_no = 43;
         let (_, sig) = token.rsplit_once('.').unwrap();
-        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&forged).unwrap());
-        assert_eq!(key.public().verify(&format!("TP1.{payload}.{sig}")), Err(BadPass::Forged));
-        for bad in ["", "TP1.", "TP1.abc", "TP2.a.b", &token[4..], &format!("{token}x"), &"A".repeat(2000)] {
-            assert!(key.public().verify(bad).is_err(), "{bad:?} accepted");
+        let payload = URL_SAFE_NO_PAD.encode(
+            serde_json::to_vec(
+                &serde_json::json!({"k": key.public().id(), "e": "lecture-1", "o": pass().order, "n": 43}),
+            )
+            .unwrap(),
+        );
+        assert_eq!(ring(&key).verify(&format!("TP2.{payload}.{sig}")), Err(BadPass::Forged));
+        // A pass naming this key but signed by another: forged.
+        let mut forged = other.issue(&pass());
+        let wrong_id = other.public().id();
+        let claimed: String =
+            String::from_utf8(URL_SAFE_NO_PAD.decode(forged[4..].split_once('.').unwrap().0).unwrap())
+                .unwrap()
+                .replace(&wrong_id, &key.public().id());
+        let sig = forged.rsplit_once('.').unwrap().1.to_owned();
+        forged = format!("TP2.{}.{sig}", URL_SAFE_NO_PAD.encode(claimed));
+        assert_eq!(ring(&key).verify(&forged), Err(BadPass::Forged));
+        for bad in ["", "TP2.", "TP2.abc", "TP3.a.b", &token[4..], &format!("{token}x"), &"A".repeat(2000)] {
+            assert!(ring(&key).verify(bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(key.public().encoded().len(), 43);
+        assert_eq!(PublicPassKey::decode(&key.public().encoded()), Ok(key.public()));
         assert!(PassKey::new(b"short").is_err());
         assert_eq!(format!("{key:?}"), "PassKey(<redacted>)");
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(token[4..].split_once('.').unwrap().0).unwrap()).unwrap();
+        assert!(!text.contains("\"u\""), "no user in the pass: {text}");
+    }
+
+    #[test]
+    fn a_rotation_voids_no_pass_in_flight() {
+        let old = PassKey::new(b"0123456789abcdef-old-key").unwrap();
+        let new = PassKey::new(b"0123456789abcdef-new-key").unwrap();
+        let rotated = PassKeyRing { current: new.public(), previous: Some(old.public()) };
+        assert_eq!(rotated.verify(&old.issue(&pass())), Ok(pass()));
+        assert_eq!(rotated.verify(&new.issue(&pass())), Ok(pass()));
+        // Two rotations later the first key is gone, and so are its passes.
+        let newer = PassKey::new(b"0123456789abcdef-newer-key").unwrap();
+        let again = PassKeyRing { current: newer.public(), previous: Some(new.public()) };
+        assert_eq!(again.verify(&old.issue(&pass())), Err(BadPass::UnknownKey));
+    }
+
+    #[test]
+    fn a_pass_of_the_first_format_still_verifies() {
+        let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
+        let payload =
+            URL_SAFE_NO_PAD.encode(br#"{"e":"lecture-1","o":"0199a0b0-0000-7000-8000-000000000001","u":"u1","n":42}"#);
+        let sig = key.0.sign(&[CONTEXT_V1, payload.as_bytes()].concat());
+        let v1 = format!("TP1.{payload}.{}", URL_SAFE_NO_PAD.encode(sig.to_bytes()));
+        assert_eq!(ring(&key).verify(&v1), Ok(pass()));
+        let other = PassKey::new(b"0123456789abcdef-other-key").unwrap();
+        assert_eq!(ring(&other).verify(&v1), Err(BadPass::Forged));
     }
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(1_000))]
         #[test]
-        fn no_string_but_an_issued_pass_verifies(s in "\\PC{0,300}|TP1\\.[A-Za-z0-9_-]{0,120}\\.[A-Za-z0-9_-]{0,90}") {
+        fn no_string_but_an_issued_pass_verifies(s in "\\PC{0,300}|TP[12]\\.[A-Za-z0-9_-]{0,120}\\.[A-Za-z0-9_-]{0,90}") {
             let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
-            proptest::prop_assert!(key.public().verify(&s).is_err());
+            proptest::prop_assert!(ring(&key).verify(&s).is_err());
         }
     }
 
@@ -192,6 +323,6 @@ mod tests {
         assert_eq!(grids.len(), 1);
         let (_, content) = grids[0].decode().unwrap();
         assert_eq!(content, token);
-        assert_eq!(key.public().verify(&content), Ok(pass()));
+        assert_eq!(ring(&key).verify(&content), Ok(pass()));
     }
 }

@@ -1,9 +1,12 @@
-//! The door, in the release function (the organiser's writes): `POST /admin/events/{id}/check-in`
-//! with a ticket pass lets its ticket in exactly once. Admins and the `staff` group only.
+//! door: `POST /admin/events/{id}/check-in` with a ticket pass lets its ticket in exactly once. A
+//! function of its own, holding only the public pass keys and the table's reads and check-in
+//! writes: nothing here can sign a pass or release an event. Admins, the `staff` group, and the
+//! event's own staff group (`staff-<event id>`) only, within the event's check-in window.
 //!
-//! The pass's signature is checked first (no I/O for a forged one); then one conditional write on
-//! the order marks it used, so two doors scanning one pass at once let one person in. A second scan
-//! is `409 ALREADY_CHECKED_IN` with the first scan's time; a cancelled ticket's pass is refused.
+//! The pass's signature is checked first (no I/O for a forged one); then the ticket item tells
+//! whose order holds the number, and one conditional write on that order marks it used, so two
+//! doors scanning one pass let one person in. A second scan is `409 ALREADY_CHECKED_IN` with the
+//! first scan's time; a cancelled ticket's pass is refused.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Deserialize;
@@ -11,18 +14,21 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    domain::ticket_pass::PublicPassKey,
+    config::{PassKeyRingSource, StoreSettings},
+    domain::{EventId, event::rfc3339},
     http::{
         ApiError, Caller, json,
         reply::{event_id, json_body},
+        serve,
     },
-    store::{Store, after_sale::CheckIn},
+    store::{EventBook, Store, after_sale::CheckIn},
 };
 
 #[derive(Clone)]
 pub struct Door {
     store: Store,
-    pass: PublicPassKey,
+    events: EventBook,
+    keys: PassKeyRingSource,
 }
 
 #[derive(Deserialize)]
@@ -32,24 +38,40 @@ struct CheckInBody {
 }
 
 impl Door {
-    pub fn new(store: Store, pass: PublicPassKey) -> Self {
-        Self { store, pass }
+    pub fn new(store: Store, keys: PassKeyRingSource) -> Self {
+        Self { events: EventBook::new(store.clone()), store, keys }
+    }
+
+    pub async fn from_env() -> Result<Self, super::StartError> {
+        let store_settings = StoreSettings::from_env()?;
+        let sdk = crate::aws::sdk_config().await;
+        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
+        Ok(Self::new(store, PassKeyRingSource::deployment(sdk)))
+    }
+
+    pub async fn handle(&self, req: Request) -> Response<Body> {
+        serve("door", req, |req| async move { self.check_in(req).await }).await
     }
 
     pub async fn check_in(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
         let caller = Caller::from_request(&req)?;
-        if !(caller.admin || caller.staff) {
+        let event = event_id(&req)?;
+        if !caller.staffs(&event) {
             return Err(ApiError::Forbidden);
         }
-        let event = event_id(&req)?;
         let body: CheckInBody = json_body(&req)?;
-        let pass = self.pass.verify(body.pass.trim()).map_err(|_| ApiError::BadPass)?;
+        let keys = self.keys.get().await.map_err(|e| {
+            tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
+            ApiError::Busy
+        })?;
+        let pass = keys.verify(body.pass.trim()).map_err(|_| ApiError::BadPass)?;
         // A genuine pass of another event, shown at this event's door.
         if pass.event != event {
             return Err(ApiError::BadPass);
         }
         let now = OffsetDateTime::now_utc();
-        match self.store.check_in(&event, &pass.user, pass.order.as_str(), now).await? {
+        self.within_window(&event, now).await?;
+        match self.store.check_in_ticket(&event, pass.ticket_no, &pass.order, now).await? {
             CheckIn::Admitted { at } => Ok((
                 json(
                     StatusCode::OK,
@@ -63,5 +85,14 @@ impl Door {
             // like a pass of no ticket.
             CheckIn::Unknown => Err(ApiError::BadPass),
         }
+    }
+
+    async fn within_window(&self, event: &EventId, now: OffsetDateTime) -> Result<(), ApiError> {
+        let event = self.events.get(event).await?.ok_or(ApiError::EventNotFound)?;
+        let (from, until) = event.check_in_window();
+        if now < from || until.is_some_and(|u| now >= u) {
+            return Err(ApiError::CheckInClosed { from: rfc3339(from), until: until.map(rfc3339) });
+        }
+        Ok(())
     }
 }

@@ -112,12 +112,19 @@ impl Mail {
         let store_settings = StoreSettings::from_env()?;
         let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let pass = crate::config::pass_key(&sdk).await?;
+        // The doors and the pass-key route learn the public half from here: only mail holds the
+        // private one. A failure is logged: orders are stored and mailed all the same, and the next
+        // cold start publishes again.
+        if let Err(e) = crate::config::publish_pass_key(&sdk, &pass).await {
+            tracing::error!(error = %e, "the public pass key could not be published");
+        }
         Ok(Self::new(
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             gate,
             Mailer::new(Mailer::client(&sdk, settings.send_timeout, None), settings.from.clone()),
             crate::config::seal_key(&sdk).await?,
-            crate::config::pass_key(&sdk).await?,
+            pass,
             settings,
         ))
     }

@@ -6,7 +6,7 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
-    config::{GateSettings, PublicPassKeySource, QueueSettings, StoreSettings, UserLimits},
+    config::{GateSettings, PassKeyRingSource, QueueSettings, StoreSettings, UserLimits},
     domain::{
         Event, EventId, OrderId, OrderStatus,
         audit::{AuditRow, Ledger, Report, csv_cell},
@@ -32,7 +32,7 @@ pub struct Query {
     gate: Gate,
     rebuilder: Rebuilder,
     limiter: super::limit::Limiter,
-    pass: PublicPassKeySource,
+    pass: PassKeyRingSource,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -67,7 +67,7 @@ pub enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PublicPassKeySource) -> Self {
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PassKeyRingSource) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         Self { store, gate, rebuilder, limiter, pass }
     }
@@ -80,7 +80,7 @@ impl Query {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        let pass = PublicPassKeySource::deployment(sdk);
+        let pass = PassKeyRingSource::deployment(sdk);
         Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
     }
 
@@ -101,17 +101,22 @@ impl Query {
                 "GET /events/{id}/pass-key" => {
                     let event = event_id(&req)?;
                     self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
-                    let key = self.pass.get().await.map_err(|e| {
-                        tracing::error!(dependency = "secretsmanager", error = %e, "pass key unavailable");
+                    let keys = self.pass.get().await.map_err(|e| {
+                        tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
                         ApiError::Busy
                     })?;
+                    let published = |k: &crate::domain::ticket_pass::PublicPassKey| {
+                        serde_json::json!({ "key_id": k.id(), "public_key": k.encoded() })
+                    };
                     json(
                         StatusCode::OK,
                         &serde_json::json!({
                             "event_id": event,
                             "algorithm": "Ed25519",
-                            "public_key": key.encoded(),
-                            "format": "TP1.<base64url payload>.<base64url signature over \"ticket-pass-v1\\n\" + payload>",
+                            "key_id": keys.current.id(),
+                            "public_key": keys.current.encoded(),
+                            "previous": keys.previous.as_ref().map(published),
+                            "format": "TP2.<base64url payload {k,e,o,n}>.<base64url signature over \"ticket-pass-v2\\n\" + payload>; k names the key",
                         }),
                     )
                 }

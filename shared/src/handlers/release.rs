@@ -10,14 +10,9 @@ use time::OffsetDateTime;
 
 use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
-    domain::{Event, EventDraft, InvalidEvent, ticket_pass::PublicPassKey},
+    domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
-    handlers::door::Door,
-    http::{
-        Caller, apigw, json,
-        reply::{json_body, route_key},
-        serve,
-    },
+    http::{Caller, apigw, json, reply::json_body, serve},
     queue::OrderQueue,
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
@@ -44,13 +39,11 @@ pub struct Release {
     store: Store,
     gate: Gate,
     rebuilder: Rebuilder,
-    door: Door,
 }
 
 impl Release {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, pass: PublicPassKey) -> Self {
-        let door = Door::new(store.clone(), pass);
-        Self { store, gate, rebuilder, door }
+    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
+        Self { store, gate, rebuilder }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -61,8 +54,7 @@ impl Release {
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        let pass = crate::config::pass_key(&sdk).await?.public();
-        Ok(Self::new(store, gate, rebuilder, pass))
+        Ok(Self::new(store, gate, rebuilder))
     }
 
     /// Publishes an event: DynamoDB first, then the cache.
@@ -94,12 +86,9 @@ impl Release {
         Ok(event)
     }
 
-    /// `POST /admin/events`, and the door's `POST /admin/events/{id}/check-in`.
+    /// `POST /admin/events`.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("release", req, |req| async move {
-            if route_key(&req) == "POST /admin/events/{id}/check-in" {
-                return self.door.check_in(req).await;
-            }
             Caller::require_admin(&req)?;
             let body: Value = json_body(&req)?;
             let draft = EventDraft::from_json(&body)?;

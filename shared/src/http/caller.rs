@@ -14,8 +14,11 @@ pub struct Caller {
     /// The identity provider verified `email` (Cognito's `email_verified` claim).
     pub email_verified: bool,
     pub admin: bool,
-    /// In the `staff` group: may check tickets in at the door, nothing else of the admin routes.
+    /// In the `staff` group: may check tickets in at every event's door, nothing else of the admin
+    /// routes.
     pub staff: bool,
+    /// The events whose door the caller staffs (groups `staff-<event id>`): check-in there only.
+    pub staff_of: Vec<crate::domain::EventId>,
 }
 
 impl Caller {
@@ -37,7 +40,22 @@ impl Caller {
         let email_verified = claims.get("email_verified").is_some_and(|v| v.trim() == "true");
         let in_group = |name: &str| claims.get("cognito:groups").is_some_and(|g| groups(g).any(|g| g == name));
         let (admin, staff) = (in_group("admin"), in_group("staff"));
-        Ok(Self { user, email, email_verified, admin, staff })
+        let staff_of = claims
+            .get("cognito:groups")
+            .map(|g| {
+                groups(g)
+                    .filter_map(|g| g.strip_prefix(STAFF_OF_PREFIX))
+                    .filter_map(|e| crate::domain::EventId::parse(e).ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(Self { user, email, email_verified, admin, staff, staff_of })
+    }
+
+    /// Whether the caller may check tickets in at `event`'s door: an admin, the `staff` group, or
+    /// that event's own staff group.
+    pub fn staffs(&self, event: &crate::domain::EventId) -> bool {
+        self.admin || self.staff || self.staff_of.contains(event)
     }
 
     /// The address a confirmation may go to: present and verified by the identity provider, since
@@ -61,6 +79,10 @@ impl Caller {
         Ok(caller)
     }
 }
+
+/// A group naming one event's door staff: `staff-<event id>` (Cognito group names cannot hold `:`
+/// everywhere a claim travels, `-` they can).
+pub const STAFF_OF_PREFIX: &str = "staff-";
 
 /// The groups claim as the HTTP API hands it over: `"[admin editors]"`, a JSON array
 /// `["admin","editors"]`, or a plain `"admin"` / `"admin,editors"`.

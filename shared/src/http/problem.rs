@@ -65,6 +65,8 @@ pub enum ApiError {
     BadPass,
     #[error("this ticket was cancelled")]
     TicketCancelled,
+    #[error("the door is open from {from}{}", until.as_ref().map(|u| format!(" until {u}")).unwrap_or_default())]
+    CheckInClosed { from: String, until: Option<String> },
     #[error("no such route")]
     RouteNotFound,
     #[error("the service is busy; retry shortly")]
@@ -102,6 +104,7 @@ impl ApiError {
             Self::NotWaiting => (S::NOT_FOUND, "NOT_WAITING", "Not waiting"),
             Self::BadPass => (S::FORBIDDEN, "BAD_PASS", "Bad pass"),
             Self::TicketCancelled => (S::CONFLICT, "TICKET_CANCELLED", "Ticket cancelled"),
+            Self::CheckInClosed { .. } => (S::CONFLICT, "CHECK_IN_CLOSED", "Check-in closed"),
             Self::RouteNotFound => (S::NOT_FOUND, "NOT_FOUND", "Not found"),
             Self::Busy => (S::SERVICE_UNAVAILABLE, "BUSY", "Busy"),
         }

@@ -8,6 +8,8 @@ pub enum Function {
     Query,
     VerifyHash,
     Grab,
+    /// The door's check-in: holds only the public pass keys.
+    Door,
 }
 
 impl Function {
@@ -17,6 +19,7 @@ impl Function {
             Self::Query => "query",
             Self::VerifyHash => "verify-hash",
             Self::Grab => "grab",
+            Self::Door => "door",
         }
     }
 
@@ -26,7 +29,7 @@ impl Function {
         std::time::Duration::from_secs(match self {
             Self::Release => 15,
             Self::Query => 10,
-            Self::VerifyHash | Self::Grab => 6,
+            Self::VerifyHash | Self::Grab | Self::Door => 6,
         })
     }
 
@@ -37,6 +40,7 @@ impl Function {
             Self::Query => "QueryFunction",
             Self::VerifyHash => "VerifyHashFunction",
             Self::Grab => "GrabFunction",
+            Self::Door => "DoorFunction",
         }
     }
 }
@@ -152,7 +156,7 @@ pub const ROUTES: [Route; 13] = [
         function: Function::Query,
         limit: per_user("pass-key", "RATE_LIMIT_PASS_KEY", 20),
     },
-    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Release, limit: Limit::Staff },
+    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Door, limit: Limit::Staff },
     Route { method: "GET", path: "/admin/events/{id}/report", function: Function::Query, limit: Limit::Staff },
 ];
 

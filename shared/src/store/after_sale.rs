@@ -224,6 +224,33 @@ impl Store {
         Ok(())
     }
 
+    /// Checks in the ticket a pass names (event, number, order): its ticket item, read
+    /// consistently, must name that order (else the order was cancelled and the number passed on,
+    /// or freed), and tells whose order it is; then [`Self::check_in`].
+    pub async fn check_in_ticket(
+        &self,
+        event: &EventId,
+        ticket_no: u32,
+        order_id: &OrderId,
+        now: OffsetDateTime,
+    ) -> Result<CheckIn, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::ticket(event, ticket_no)))
+            .key(attr::SK, s(key::TICKET_SK))
+            .consistent_read(true)
+            .send()
+            .await?;
+        let Some(ticket) = out.item else { return Ok(CheckIn::Void(OrderStatus::Cancelled)) };
+        if get_s(&ticket, "order_id")? != order_id.as_str() {
+            return Ok(CheckIn::Void(OrderStatus::Cancelled));
+        }
+        let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+        self.check_in(event, &user, order_id.as_str(), now).await
+    }
+
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning
     /// the same pass let one person in.
     pub async fn check_in(

@@ -183,6 +183,11 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(v) = &event.description {
         item.insert("description".into(), s(v));
     }
+    for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
+        if let Some(v) = at {
+            item.insert(name.into(), s(rfc3339(v)));
+        }
+    }
     item
 }
 
@@ -202,6 +207,8 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         venue: opt_s(item, "venue"),
         starts_at: opt_s(item, "starts_at").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         description: opt_s(item, "description"),
+        check_in_from: opt_s(item, "check_in_from").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
+        check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
@@ -244,5 +251,53 @@ mod tests {
             let issued = URL_SAFE_NO_PAD.encode(format!("2026-12-01T09:00:00Z#{id}"));
             proptest::prop_assert!(decode_event_cursor(&issued).is_ok());
         }
+    }
+}
+
+/// Released events, remembered per execution environment once read (an event never changes once
+/// released), and ids DynamoDB does not know, remembered for [`MISS_KEPT`]: requests naming an
+/// unknown event cost no read meanwhile (a flood of made-up ids costs one read per id and
+/// environment per that time); an event released meanwhile is seen after it. Both maps bounded.
+#[derive(Clone)]
+pub struct EventBook {
+    store: super::Store,
+    events: std::sync::Arc<std::sync::Mutex<HashMap<EventId, Event>>>,
+    misses: std::sync::Arc<std::sync::Mutex<HashMap<EventId, std::time::Instant>>>,
+}
+
+/// How long an unknown id is remembered as unknown.
+pub const MISS_KEPT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Events (and misses) remembered per execution environment.
+const EVENTS_KEPT: usize = 1_000;
+
+impl EventBook {
+    pub fn new(store: super::Store) -> Self {
+        Self { store, events: Default::default(), misses: Default::default() }
+    }
+
+    pub async fn get(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
+        if let Some(event) = self.events.lock().expect("events").get(id) {
+            return Ok(Some(event.clone()));
+        }
+        if self.misses.lock().expect("misses").get(id).is_some_and(|at| at.elapsed() < MISS_KEPT) {
+            return Ok(None);
+        }
+        let Some(stored) = self.store.get_event(id).await? else {
+            let mut misses = self.misses.lock().expect("misses");
+            if misses.len() >= EVENTS_KEPT {
+                misses.retain(|_, at| at.elapsed() < MISS_KEPT);
+                if misses.len() >= EVENTS_KEPT {
+                    misses.clear();
+                }
+            }
+            misses.insert(id.clone(), std::time::Instant::now());
+            return Ok(None);
+        };
+        let mut events = self.events.lock().expect("events");
+        if events.len() >= EVENTS_KEPT {
+            events.clear();
+        }
+        events.insert(id.clone(), stored.event.clone());
+        Ok(Some(stored.event))
     }
 }

@@ -24,7 +24,7 @@ pub mod waitlist;
 
 use aws_sdk_dynamodb::Client;
 
-pub use events::{BadCursor, ListError, PutEventError, StoredEvent};
+pub use events::{BadCursor, EventBook, ListError, MISS_KEPT, PutEventError, StoredEvent};
 pub use orders::AttendeeRow;
 
 #[derive(Debug, thiserror::Error)]
