@@ -91,7 +91,9 @@ struct Round {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
-    let client = redis::Client::open(args.redis_url.as_str())?;
+    // The local stack's redis-server requires AUTH (scripts/stack); a bare one does not.
+    let token = std::env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.is_empty());
+    let client = redis::Client::open(shared::gate::with_token(&args.redis_url, token.as_deref())?)?;
     let mut conns = Vec::new();
     for _ in 0..args.connections {
         conns.push(client.get_multiplexed_async_connection().await?);
@@ -103,6 +105,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         connect_timeout: Duration::from_secs(5),
         command_timeout: Duration::from_secs(60),
         replica_wait: Duration::from_millis(100),
+        auth_token: token.clone(),
     })?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();

@@ -47,6 +47,7 @@ impl Functions {
             connect_timeout: std::time::Duration::from_millis(500),
             command_timeout: std::time::Duration::from_millis(2000),
             replica_wait: std::time::Duration::from_millis(100),
+            auth_token: Some(settings.redis_auth_token.clone()),
         })?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);

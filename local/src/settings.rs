@@ -12,6 +12,8 @@ use shared::{
 };
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
+/// The local stack's `requirepass` (scripts/stack): the cache requires AUTH locally too.
+pub const DEFAULT_REDIS_AUTH_TOKEN: &str = "local-dev-redis-password";
 pub const DEFAULT_AWS_ENDPOINT: &str = "http://127.0.0.1:14566";
 pub const DEFAULT_HASH_SECRET: &str = "local-dev-hash-secret-not-for-production";
 pub const DEFAULT_ORDER_KEY: &str = "local-dev-order-key-not-for-production";
@@ -42,6 +44,8 @@ pub struct LocalSettings {
     pub redis_url: String,
     /// `REDIS_URL` is a Redis Cluster's node (`REDIS_CLUSTER=true`).
     pub redis_cluster: bool,
+    /// The cache's AUTH token (`REDIS_AUTH_TOKEN`).
+    pub redis_auth_token: String,
     pub aws_endpoint: String,
     pub region: String,
     pub table_name: String,
@@ -82,6 +86,7 @@ impl LocalSettings {
         Ok(Self {
             redis_url: text_or("REDIS_URL", DEFAULT_REDIS_URL),
             redis_cluster: parsed_or("REDIS_CLUSTER", false)?,
+            redis_auth_token: text_or("REDIS_AUTH_TOKEN", DEFAULT_REDIS_AUTH_TOKEN),
             aws_endpoint: text_or("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
             region: text_or("AWS_REGION", "us-east-1"),
             table_name: text_or("TABLE_NAME", "ticketgrab"),

@@ -12,7 +12,8 @@ pub fn script() -> PathBuf {
 /// Both servers answer: Redis to `PING`, MiniStack on its health route.
 pub async fn is_up(settings: &LocalSettings) -> bool {
     let redis_ok = async {
-        let client = redis::Client::open(settings.redis_url.as_str()).ok()?;
+        let info = shared::gate::with_token(&settings.redis_url, Some(&settings.redis_auth_token)).ok()?;
+        let client = redis::Client::open(info).ok()?;
         let mut conn =
             tokio::time::timeout(Duration::from_secs(1), client.get_multiplexed_async_connection()).await.ok()?.ok()?;
         redis::cmd("PING").query_async::<String>(&mut conn).await.ok()

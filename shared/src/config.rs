@@ -80,9 +80,26 @@ pub struct GateSettings {
     /// How long a grab whose send failed waits for a replica to hold its outbox entry (`WAIT`)
     /// before answering `503 BUSY` instead of `202`.
     pub replica_wait: Duration,
+    /// The cache's AUTH token: deployed, the secret `REDIS_AUTH_SECRET_ARN` names (ElastiCache's
+    /// AuthToken); locally `REDIS_AUTH_TOKEN` (the local stack's `requirepass`). Never logged.
+    pub auth_token: Option<String>,
 }
 
 impl GateSettings {
+    /// [`Self::from_env`], with the AUTH token read from Secrets Manager when the deployment names one.
+    pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        let mut settings = Self::from_env()?;
+        if let Ok(arn) = env::var("REDIS_AUTH_SECRET_ARN")
+            && !arn.trim().is_empty()
+        {
+            let token = crate::secrets::read(sdk, arn.trim())
+                .await
+                .map_err(|e| ConfigError::SecretUnreadable { name: "REDIS_AUTH_SECRET_ARN", reason: e.to_string() })?;
+            settings.auth_token = Some(token);
+        }
+        Ok(settings)
+    }
+
     pub fn from_env() -> Result<Self, ConfigError> {
         let redis_url = required("REDIS_URL")?;
         if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
@@ -97,6 +114,7 @@ impl GateSettings {
             connect_timeout: Duration::from_millis(parsed_or("REDIS_CONNECT_TIMEOUT_MS", 500)?),
             command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
             replica_wait: Duration::from_millis(parsed_or("REDIS_REPLICA_WAIT_MS", 100)?),
+            auth_token: env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()),
         })
     }
 }

@@ -11,11 +11,11 @@ use std::{
 
 use shared::gate::keys;
 
-use crate::{failover::offset, helpers::*};
+use crate::{failover::offset, faults::redis_info, helpers::*};
 
 /// The cluster's masters, from `CLUSTER NODES` (`<id> <ip:port@bus> <flags> ...`).
 async fn masters(url: &str) -> Vec<String> {
-    let mut conn = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.expect(
+    let mut conn = redis::Client::open(redis_info(url)).unwrap().get_multiplexed_async_connection().await.expect(
         "the Redis Cluster of the local stack is not running: start it with `scripts/stack start` (scripts/test does this)",
     );
     let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut conn).await.unwrap();
@@ -47,8 +47,11 @@ async fn events_spread_over_the_masters_with_all_of_an_events_keys_on_one() {
     // Asked directly, a master answers for the keys of its slots and redirects (MOVED) the others.
     let mut owners: HashMap<String, HashSet<String>> = HashMap::new();
     for master in &masters {
-        let mut node =
-            redis::Client::open(format!("redis://{master}")).unwrap().get_multiplexed_async_connection().await.unwrap();
+        let mut node = redis::Client::open(redis_info(&format!("redis://{master}")))
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
         for event in &events {
             for key in [keys::meta(event), keys::seats(event), keys::outbox(event)] {
                 let held: redis::RedisResult<u32> = redis::cmd("EXISTS").arg(&key).query_async(&mut node).await;
@@ -86,7 +89,7 @@ async fn private_node() -> crate::faults::PrivateRedis {
 }
 
 async fn node_conn(node: &crate::faults::PrivateRedis) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(node.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+    redis::Client::open(redis_info(&node.url())).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
 async fn info(conn: &mut redis::aio::MultiplexedConnection, what: &str) -> String {

@@ -143,7 +143,7 @@ impl Pair {
 
     /// A connection straight to one server (not through the endpoint).
     pub(crate) async fn direct(&self, server: &PrivateRedis) -> redis::aio::MultiplexedConnection {
-        redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+        redis::Client::open(redis_info(&server.url())).unwrap().get_multiplexed_async_connection().await.unwrap()
     }
 
     /// Waits until the replica has everything the primary wrote so far.

@@ -34,7 +34,11 @@ impl PrivateRedis {
 
     pub async fn start_with(args: &[String]) -> Self {
         let port = free_port();
-        let mut redis = Self { port, args: args.to_vec(), child: None };
+        // The cache requires AUTH, as the stack's does; a replica authenticates to its primary.
+        let token = redis_token();
+        let mut all = vec!["--requirepass".to_owned(), token.clone(), "--masterauth".to_owned(), token];
+        all.extend_from_slice(args);
+        let mut redis = Self { port, args: all, child: None };
         redis.restart().await;
         redis
     }
@@ -66,7 +70,7 @@ impl PrivateRedis {
         let up = eventually(Duration::from_secs(10), || {
             let url = url.clone();
             async move {
-                let Ok(client) = redis::Client::open(url.as_str()) else { return false };
+                let Ok(client) = redis::Client::open(redis_info(&url)) else { return false };
                 let Ok(mut conn) = client.get_multiplexed_async_connection().await else { return false };
                 redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
             }
@@ -80,6 +84,16 @@ impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The AUTH token every local redis-server requires (scripts/stack, and the tests' own servers).
+pub(crate) fn redis_token() -> String {
+    local_runner::LocalSettings::from_env().expect("settings").redis_auth_token
+}
+
+/// A server's address with the token.
+pub(crate) fn redis_info(url: &str) -> redis::ConnectionInfo {
+    shared::gate::with_token(url, Some(&redis_token())).expect("a redis url")
 }
 
 /// A loopback port nothing listens on yet.

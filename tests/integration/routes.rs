@@ -597,3 +597,27 @@ async fn a_failed_queue_send_without_a_replica_is_busy_and_the_retry_gets_the_sa
     assert_eq!(retry.body["ticket_no"], entry["ticket_no"]);
     assert_eq!(app.cache(&id).await.outbox.len(), 1, "the retry took no second ticket");
 }
+
+/// The cache requires its AUTH token, locally as deployed: a client without it is refused on every
+/// command, and a function given a wrong one answers `503 BUSY`, touching nothing.
+#[tokio::test]
+async fn the_cache_refuses_a_client_without_its_token() {
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let bare = redis::Client::open(settings.redis_url.as_str()).unwrap();
+    let refused = match bare.get_multiplexed_async_connection().await {
+        Ok(mut conn) => redis::cmd("GET").arg("anything").query_async::<Option<String>>(&mut conn).await.err(),
+        Err(e) => Some(e),
+    };
+    let refused = refused.expect("refused without the token");
+    assert!(refused.to_string().contains("NOAUTH") || refused.code() == Some("NOAUTH"), "{refused}");
+
+    let app = TestApp::new().await;
+    let id = app.open_event(3).await;
+    let before = app.cache(&id).await;
+    let mut wrong = app.settings.clone();
+    wrong.redis_auth_token = "not-the-token".into();
+    let intruder = local_runner::Functions::build(&wrong, &app.queue_url).await.unwrap();
+    let reply = call_with(&intruder, Function::Grab, app.grab_event(&id, "u1")).await;
+    assert_problem(&reply, 503, "BUSY");
+    assert_eq!(app.cache(&id).await, before, "nothing written");
+}

@@ -428,3 +428,30 @@ fn every_function_is_capped_and_the_alarm_topic_is_encrypted() {
     let policy = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"].to_string();
     assert!(policy.contains("cloudwatch.amazonaws.com"), "CloudWatch may publish: {policy}");
 }
+
+/// The cache requires authentication: with TLS, ElastiCache's AuthToken from a generated secret
+/// that every function using the cache may read (and the door, which does not use it, may not);
+/// the local cloud passes its stack's token instead.
+#[test]
+fn the_cache_requires_an_auth_token() {
+    let t = template();
+    let cache = &t["Resources"]["Cache"]["Properties"];
+    assert_eq!(
+        pick(&cache["AuthToken"], &["CacheTls"]),
+        &json!({"Fn::Sub": "{{resolve:secretsmanager:${CacheAuthSecret}}}"})
+    );
+    let env = &t["Globals"]["Function"]["Environment"]["Variables"];
+    assert_eq!(pick(&env["REDIS_AUTH_SECRET_ARN"], &["CacheTls"]), &json!({"Ref": "CacheAuthSecret"}));
+    for name in [
+        "ReleaseFunction",
+        "QueryFunction",
+        "VerifyHashFunction",
+        "GrabFunction",
+        "MailFunction",
+        "ReconcileFunction",
+        "DoorFunction",
+    ] {
+        let policies = t["Resources"][name]["Properties"]["Policies"].to_string();
+        assert_eq!(policies.contains("CacheAuthSecret"), name != "DoorFunction", "{name}");
+    }
+}

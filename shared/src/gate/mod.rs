@@ -278,7 +278,11 @@ impl Gate {
         let link = if settings.cluster {
             // The configuration endpoint (a name that leads to every node), or nodes listed with
             // commas: the client finds the cluster again from them after a node is lost.
-            let client = redis::cluster::ClusterClient::builder(settings.redis_url.split(',').map(str::trim))
+            let mut builder = redis::cluster::ClusterClient::builder(settings.redis_url.split(',').map(str::trim));
+            if let Some(token) = &settings.auth_token {
+                builder = builder.password(token.clone());
+            }
+            let client = builder
                 .connection_timeout(settings.connect_timeout)
                 .response_timeout(settings.command_timeout)
                 // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
@@ -286,7 +290,7 @@ impl Gate {
                 .build()?;
             Link::cluster(client)
         } else {
-            let client = redis::Client::open(settings.redis_url.as_str())?;
+            let client = redis::Client::open(with_token(&settings.redis_url, settings.auth_token.as_deref())?)?;
             Link::primary(client, settings.connect_timeout, settings.command_timeout)
         };
         Ok(Self { link, replica_wait: settings.replica_wait })
@@ -760,6 +764,18 @@ async fn opening_on(conn: &mut LinkConn, event: &EventId) -> Result<String, Gate
         Some(history) => Ok(keys::opening(history)),
         None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).arg(keys::opening_prefix()).invoke_async(conn).await?),
     }
+}
+
+/// A server's address with the AUTH token the cache requires (the URL itself carries none).
+pub fn with_token(url: &str, token: Option<&str>) -> Result<redis::ConnectionInfo, GateError> {
+    let info = redis::IntoConnectionInfo::into_connection_info(url)?;
+    Ok(match token {
+        Some(token) => {
+            let redis = info.redis_settings().clone().set_password(token);
+            info.set_redis_settings(redis)
+        }
+        None => info,
+    })
 }
 
 /// The opening field a script is given: the whole field where the connection knows its history, the

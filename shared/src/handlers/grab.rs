@@ -89,8 +89,8 @@ impl Grab {
         let policy = GrabPolicy::from_env()?;
         let queue_settings = QueueSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
-        let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
         let hash = HashSettings::load(&sdk).await?;
         Ok(Self::new(
             gate,

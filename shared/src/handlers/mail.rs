@@ -110,8 +110,8 @@ impl Mail {
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = MailSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
-        let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
         let pass = crate::config::pass_key(&sdk).await?;
         // The doors and the pass-key route learn the public half from here: only mail holds the
         // private one. A failure is logged: orders are stored and mailed all the same, and the next

@@ -75,8 +75,8 @@ impl Query {
     pub async fn from_env() -> Result<Self, super::StartError> {
         let store_settings = StoreSettings::from_env()?;
         let queue_settings = QueueSettings::from_env()?;
-        let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
         let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
         let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);

@@ -136,8 +136,8 @@ impl Reconcile {
         let rebuild = crate::config::RebuildSettings::from_env()?;
         let store_settings = StoreSettings::from_env()?;
         let queue_settings = QueueSettings::from_env()?;
-        let gate = Gate::new(&GateSettings::from_env()?)?;
         let sdk = crate::aws::sdk_config().await;
+        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
         Ok(Self::new(
             Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
             gate,
