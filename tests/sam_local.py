@@ -338,6 +338,19 @@ expect(len(refused) == 3 and failed == expected,
        f"the bad batch: exactly its two malformed messages and the forged one failed ({sorted(failed)})")
 expect(order_item("rust-lecture-2026", "forger") is None, "the forged order was not stored")
 
+# 5b. door: the pass in the mail is checked with the published public keys only (the door's own
+#     function holds no private key); the event starts in a week, so the door is not open yet.
+passes = [line.split("Pass: ", 1)[1].strip() for line in mailed[-1]["BodyText"].splitlines() if "Pass: " in line]
+expect(len(passes) == 1 and passes[0].startswith("TP2."), "the confirmation carries a TP2 pass")
+door = for_event(sample("check-in.json"), event_id)
+door["body"] = json.dumps({"pass": passes[0]})
+status, body = http(invoke("DoorFunction", door))
+expect(status == 409 and body.get("code") == "CHECK_IN_CLOSED",
+       f"door: the genuine pass verifies, and the door opens 2 h before the event -> 409 CHECK_IN_CLOSED ({status} {body})")
+door["body"] = json.dumps({"pass": passes[0][:-4] + "AAAA"})
+status, body = http(invoke("DoorFunction", door))
+expect(status == 403 and body.get("code") == "BAD_PASS", f"door: a tampered pass -> 403 BAD_PASS ({status} {body})")
+
 # 6. reconcile, on its schedule event: a run report; the bad payload refused.
 reply = invoke("ReconcileFunction", sample("reconcile-schedule.json"))
 expect(reply.get("events", 0) >= 1 and reply.get("failures") == 0 and reply.get("outbox_left") == 0,
