@@ -131,8 +131,10 @@ impl Api {
             }
             let mut answer = self.send(self.http.get(&url).bearer_auth(admin)).await;
             // The read routes limit each user's requests per second: a long list waits its turn.
+            // A 5xx (an emulator too slow for the function's timeout, a dependency busy) is tried
+            // again, as a client does.
             for _ in 0..10 {
-                if answer.status != 429 {
+                if !matches!(answer.status, 429 | 500 | 503) {
                     break;
                 }
                 tokio::time::sleep(answer.retry_after.unwrap_or(Duration::from_secs(1))).await;

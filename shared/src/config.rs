@@ -417,8 +417,11 @@ pub struct MailSettings {
 }
 
 impl MailSettings {
+    /// A whole batch (10) at once: a batch whose sends all wait the full send timeout still ends
+    /// within mail's 30 s, so no slow send is cut off by the function's timeout (and sent again).
+    pub const DEFAULT_CONCURRENCY: usize = 10;
     pub const DEFAULT_SEND_PATIENCE: Duration = Duration::from_secs(2);
-    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(25);
     pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(90);
 
     pub fn from_env() -> Result<Self, ConfigError> {
@@ -433,7 +436,7 @@ impl MailSettings {
             .map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
         Self::timed(
             from,
-            parsed_or("MAIL_CONCURRENCY", 8usize)?.max(1),
+            parsed_or("MAIL_CONCURRENCY", Self::DEFAULT_CONCURRENCY)?.max(1),
             Duration::from_millis(parsed_or("MAIL_SEND_PATIENCE_MS", Self::DEFAULT_SEND_PATIENCE.as_millis() as u64)?),
             Duration::from_secs(parsed_or("MAIL_SEND_TIMEOUT_SECONDS", Self::DEFAULT_SEND_TIMEOUT.as_secs())?),
             Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", Self::DEFAULT_CLAIM_TIMEOUT.as_secs())?),
