@@ -545,3 +545,25 @@ async fn an_order_the_rebuilt_cache_never_counted_never_takes_a_number_sold_agai
     mailed.sort();
     assert_eq!(mailed, ["free-late@example.com", "winner@example.com"]);
 }
+
+/// A send SES answers late but within the send timeout (3 s here, past the shared configuration's
+/// 2 s attempt timeout) is waited for: counted unanswered once, then settled by the late answer,
+/// one mail and no claim left to go stale.
+#[tokio::test]
+async fn a_send_answered_after_the_patience_but_within_the_timeout_is_settled_by_its_answer() {
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let late = crate::late_ses::LateSes::start(&settings.aws_endpoint, Duration::from_secs(3)).await;
+    let app = TestApp::for_mail_with(30, |s| {
+        s.mail_endpoint = Some(late.url.clone());
+        mail_times(s, 500, 10_000, 60_000);
+    })
+    .await;
+    let event = app.open_event(10).await;
+    let body = grabbed(&app, &event, "u1").await;
+    let handled = app.deliver(&body).await;
+    assert!(matches!(handled, Ok(shared::handlers::mail::Handled::ConfirmedAndMailed)), "{handled:?}");
+    assert_eq!(mail_status(&app, &event, "u1").await.1, "SENT");
+    let rows = app.functions.store.all_orders(&event).await.unwrap();
+    assert_eq!(rows[0].mail_unanswered, 1, "counted while it was awaited");
+    assert_eq!(app.sent_mail().await.len(), 1);
+}

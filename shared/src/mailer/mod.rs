@@ -110,9 +110,12 @@ impl Mailer {
     pub fn client(sdk: &aws_config::SdkConfig, timeout: Duration, endpoint: Option<&str>) -> Client {
         let mut config = aws_sdk_sesv2::config::Builder::from(sdk)
             .retry_config(aws_config::retry::RetryConfig::disabled())
+            // Both timeouts: a field left unset here is inherited from the shared configuration,
+            // whose 2 s attempt timeout cut every slow send short (and left it unanswered).
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()
                     .connect_timeout(Duration::from_secs(1))
+                    .operation_attempt_timeout(timeout)
                     .operation_timeout(timeout)
                     .build(),
             );
