@@ -354,10 +354,11 @@ pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
 
 /// [`app_on_private_redis`] through a Redis endpoint of the test's own.
 pub(crate) async fn app_on_redis(url: String) -> Arc<TestApp> {
-    // A failed message comes back after 4 s; its fifth receive (then the DLQ) is 16 s on, past
-    // the mail claim below (12 s), so a send left unanswered by a loaded emulator is retried under
-    // a stale claim rather than dead-lettered (deployed: 180 s x 4 against 90 s).
-    app_on_redis_with(url, 4, |_| {}).await
+    // A failed message comes back after 8 s; its fifth receive (then the DLQ) is 32 s on, past
+    // the mail claim below (the send timeout, 25 s, + 2 s), so a send left unanswered by a loaded
+    // emulator is retried under a stale claim rather than dead-lettered (deployed: 180 s x 4
+    // against 90 s).
+    app_on_redis_with(url, 8, |_| {}).await
 }
 
 /// [`app_on_redis`] with a queue visibility and settings of the test's own.
