@@ -1,4 +1,4 @@
--- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
+-- The grab gate: one atomic round trip that decides a grab (docs/DESIGN.md section 6).
 --
 -- KEYS[1]  ev:{E}:meta     hash: capacity, start (ms), end (ms), state
 -- KEYS[2]  ev:{E}:seats    list: the free ticket numbers

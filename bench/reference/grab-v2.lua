@@ -1,7 +1,7 @@
 -- grab.lua as it was before it checked the cache's history (failover detection, issue 14): gate-bench
 -- measures what that check costs, on the same layout.
 --
--- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
+-- The grab gate: one atomic round trip that decides a grab (docs/DESIGN.md section 6).
 --
 -- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from (start + 10 s) and
 --                          open_until (end - 10 s), the span where the caller's clock decides
@@ -22,7 +22,7 @@
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | NOT_STARTED | ENDED | SOLD_OUT
 --
--- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
+-- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
 -- 15 digits (every RFC 3339 year up to 9999), so they compare as strings: a string compare costs
 -- far less than the strtod behind tonumber. A refusal writes only the user's counter. Everything

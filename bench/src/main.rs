@@ -1,4 +1,4 @@
-//! gate-bench: the product's grab script (`shared/src/gate/grab.lua`, the lean layout of DESIGN.md
+//! gate-bench: the product's grab script (`shared/src/gate/grab.lua`, the lean layout of docs/DESIGN.md
 //! section 6) beside the seeds' four-command script (`bench/seeds.lua`) and the previous layout
 //! (`bench/reference/grab-v1.lua`: buyers hash, per-user rate key, outbox sorted set, table
 //! replies), on one redis-server, in one run.
@@ -24,7 +24,7 @@ use shared::{
 };
 use time::OffsetDateTime;
 
-const GRAB: &str = include_str!("../../shared/src/gate/grab.lua");
+const GRAB: &str = shared::gate::GRAB_SOURCE;
 const SEEDS: &str = include_str!("../seeds.lua");
 const PREVIOUS: &str = include_str!("../reference/grab-v1.lua");
 const UNCHECKED: &str = include_str!("../reference/grab-v2.lua");
@@ -59,7 +59,7 @@ enum Kind {
     Seeds,
     /// The product's grab.lua.
     Design,
-    /// The layout before DESIGN.md section 6 was revised.
+    /// The layout before docs/DESIGN.md section 6 was revised.
     Previous,
     /// grab.lua before it checked the cache's history (failover detection), on the same layout.
     Unchecked,

@@ -3,7 +3,7 @@
 //! Runs the seeds' sales against the local runner or a deployed API, as their users would: the
 //! organiser releases an event, every user fetches a verify hash, everyone grabs in the opening
 //! second, and the run waits until every winner is `CONFIRMED` and mailed. Then it checks the
-//! invariants of DESIGN.md section 13 over HTTP and reports throughput and latency.
+//! invariants of docs/DESIGN.md section 13 over HTTP and reports throughput and latency.
 //!
 //! - [`api`]: the routes, as a client calls them;
 //! - [`run`]: the phases of one sale and the checks;

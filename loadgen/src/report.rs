@@ -158,7 +158,7 @@ impl Report {
             "  orders        {} winners: {} confirmed, {} rejected, {} mailed (waited {:.1} s, {} polls)",
             c.winners, c.confirmed, c.rejected, c.mailed, c.waited_s, c.polls
         );
-        let _ = writeln!(out, "  invariants (DESIGN.md section 13, over HTTP):");
+        let _ = writeln!(out, "  invariants (docs/DESIGN.md section 13, over HTTP):");
         for check in &self.checks {
             let _ =
                 writeln!(out, "    [{}] {}: {}", if check.pass { "pass" } else { "FAIL" }, check.name, check.detail);

@@ -328,7 +328,7 @@ async fn wait_for_confirmation(
     Ok((rows, confirmation))
 }
 
-/// DESIGN.md section 13 as a client can see it: the replies, the attendee list, each user's order,
+/// docs/DESIGN.md section 13 as a client can see it: the replies, the attendee list, each user's order,
 /// the live stock, and (locally) the mail the emulator accepted.
 #[allow(clippy::too_many_arguments)]
 async fn check(

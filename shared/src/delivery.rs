@@ -4,7 +4,7 @@
 //! failover before any replica had the entry could lose it.
 
 use crate::{
-    domain::{EventId, order_seal::SealKey},
+    domain::{EventId, OrderId, order_seal::SealKey},
     gate::{Gate, Written},
     queue::OrderQueue,
 };
@@ -12,7 +12,7 @@ use crate::{
 /// An order in the outbox, on its way to the queue.
 pub struct Delivery {
     pub event: EventId,
-    pub order_id: String,
+    pub order_id: OrderId,
     pub message: String,
     /// Where the outbox entry was written, to ask its replicas when the send fails.
     pub written: Written,
@@ -41,7 +41,7 @@ impl Courier {
                 0
             }
         };
-        tracing::warn!(event_id = %order.event, order_id = order.order_id, error = %e, replicas, "order left in the outbox for reconcile");
+        tracing::warn!(event_id = %order.event, order_id = %order.order_id, error = %e, replicas, "order left in the outbox for reconcile");
         replicas > 0
     }
 }

@@ -1,4 +1,4 @@
-//! CloudWatch metrics in Embedded Metric Format (DESIGN.md section 12): one JSON line on stdout per
+//! CloudWatch metrics in Embedded Metric Format (docs/DESIGN.md section 12): one JSON line on stdout per
 //! outcome, which CloudWatch Logs turns into metrics with no API call on the request path. Metrics
 //! go to the namespace `TicketGrab`:
 //!

@@ -55,12 +55,8 @@ impl TicketReturns {
         let (gave, written) = self.gate.give_back(&give).await?;
         let settled = match &gave {
             GaveBack::Promoted { order_id, message, .. } => {
-                let delivery = Delivery {
-                    event: event.clone(),
-                    order_id: order_id.to_string(),
-                    message: message.clone(),
-                    written,
-                };
+                let delivery =
+                    Delivery { event: event.clone(), order_id: order_id.clone(), message: message.clone(), written };
                 self.courier.deliver(&delivery).await
             }
             GaveBack::Freed | GaveBack::Returned => true,

@@ -484,7 +484,7 @@ async fn a_lecture_with_cancellations_a_waitlist_and_the_door() {
 
     // The door: every holder in once, every second scan refused, the cancelled passes refused.
     let holders: Vec<String> =
-        rows.iter().filter(|r| r.status.as_str() == "CONFIRMED").map(|r| r.user_id.clone()).collect();
+        rows.iter().filter(|r| r.status.as_str() == "CONFIRMED").map(|r| r.user_id.to_string()).collect();
     let mut seen = HashSet::new();
     for u in &holders {
         let pass = app.pass_of(u).await;

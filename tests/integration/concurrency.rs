@@ -1,5 +1,5 @@
 //! Everyone at once, on tokio tasks, through the grab handler; then count what is really in Redis
-//! and on the queue (DESIGN.md section 13).
+//! and on the queue (docs/DESIGN.md section 13).
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -59,7 +59,7 @@ async fn two_thousand_users_race_for_a_hundred_tickets() {
 
     // Each granted order was sent; a send the loaded emulator did not answer within grab's 1.5 s
     // leaves its order in the outbox for reconcile (checked below: the outbox holds all 100), and a
-    // retried send may land twice (consumers are idempotent, DESIGN.md section 7).
+    // retried send may land twice (consumers are idempotent, docs/DESIGN.md section 7).
     let messages = app.drain_queue().await;
     let sent: HashSet<&str> = messages.iter().map(|m| m["order_id"].as_str().unwrap()).collect();
     assert!(sent.is_subset(&order_ids), "every message is a granted order");

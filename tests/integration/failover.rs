@@ -2,7 +2,7 @@
 //! processes), the replica lagging, the primary killed, the replica promoted (`REPLICAOF NO ONE`)
 //! and the primary endpoint moved to it. The replica lacks the primary's last acknowledged grabs;
 //! the gate must see that its cache comes from another history, pause the sale, and rebuild it
-//! exactly once the queue has drained (DESIGN.md sections 6 and 10).
+//! exactly once the queue has drained (docs/DESIGN.md sections 6 and 10).
 //!
 //! Two loopback proxies stand in for the network: the primary endpoint (a name that moves to the
 //! promoted replica; the move cuts the open connections) and the replication link (which can be

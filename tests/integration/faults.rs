@@ -1,5 +1,5 @@
 //! The fault matrix: real processes failing during a running sale (2,000 users, 100 tickets,
-//! grabs still arriving), then recovery, then every invariant of DESIGN.md section 13 checked by
+//! grabs still arriving), then recovery, then every invariant of docs/DESIGN.md section 13 checked by
 //! reading DynamoDB, Redis and the sent mail. Each scenario appends its row to
 //! `target/fault-matrix.md`, from which `docs/RELIABILITY.md` is written.
 
@@ -213,7 +213,7 @@ pub(crate) async fn drain(app: &Arc<TestApp>, event: &EventId) -> Duration {
     }
 }
 
-/// What a fault left behind, measured (DESIGN.md section 13) before anything is asserted, so the
+/// What a fault left behind, measured (docs/DESIGN.md section 13) before anything is asserted, so the
 /// matrix shows what was counted.
 pub(crate) struct Checked {
     pub confirmed: usize,
@@ -236,7 +236,7 @@ impl Checked {
     }
 }
 
-/// DESIGN.md section 13, counted from DynamoDB, Redis and the sent mail.
+/// docs/DESIGN.md section 13, counted from DynamoDB, Redis and the sent mail.
 pub(crate) async fn check_invariants(app: &Arc<TestApp>, event: &EventId, replies: &Replies) -> Checked {
     let mut broken = Vec::new();
     let list = app

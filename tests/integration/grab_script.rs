@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 use redis::AsyncCommands;
 use shared::{
     config::GrabPolicy,
-    domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    domain::{Email, EventId, Holding, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
     http::routes::Function,
 };
@@ -42,17 +42,19 @@ async fn grab(app: &TestApp, event: &EventId, user: &str) -> GrabOutcome {
 async fn a_grab_pops_a_number_records_the_holding_and_writes_the_outbox() {
     let app = TestApp::new().await;
     let event = app.open_event(3).await;
-    let GrabOutcome::Granted { order_id, ticket_no, message } = grab(&app, &event, "u1").await else {
+    let GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, message } =
+        grab(&app, &event, "u1").await
+    else {
         panic!("expected OK");
     };
     assert_eq!(ticket_no, 1);
     let cache = app.cache(&event).await;
     assert_eq!(cache.seats, [2, 3]);
-    assert_eq!(cache.holdings.into_iter().collect::<Vec<_>>(), [("u1".to_owned(), (order_id.clone(), 1))]);
+    assert_eq!(cache.holdings.into_iter().collect::<Vec<_>>(), [("u1".to_owned(), (order_id.to_string(), 1))]);
     assert!(cache.counters.is_empty(), "an OK grab leaves no counter");
     assert_eq!(
         cache.outbox.into_iter().collect::<Vec<_>>(),
-        [(order_id.clone(), message.clone())],
+        [(order_id.to_string(), message.clone())],
         "the outbox holds exactly the message grab sends, under its order id"
     );
     let message: serde_json::Value = serde_json::from_str(&message).unwrap();
@@ -67,13 +69,15 @@ async fn already_returns_the_first_order_changes_nothing_and_is_never_rate_limit
     let app = TestApp::new().await;
     let event = app.open_event(5).await;
     let policy = GrabPolicy { rate_limit: 2, rate_window: Duration::from_secs(60) };
-    let GrabOutcome::Granted { order_id, ticket_no, .. } = grab_with(&app, &event, "u1", policy).await else {
+    let GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, .. } =
+        grab_with(&app, &event, "u1", policy).await
+    else {
         panic!()
     };
     let before = app.cache(&event).await;
     for _ in 0..5 {
         let again = grab_with(&app, &event, "u1", policy).await;
-        assert_eq!(again, GrabOutcome::Already { order_id: order_id.clone(), ticket_no });
+        assert_eq!(again, GrabOutcome::Already(Holding { order: order_id.clone(), ticket_no }));
     }
     assert_eq!(app.cache(&event).await, before, "a retry writes nothing, not even a counter");
 }
@@ -170,10 +174,12 @@ async fn an_ok_grab_replaces_the_users_counter_with_the_holding() {
     let early = now_ms() - 120_000;
     assert_eq!(grab_at(&app, &event, "u1", POLICY, early).await, GrabOutcome::NotStarted);
     assert_eq!(app.cache(&event).await.counters.len(), 1);
-    let GrabOutcome::Granted { order_id, .. } = grab(&app, &event, "u1").await else { panic!() };
+    let GrabOutcome::Granted { holding: Holding { order: order_id, .. }, .. } = grab(&app, &event, "u1").await else {
+        panic!()
+    };
     let cache = app.cache(&event).await;
     assert!(cache.counters.is_empty());
-    assert_eq!(cache.holdings["u1"], (order_id, 1));
+    assert_eq!(cache.holdings["u1"], (order_id.to_string(), 1));
 }
 
 #[tokio::test]
@@ -181,7 +187,7 @@ async fn a_script_error_writes_nothing_not_even_the_counter() {
     let app = TestApp::new().await;
     let event = app.open_event(2).await;
     let before = app.cache(&event).await;
-    let script = redis::Script::new(include_str!("../../shared/src/gate/grab.lua"));
+    let script = redis::Script::new(shared::gate::GRAB_SOURCE);
     let mut r = app.redis.clone();
     let now = format!("{:015}", now_ms());
     let opening = app.functions.gate.opening(&event).await.unwrap();
@@ -257,7 +263,7 @@ async fn a_100k_ticket_event_is_warmed_whole_and_pops_distinct_numbers() {
     });
     let mut popped = HashSet::new();
     for outcome in futures::future::join_all(grabs).await {
-        let GrabOutcome::Granted { ticket_no, .. } = outcome else { panic!("{outcome:?}") };
+        let GrabOutcome::Granted { holding: Holding { ticket_no, .. }, .. } = outcome else { panic!("{outcome:?}") };
         assert!(popped.insert(ticket_no), "ticket {ticket_no} handed out twice");
     }
     let left: Vec<u32> = r.lrange(keys::seats(&event), 0, -1).await.unwrap();
@@ -281,7 +287,7 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     let app = TestApp::new().await;
     let event = app.open_event(2).await;
     let gate = &app.functions.gate;
-    let (GrabOutcome::Granted { order_id, ticket_no, .. }, GrabOutcome::Granted { .. }) =
+    let (GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, .. }, GrabOutcome::Granted { .. }) =
         (grab(&app, &event, "ada").await, grab(&app, &event, "bob").await)
     else {
         panic!("two grants");
@@ -326,7 +332,6 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     // Not ada's holding (a wrong order id): nothing happens.
     let wrong = OrderId::parse("0199a0b0-0000-7000-8000-000000000009").unwrap();
     assert_eq!(gave(give(&wrong)).await, GaveBack::Gone);
-    let order_id = OrderId::parse(&order_id).unwrap();
     let holding = &order_id;
     let GaveBack::Promoted { user, message, .. } = gave(give(holding)).await else {
         panic!("a promotion");
@@ -345,7 +350,7 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     assert!(cache.seats.is_empty());
     // Again: gone; ada grabbing again is told she cancelled.
     assert_eq!(gave(give(holding)).await, GaveBack::Gone);
-    assert_eq!(grab(&app, &event, "ada").await, GrabOutcome::Cancelled { order_id: order_id.to_string() });
+    assert_eq!(grab(&app, &event, "ada").await, GrabOutcome::Cancelled(order_id.clone()));
     let mut r = app.redis.clone();
     let waiting: Vec<String> = r.zrange(keys::wait(&event), 0, -1).await.unwrap();
     assert_eq!(waiting, ["dee"]);
@@ -427,7 +432,10 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
     let app = TestApp::new().await;
     let event = app.open_event(3).await;
     let gate = &app.functions.gate;
-    let GrabOutcome::Granted { order_id, ticket_no, .. } = grab(&app, &event, "ada").await else { panic!("granted") };
+    let GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, .. } = grab(&app, &event, "ada").await
+    else {
+        panic!("granted")
+    };
     let order = |user: &str, order_id: &OrderId, ticket_no: u32| OrderMessage {
         v: 1,
         order_id: order_id.clone(),
@@ -438,7 +446,7 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
         created_at: "2026-11-24T10:00:00Z".into(),
         promoted: false,
     };
-    let ada = order("ada", &OrderId::parse(&order_id).unwrap(), ticket_no);
+    let ada = order("ada", &order_id, ticket_no);
     let before = app.cache(&event).await;
     assert_eq!(gate.admit(&ada).await.unwrap(), Admitted::Counted);
     // Another order of ada's, even on a free number: she holds one already.

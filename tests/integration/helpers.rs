@@ -170,7 +170,7 @@ impl TestApp {
         event.id
     }
 
-    /// What Redis holds for the event, read with raw commands (DESIGN.md section 6).
+    /// What Redis holds for the event, read with raw commands (docs/DESIGN.md section 6).
     pub async fn cache(&self, event: &EventId) -> Cache {
         Cache::read(&self.redis, event).await
     }
@@ -199,7 +199,7 @@ impl TestApp {
 
     /// Every distinct message body on this test's queue, received and deleted, exactly as sent, in
     /// the order received. Distinct: grab's send gives up an attempt after 700 ms and tries again,
-    /// so on a loaded machine one send can land twice (consumers are idempotent, DESIGN.md 7).
+    /// so on a loaded machine one send can land twice (consumers are idempotent, docs/DESIGN.md section 7).
     pub async fn drain_queue_raw(&self) -> Vec<String> {
         let mut bodies = Vec::new();
         loop {

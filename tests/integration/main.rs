@@ -4,6 +4,7 @@ mod after_sale;
 mod after_sale_faults;
 mod cluster;
 mod concurrency;
+mod contract_docs;
 mod failover;
 mod faults;
 mod fixtures;

@@ -1,4 +1,4 @@
-//! The organiser's audit: counts, and the invariants of DESIGN.md section 13 computed from the
+//! The organiser's audit: counts, and the invariants of docs/DESIGN.md section 13 computed from the
 //! stored orders, each with pass or fail. Pure: the caller reads the orders.
 
 use std::collections::{HashMap, HashSet};

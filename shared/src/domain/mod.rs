@@ -13,5 +13,5 @@ pub mod verify_hash;
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
 pub use order::{
-    Buyer, Cancelled, ClosedNotice, Holdings, MailStatus, OrderMessage, OrderStatus, QueueMessage, Waiter,
+    Buyer, Cancelled, ClosedNotice, Holding, Holdings, MailStatus, OrderMessage, OrderStatus, QueueMessage, Waiter,
 };

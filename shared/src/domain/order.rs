@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ids::{Email, EventId, OrderId, UserId};
 
-/// The order message of DESIGN.md section 7. It is built by the grab script (which alone knows the
+/// The order message of docs/DESIGN.md section 7. It is built by the grab script (which alone knows the
 /// ticket number), stored verbatim as the outbox entry (keyed by its order id) and sent verbatim as
 /// the SQS body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -180,12 +180,25 @@ pub struct Waiter {
     pub place: u64,
 }
 
+/// What a user holds: an order and its ticket number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holding {
+    pub order: OrderId,
+    pub ticket_no: u32,
+}
+
 /// A user holding a ticket number through an order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Buyer {
     pub user: UserId,
     pub order: OrderId,
     pub ticket_no: u32,
+}
+
+impl Buyer {
+    pub fn holding(&self) -> Holding {
+        Holding { order: self.order.clone(), ticket_no: self.ticket_no }
+    }
 }
 
 /// A cancelled order, as a rebuild needs it.
@@ -200,6 +213,13 @@ pub struct Cancelled {
     /// Its number is still to be given back (its return marker is there): the cache must hold it
     /// for the user until the give-back runs.
     pub returning: bool,
+}
+
+impl Cancelled {
+    /// What its user holds until the give-back runs.
+    pub fn holding(&self) -> Holding {
+        Holding { order: self.order.clone(), ticket_no: self.ticket_no }
+    }
 }
 
 /// Who holds what, as DynamoDB says: the input of an exact rebuild of a lost cache.

@@ -23,16 +23,9 @@
 if #ARGV ~= 4 then
   return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field')
 end
-local opening = ARGV[4]
-if string.byte(opening, -1) == 64 then
-  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
-end
-local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
+local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[4]), ARGV[1])
 if not m[1] then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return 'STALE'
-  end
-  return 'NOT_FOUND'
+  return uncached(KEYS[1])
 end
 local held = m[2]
 if held == ARGV[2] then

@@ -2,10 +2,10 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, keys};
-use crate::domain::OrderMessage;
+use super::{Gate, GateError, cache_script, keys};
+use crate::domain::{Holding, OrderMessage};
 
-static ADMIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("admit.lua")));
+static ADMIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("admit.lua")));
 
 /// What the cache says of an order about to be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,7 +36,7 @@ impl Gate {
             .key(keys::meta(e))
             .key(keys::seats(e))
             .arg(keys::user_field(&order.user_id))
-            .arg(format!("{}:{}", order.order_id, order.ticket_no))
+            .arg(keys::holding(&Holding { order: order.order_id.clone(), ticket_no: order.ticket_no }))
             .arg(order.ticket_no)
             .arg(opening)
             .invoke_async(&mut conn)

@@ -25,16 +25,9 @@
 if #ARGV ~= 7 then
   return redis.error_reply('ERR give_back: expected user field, holding, ticket no, order id, tail, opening field, cancelled at')
 end
-local opening = ARGV[6]
-if string.byte(opening, -1) == 64 then
-  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
-end
-local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'end')
+local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[6]), ARGV[1], 'end')
 if not m[1] then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return 'STALE'
-  end
-  return 'NOT_FOUND'
+  return uncached(KEYS[1])
 end
 if m[2] ~= ARGV[2] then
   return 'GONE'

@@ -1,14 +1,9 @@
--- The grab gate: one atomic round trip that decides a grab (DESIGN.md section 6).
+-- The grab gate: one atomic round trip that decides a grab (docs/DESIGN.md section 6).
 --
--- KEYS[1]  ev:{E}:meta     hash: capacity, start, end, state; open_from@<layout>@<history>
---                          (start + 10 s) and open_until (end - 10 s), the span where the caller's
---                          clock decides (in the script's time format, below); <layout> is the
---                          cache layout's version and <history> the replication id of the primary
---                          that wrote the cache (gate/link.rs); and
---                          one field per user who has touched the sale, "=<user>":
---                          "<order id>:<ticket no>" (holds an order),
---                          "#<window end ms>:<count>" (refused requests in the rate window) or
---                          "!<order id>" (cancelled that order: no second ticket, give_back.lua)
+-- KEYS[1]  ev:{E}:meta     hash; its fields are described once, in gate/keys.rs. Read here: the
+--                          opening field (ARGV[7]: cached in this history and layout?) whose value
+--                          is start + 10 s, open_until (end - 10 s), and the user's field, which
+--                          is written here: a holding on OK, the refusal counter otherwise
 -- KEYS[2]  ev:{E}:seats    list: the free ticket numbers
 -- KEYS[3]  ev:{E}:outbox   hash: order id -> order message
 -- ARGV[1]  the user's field, "=<user id>"
@@ -28,7 +23,7 @@
 --   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
 --
--- Cost is mostly Lua's own (section 6.1): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
+-- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
 -- 15 digits (every RFC 3339 year up to 9999), so they compare as strings: a string compare costs
 -- far less than the strtod behind tonumber. A refusal writes only the user's counter. Everything
@@ -38,18 +33,10 @@ local now = ARGV[6]
 if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
-local field, opening = ARGV[1], ARGV[7]
-if string.byte(opening, -1) == 64 then -- '@': cluster mode, the node is the history
-  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
-end
-local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field)
+local field = ARGV[1]
+local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[7]), 'open_until', field)
 if not m[1] then
-  -- Absent, or written by a primary whose last writes this server may lack: nothing is decided
-  -- here until the cache is rebuilt from DynamoDB.
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return 'STALE'
-  end
-  return 'NOT_FOUND'
+  return uncached(KEYS[1])
 end
 
 -- One ticket per user: a retry gets the order it already has, whatever the counter says.

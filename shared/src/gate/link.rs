@@ -4,7 +4,7 @@
 //! primary acknowledged. Redis says when that can have happened: a promoted replica starts a new
 //! replication id, and a primary keeps its id as long as it stays primary. So each connection
 //! reads the id once, when it is made (`INFO replication`), and the event caches record the id
-//! they were written under (DESIGN.md section 6); a cache written under another id reads as lost
+//! they were written under (docs/DESIGN.md section 6); a cache written under another id reads as lost
 //! and is rebuilt exactly (section 10). The check costs the grab nothing: the id is part of a
 //! field name the script reads anyway.
 //!
@@ -240,7 +240,7 @@ fn ends_connection(e: &RedisError) -> bool {
 }
 
 /// How much of a replication id (40 random hex digits) names a history: 48 bits tell two apart
-/// all but once in 10^14, and the grab script hashes a short field name for less (section 6.1).
+/// all but once in 10^14, and the grab script hashes a short field name for less (docs/BENCHMARKS.md section 3).
 pub(crate) const HISTORY_LEN: usize = 12;
 
 /// A field of `INFO`'s `name:value` lines.

@@ -24,16 +24,9 @@
 if #ARGV ~= 7 then
   return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail')
 end
-local opening = ARGV[5]
-if string.byte(opening, -1) == 64 then
-  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
-end
-local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
+local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[5]), ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
 if not m[1] then
-  if redis.call('EXISTS', KEYS[1]) == 1 then
-    return 'STALE'
-  end
-  return 'NOT_FOUND'
+  return uncached(KEYS[1])
 end
 local held = m[2]
 if held and string.byte(held, 1) ~= 35 then

@@ -189,14 +189,14 @@ impl AfterSale {
                 // A number returned after the sale with nobody waiting: the user's order now, sent
                 // like a grab's, with the same promise for a `202`.
                 let message = head.complete(&WaitHead::tail(&promotion, &created_at), ticket_no);
-                let delivery = Delivery { event: id.clone(), order_id: promotion.to_string(), message, written };
+                let delivery = Delivery { event: id.clone(), order_id: promotion.clone(), message, written };
                 if !self.courier.deliver(&delivery).await {
                     return Err(ApiError::Busy);
                 }
                 let reply = json!({ "status": "PROMOTED", "order_id": promotion, "ticket_no": ticket_no });
                 Ok((json(StatusCode::ACCEPTED, &reply), "PROMOTED"))
             }
-            Waitlisted::Holds { .. } => Err(ApiError::HoldsOrder),
+            Waitlisted::Holds(_) => Err(ApiError::HoldsOrder),
             Waitlisted::Cancelled => Err(ApiError::OrderCancelled),
             Waitlisted::NotStarted => Err(ApiError::SaleNotStarted),
             Waitlisted::Closed => Err(ApiError::WaitlistClosed),
@@ -228,8 +228,11 @@ impl AfterSale {
                 json(StatusCode::OK, &json!({ "status": "WAITING", "position": position, "waiting": waiting })),
                 "WAITING",
             )),
-            WaitlistPlace::Holds { order_id, ticket_no } => Ok((
-                json(StatusCode::OK, &json!({ "status": "HOLDS_ORDER", "order_id": order_id, "ticket_no": ticket_no })),
+            WaitlistPlace::Holds(held) => Ok((
+                json(
+                    StatusCode::OK,
+                    &json!({ "status": "HOLDS_ORDER", "order_id": held.order, "ticket_no": held.ticket_no }),
+                ),
                 "HOLDS_ORDER",
             )),
             WaitlistPlace::NotWaiting => Err(ApiError::NotWaiting),

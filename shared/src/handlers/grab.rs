@@ -153,18 +153,18 @@ impl Grab {
         }
         let code = grabbed.outcome.code();
         match grabbed.outcome {
-            GrabOutcome::Granted { order_id, ticket_no, message } => {
+            GrabOutcome::Granted { holding, message } => {
                 // No `remaining` here: the script does not count the stock (query serves it live).
-                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": OrderStatus::Pending });
-                let delivery = Some(Delivery { event, order_id, message, written: grabbed.written });
+                let reply = json!({ "order_id": holding.order, "ticket_no": holding.ticket_no, "status": OrderStatus::Pending });
+                let delivery = Some(Delivery { event, order_id: holding.order, message, written: grabbed.written });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
-            GrabOutcome::Already { order_id, ticket_no } => {
+            GrabOutcome::Already(held) => {
                 let status = self.durable_status(&event, &caller).await;
-                let reply = json!({ "order_id": order_id, "ticket_no": ticket_no, "status": status });
+                let reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });
                 Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery: None })
             }
-            GrabOutcome::Cancelled { .. } => Err(ApiError::OrderCancelled),
+            GrabOutcome::Cancelled(_) => Err(ApiError::OrderCancelled),
             GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),
             GrabOutcome::NotFound => Err(ApiError::EventNotFound),
             // Still stale right after a rebuild: a second failover meanwhile.

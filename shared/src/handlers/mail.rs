@@ -187,7 +187,7 @@ impl Mail {
             Admitted::Counted | Admitted::Adopted | Admitted::NotCached => {
                 self.store.persist_order(&order, now).await?
             }
-            Admitted::Taken => self.store.reject(&order, "a later order".into(), now).await?,
+            Admitted::Taken => self.store.reject(&order, None, now).await?,
             Admitted::Uncounted => {
                 self.clear_outbox(&order).await;
                 return Ok(Handled::DroppedUncounted);
@@ -200,16 +200,16 @@ impl Mail {
                 self.mail_once(&order, &event, now).await
             }
             Persisted::Redelivered { .. } => Ok(Handled::AlreadyDone),
-            Persisted::SecondOrder { existing_order_id } => {
+            Persisted::SecondOrder { existing } => {
                 tracing::warn!(
-                    order_id = %order.order_id, existing_order_id, event_id = %order.event_id, user_id = %order.user_id,
+                    order_id = %order.order_id, existing_order_id = %existing, event_id = %order.event_id, user_id = %order.user_id,
                     "second order for a user dropped (the cache drifted)"
                 );
                 Ok(Handled::DroppedSecondOrder)
             }
             Persisted::Rejected { held_by } => {
                 tracing::warn!(
-                    order_id = %order.order_id, held_by, ticket_no = order.ticket_no, event_id = %order.event_id,
+                    order_id = %order.order_id, held_by = ?held_by.as_ref().map(|o| o.as_str()), ticket_no = order.ticket_no, event_id = %order.event_id,
                     "order rejected: its ticket number is held by another order (the cache drifted)"
                 );
                 Ok(Handled::Rejected)
@@ -336,7 +336,7 @@ impl Mail {
 
     /// Best effort: reconcile removes what is left.
     async fn clear_outbox(&self, order: &OrderMessage) {
-        if let Err(e) = self.gate.remove_from_outbox(&order.event_id, order.order_id.as_str()).await {
+        if let Err(e) = self.gate.remove_from_outbox(&order.event_id, &order.order_id).await {
             tracing::warn!(order_id = %order.order_id, error = %e, "outbox entry left for reconcile");
         }
     }

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::{
     config::{GateSettings, PassKeyRingSource, QueueSettings, StoreSettings, UserLimits},
     domain::{
-        Event, EventId, OrderId, OrderStatus,
+        Event, EventId, OrderStatus,
         audit::{AuditRow, Ledger, Report, csv_cell},
         order::OrderView,
     },
@@ -188,12 +188,11 @@ impl Query {
         if let Some(order) = self.store.get_order(event, &caller.user).await? {
             return Ok(order);
         }
-        let (order_id, ticket_no) = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
-        let order_id = OrderId::parse(&order_id).map_err(|_| ApiError::NoOrder)?;
+        let held = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
         Ok(OrderView {
-            order_id,
+            order_id: held.order,
             event_id: event.clone(),
-            ticket_no,
+            ticket_no: held.ticket_no,
             status: OrderStatus::Pending,
             reason: None,
             checked_in_at: None,
@@ -247,8 +246,8 @@ impl Query {
                 mailed: r.mail_status.as_deref() == Some("SENT"),
                 promoted: r.promoted,
                 checked_in: r.checked_in_at.is_some(),
-                order_id: r.order_id,
-                user_id: r.user_id,
+                order_id: r.order_id.to_string(),
+                user_id: r.user_id.to_string(),
                 status: r.status,
             })
             .collect();
@@ -277,9 +276,9 @@ impl Query {
             }
             let cells = [
                 r.ticket_no.to_string(),
-                r.order_id,
-                r.user_id,
-                r.email,
+                r.order_id.to_string(),
+                r.user_id.to_string(),
+                r.email.to_string(),
                 r.created_at,
                 r.confirmed_at.unwrap_or_default(),
                 r.mail_status.unwrap_or_default(),

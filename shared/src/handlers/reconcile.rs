@@ -1,6 +1,6 @@
 //! reconcile, every minute: re-drives the outbox, rebuilds lost caches, gives back the numbers of
 //! cancellations a crash interrupted, measures the drift between Redis and DynamoDB, refreshes the
-//! `remaining` snapshots (DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
+//! `remaining` snapshots (docs/DESIGN.md section 10). Each step is idempotent; a run that fails part-way is simply
 //! followed by the next one.
 
 use serde::Serialize;

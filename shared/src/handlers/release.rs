@@ -134,7 +134,7 @@ pub enum DirectError {
 }
 
 impl DirectError {
-    /// The stable code (DESIGN.md's), Lambda's `errorType` for the invoker.
+    /// The stable code (docs/DESIGN.md section 4), Lambda's `errorType` for the invoker.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Invalid(_) | Self::NotAnEvent(_) => "INVALID_EVENT",

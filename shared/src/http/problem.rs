@@ -1,4 +1,4 @@
-//! The one place where outcomes become HTTP statuses and stable codes (DESIGN.md section 4).
+//! The one place where outcomes become HTTP statuses and stable codes (docs/DESIGN.md section 4).
 
 use lambda_http::{Body, Response, http::StatusCode};
 use serde_json::json;

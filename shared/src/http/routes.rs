@@ -1,4 +1,4 @@
-//! The HTTP API's routes (DESIGN.md section 4): the one table the local runner serves and the
+//! The HTTP API's routes (docs/DESIGN.md section 4): the one table the local runner serves and the
 //! template is checked against.
 
 /// Which function serves a route.

@@ -248,7 +248,7 @@ impl Store {
             return Ok(CheckIn::Void(OrderStatus::Cancelled));
         }
         let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
-        self.check_in(event, &user, order_id.as_str(), now).await
+        self.check_in(event, &user, order_id, now).await
     }
 
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning
@@ -257,7 +257,7 @@ impl Store {
         &self,
         event: &EventId,
         user: &UserId,
-        order_id: &str,
+        order_id: &OrderId,
         now: OffsetDateTime,
     ) -> Result<CheckIn, StoreError> {
         let at = rfc3339(now);
@@ -289,7 +289,7 @@ impl Store {
         };
         let Some(old) = old else { return Ok(CheckIn::Unknown) };
         let view = order_from_item(&old)?;
-        if view.order_id.as_str() != order_id {
+        if view.order_id != *order_id {
             return Ok(CheckIn::Unknown);
         }
         Ok(match (view.status, view.checked_in_at) {

@@ -1,4 +1,4 @@
-//! DynamoDB, the source of truth: one table, no hot key (DESIGN.md section 8).
+//! DynamoDB, the source of truth: one table, no hot key (docs/DESIGN.md section 8).
 //!
 //! | item   | PK                  | SK       | indexes                                                  |
 //! |--------|---------------------|----------|----------------------------------------------------------|

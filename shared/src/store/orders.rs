@@ -1,5 +1,5 @@
 //! Orders in DynamoDB: the one transaction that makes an order durable, and the conditional
-//! updates that let each order send one mail (DESIGN.md section 8).
+//! updates that let each order send one mail (docs/DESIGN.md section 8).
 
 use aws_sdk_dynamodb::{
     error::SdkError,
@@ -14,7 +14,7 @@ use super::{
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
-    Buyer, Cancelled, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
+    Buyer, Cancelled, Email, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
     event::{epoch_ms, rfc3339},
     order::OrderView,
 };
@@ -27,9 +27,9 @@ pub enum Persisted {
     /// This very order was already stored (a redelivery); its mail may still be due.
     Redelivered { status: OrderStatus, mail: MailStatus },
     /// The user already holds another order for the event (the cache drifted): dropped.
-    SecondOrder { existing_order_id: String },
+    SecondOrder { existing: OrderId },
     /// The ticket number is held by another order (the cache drifted): stored as `REJECTED`.
-    Rejected { held_by: String },
+    Rejected { held_by: Option<OrderId> },
 }
 
 /// What claiming an order's mail found.
@@ -145,8 +145,8 @@ impl Store {
         }
         if failed(1) {
             let held_by = match old(1) {
-                Some(item) => get_s(&item, "order_id")?,
-                None => String::from("another order"),
+                Some(item) => Some(order_id_of(&item)?),
+                None => None,
             };
             return self.reject(m, held_by, now).await;
         }
@@ -158,9 +158,9 @@ impl Store {
     }
 
     fn existing_order(&self, m: &OrderMessage, existing: &Item) -> Result<Persisted, StoreError> {
-        let existing_order_id = get_s(existing, "order_id")?;
+        let existing_order_id = order_id_of(existing)?;
         if existing_order_id != m.order_id {
-            return Ok(Persisted::SecondOrder { existing_order_id });
+            return Ok(Persisted::SecondOrder { existing: existing_order_id });
         }
         let status = OrderStatus::parse(&get_s(existing, "status")?)
             .ok_or_else(|| StoreError::Malformed("order status".into()))?;
@@ -174,7 +174,7 @@ impl Store {
     pub async fn reject(
         &self,
         m: &OrderMessage,
-        held_by: String,
+        held_by: Option<OrderId>,
         now: OffsetDateTime,
     ) -> Result<Persisted, StoreError> {
         let mut item = order_item(m, OrderStatus::Rejected, now);
@@ -518,9 +518,9 @@ impl Store {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AttendeeRow {
     pub ticket_no: u32,
-    pub order_id: String,
-    pub user_id: String,
-    pub email: String,
+    pub order_id: OrderId,
+    pub user_id: UserId,
+    pub email: Email,
     pub status: OrderStatus,
     pub created_at: String,
     /// When the order became durable (`CONFIRMED`).
@@ -540,9 +540,9 @@ impl AttendeeRow {
         let view = order_from_item(item)?;
         Ok(Self {
             ticket_no: view.ticket_no,
-            order_id: view.order_id.to_string(),
-            user_id: get_s(item, "user_id")?,
-            email: get_s(item, "email")?,
+            order_id: view.order_id,
+            user_id: UserId::parse(&get_s(item, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
+            email: Email::parse(&get_s(item, "email")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
             status: view.status,
             created_at: get_s(item, "created_at")?,
             confirmed_at: opt_s(item, "stored_at"),
@@ -566,4 +566,8 @@ pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
         checked_in_at: opt_s(item, "checked_in_at"),
         cancelled_at: opt_s(item, "cancelled_at"),
     })
+}
+
+fn order_id_of(item: &Item) -> Result<OrderId, StoreError> {
+    OrderId::parse(&get_s(item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))
 }

@@ -1,29 +1,14 @@
-//! After the grab: a cancelled order's number given back (to the waitlist's head, or on sale
-//! again) and the waitlist itself. Two scripts beside the grab script, on the same keys.
+//! The waitlist in Redis: joining it (`wait.lua`: one place per user, in arrival order, or a
+//! held-back number at once), a user's place, and closing it (`close.lua`).
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, keys};
-use crate::domain::{EventId, OrderId, OrderMessage, UserId, order::WaitHead};
+use super::{Gate, GateError, Written, cache_script, keys, opening_arg, split_holding};
+use crate::domain::{EventId, Holding, OrderId, UserId, order::WaitHead};
 
-static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("give_back.lua")));
-static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("wait.lua")));
+static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("wait.lua")));
 
-/// What giving a number back did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GaveBack {
-    /// The head of the waitlist holds it now: a new order, in the outbox, to be sent.
-    Promoted { user: UserId, order_id: OrderId, message: String },
-    /// Nobody waited, during the sale: the number is on sale again.
-    Freed,
-    /// Nobody waited, after the sale's end: the number is held for the next user who joins the
-    /// waitlist (until `cancel_until`; unsold after that).
-    Returned,
-    /// Given back before (this is a retry): nothing done.
-    Gone,
-    /// The event's cache is missing, or predates a failover: rebuild it, then give back again.
-    NotCached,
-}
+static CLOSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("close.lua")));
 
 /// Where a user stands on the waitlist.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,10 +28,7 @@ pub enum Waitlisted {
         ticket_no: u32,
     },
     /// The user holds an order (a grab, or a promotion): nothing to wait for.
-    Holds {
-        order_id: String,
-        ticket_no: u32,
-    },
+    Holds(Holding),
     /// The user cancelled their order: one ticket per user.
     Cancelled,
     NotStarted,
@@ -62,22 +44,8 @@ pub enum Waitlisted {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WaitlistPlace {
     Waiting { position: u64, waiting: u64 },
-    Holds { order_id: String, ticket_no: u32 },
+    Holds(Holding),
     NotWaiting,
-}
-
-/// A given-back number, as the script takes it.
-pub struct GiveBack<'a> {
-    pub event: &'a EventId,
-    pub user: &'a UserId,
-    pub order_id: &'a OrderId,
-    pub ticket_no: u32,
-    /// When the order was cancelled (epoch ms): at or after the sale's end, a number nobody waits
-    /// for is held for the waitlist instead of going back on sale.
-    pub cancelled_ms: i64,
-    /// The order id and creation time a promotion gets.
-    pub promotion: &'a OrderId,
-    pub now: &'a str,
 }
 
 /// A user joining the waitlist, as the script takes them.
@@ -92,53 +60,12 @@ pub struct Join<'a> {
 }
 
 impl Gate {
-    /// Gives a cancelled order's number back: the waitlist's head gets it as a new order (in the
-    /// outbox, like a grab's), or it is free again. Idempotent: the user's field must still hold
-    /// exactly this order.
-    pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<(GaveBack, Written), GateError> {
-        let e = g.event;
-        let mut conn = self.link.conn().await?;
-        let opening = super::opening_arg(&conn);
-        let reply: String = GIVE_BACK_SCRIPT
-            .key(keys::meta(e))
-            .key(keys::seats(e))
-            .key(keys::outbox(e))
-            .key(keys::wait(e))
-            .key(keys::waiting(e))
-            .key(keys::returned(e))
-            .arg(keys::user_field(g.user))
-            .arg(format!("{}:{}", g.order_id, g.ticket_no))
-            .arg(g.ticket_no)
-            .arg(g.promotion.as_str())
-            .arg(WaitHead::tail(g.promotion, g.now))
-            .arg(opening)
-            .arg(g.cancelled_ms)
-            .invoke_async(&mut conn)
-            .await?;
-        let gave = match reply.split_once(':') {
-            Some(("PROMOTED", message)) => {
-                let user = OrderMessage::parse(message)
-                    .map_err(|e| GateError::Protocol(format!("promotion message: {e}")))?
-                    .user_id;
-                GaveBack::Promoted { user, order_id: g.promotion.clone(), message: message.to_owned() }
-            }
-            _ => match reply.as_str() {
-                "FREED" => GaveBack::Freed,
-                "RETURNED" => GaveBack::Returned,
-                "GONE" => GaveBack::Gone,
-                "NOT_FOUND" | "STALE" => GaveBack::NotCached,
-                _ => return Err(GateError::Protocol(format!("give-back reply {reply:?}"))),
-            },
-        };
-        Ok((gave, Written { conn, key: keys::meta(e) }))
-    }
-
     /// Puts a user on the waitlist (once; in arrival order; within its size), or after the sale's
     /// end hands them a returned number nobody waited for.
     pub async fn join_waitlist(&self, j: &Join<'_>) -> Result<(Waitlisted, Written), GateError> {
         let event = j.event;
         let mut conn = self.link.conn().await?;
-        let opening = super::opening_arg(&conn);
+        let opening = opening_arg(&conn);
         let reply: String = WAIT_SCRIPT
             .key(keys::meta(event))
             .key(keys::seats(event))
@@ -173,10 +100,7 @@ impl Gate {
             return Ok(WaitlistPlace::Waiting { position: rank + 1, waiting });
         }
         Ok(match held {
-            Some(h) if !h.starts_with(['#', '!']) => {
-                let (order_id, ticket_no) = super::split_holding(&h)?;
-                WaitlistPlace::Holds { order_id, ticket_no }
-            }
+            Some(h) if !h.starts_with(['#', '!']) => WaitlistPlace::Holds(split_holding(&h)?),
             _ => WaitlistPlace::NotWaiting,
         })
     }
@@ -184,6 +108,39 @@ impl Gate {
     /// How many wait (tests and the organiser's report).
     pub async fn waitlist_len(&self, event: &EventId) -> Result<u64, GateError> {
         Ok(redis::AsyncCommands::zcard(&mut self.link.conn().await?, keys::wait(event)).await?)
+    }
+
+    /// The waitlist of a cache an older layout wrote (which kept it only in Redis), by place.
+    pub async fn older_waitlist(&self, event: &EventId) -> Result<Vec<crate::domain::Waiter>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let (places, heads): (Vec<(String, u64)>, std::collections::HashMap<String, String>) = redis::pipe()
+            .atomic()
+            .zrange_withscores(keys::wait(event), 0, -1)
+            .hgetall(keys::waiting(event))
+            .query_async(&mut conn)
+            .await?;
+        let mut waiters = Vec::new();
+        for (user, place) in places {
+            let Some(head) = heads.get(&user) else { continue };
+            // The head is an order message without its tail: completed with any, it tells the address.
+            let whole =
+                format!("{head}{},\"ticket_no\":1}}", WaitHead::tail(&OrderId::generate(), "1970-01-01T00:00:00Z"));
+            let message = crate::domain::OrderMessage::parse(&whole)
+                .map_err(|e| GateError::Protocol(format!("an older waitlist head: {e}")))?;
+            waiters.push(crate::domain::Waiter { user: message.user_id, email: message.email, place });
+        }
+        Ok(waiters)
+    }
+
+    /// Closes the event's waitlist (`close.lua`): nobody is promoted any more, and the waiting
+    /// users' places and addresses leave Redis. Returns how many were still waiting there.
+    pub async fn close_waitlist(&self, event: &EventId) -> Result<u64, GateError> {
+        Ok(CLOSE_SCRIPT
+            .key(keys::meta(event))
+            .key(keys::wait(event))
+            .key(keys::waiting(event))
+            .invoke_async(&mut self.link.conn().await?)
+            .await?)
     }
 }
 
@@ -204,10 +161,7 @@ fn parse_wait_reply(reply: &str) -> Result<Waitlisted, GateError> {
             Waitlisted::Waiting { position, place }
         }
         "PROMOTED" => Waitlisted::Promoted { ticket_no: rest.parse().map_err(|_| bad())? },
-        "HOLDS" => {
-            let (order_id, ticket_no) = super::split_holding(rest)?;
-            Waitlisted::Holds { order_id, ticket_no }
-        }
+        "HOLDS" => Waitlisted::Holds(split_holding(rest)?),
         "CANCELLED" => Waitlisted::Cancelled,
         "NOT_STARTED" => Waitlisted::NotStarted,
         "CLOSED" => Waitlisted::Closed,
@@ -229,7 +183,10 @@ mod tests {
         assert_eq!(parse_wait_reply("PROMOTED:12").unwrap(), Waitlisted::Promoted { ticket_no: 12 });
         assert_eq!(
             parse_wait_reply("HOLDS:0199a0b0-0000-7000-8000-000000000001:4").unwrap(),
-            Waitlisted::Holds { order_id: "0199a0b0-0000-7000-8000-000000000001".into(), ticket_no: 4 }
+            Waitlisted::Holds(Holding {
+                order: OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap(),
+                ticket_no: 4
+            })
         );
         assert_eq!(parse_wait_reply("STALE").unwrap(), Waitlisted::NotCached);
         for bad in ["", "JOINED", "JOINED:3", "JOINED:x:1", "PROMOTED:x", "HOLDS:x", "MAYBE"] {

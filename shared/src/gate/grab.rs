@@ -1,0 +1,179 @@
+//! The grab: one script decides it (`grab.lua`), and the outcome it reads back.
+
+use std::sync::LazyLock;
+
+use super::{Gate, GateError, Written, cache_script, keys, opening_arg, script_time, split_holding};
+use crate::{
+    config::GrabPolicy,
+    domain::{EventId, Holding, OrderId, UserId, order::MessageHead},
+};
+
+/// The grab script as Redis runs it: the preamble and `grab.lua` (gate-bench and the script's own
+/// tests load this very text).
+pub const GRAB_SOURCE: &str = cache_script!("grab.lua");
+
+/// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
+/// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
+static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GRAB_SOURCE));
+
+/// What the grab script decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GrabOutcome {
+    RateLimited {
+        retry_after_ms: u64,
+    },
+    NotFound,
+    /// The event is cached, but by a primary whose last writes this server may lack (a failover):
+    /// nothing is decided until the cache is rebuilt.
+    Stale,
+    NotStarted,
+    Ended,
+    /// The user holds this order already: a retry gets it back.
+    Already(Holding),
+    /// The user cancelled this order: one ticket per user, even a given-back one.
+    Cancelled(OrderId),
+    SoldOut,
+    /// A new order, and its message as the outbox holds it (the head completed with the number).
+    Granted {
+        holding: Holding,
+        message: String,
+    },
+}
+
+impl GrabOutcome {
+    /// The script's own name for the outcome (also the metric and log name).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::RateLimited { .. } => "RATE_LIMITED",
+            Self::NotFound => "NOT_FOUND",
+            Self::Stale => "STALE",
+            Self::NotStarted => "NOT_STARTED",
+            Self::Ended => "ENDED",
+            Self::Already(_) => "ALREADY",
+            Self::Cancelled(_) => "CANCELLED",
+            Self::SoldOut => "SOLD_OUT",
+            Self::Granted { .. } => "OK",
+        }
+    }
+}
+
+/// A grab as the script sees it.
+pub struct GrabAttempt<'a> {
+    pub event: &'a EventId,
+    pub user: &'a UserId,
+    pub order_id: &'a OrderId,
+    /// The order message the script completes with the ticket number.
+    pub head: &'a MessageHead,
+    /// The caller's clock (epoch ms): it decides the sale window unless a boundary is within
+    /// [`CLOCK_TRUST`], where the script asks Redis's `TIME` instead.
+    pub clock_ms: i64,
+}
+
+impl GrabAttempt<'_> {
+    /// The grab script's ARGV, in the order its header gives (gate-bench calls the script with
+    /// them too).
+    /// `opening` is [`keys::opening`] of the connection's history, or in cluster mode
+    /// [`keys::opening_prefix`] (the script asks its node).
+    pub fn script_args(&self, policy: GrabPolicy, opening: &str) -> [String; 7] {
+        [
+            keys::user_field(self.user),
+            self.order_id.to_string(),
+            self.head.as_str().to_owned(),
+            policy.rate_limit.to_string(),
+            script_time(self.clock_ms + policy.rate_window.as_millis() as i64),
+            script_time(self.clock_ms),
+            opening.to_owned(),
+        ]
+    }
+}
+
+/// A grab the script decided, and the connection that wrote it.
+pub struct Grabbed {
+    pub outcome: GrabOutcome,
+    pub written: Written,
+}
+
+impl Gate {
+    pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<Grabbed, GateError> {
+        let e = attempt.event;
+        let mut conn = self.link.conn().await?;
+        let mut call = GRAB_SCRIPT.key(keys::meta(e));
+        call.key(keys::seats(e)).key(keys::outbox(e));
+        let opening = opening_arg(&conn);
+        for arg in attempt.script_args(policy, &opening) {
+            call.arg(arg);
+        }
+        let reply: String = call.invoke_async(&mut conn).await?;
+        let outcome = parse_grab_reply(&reply, attempt, policy)?;
+        Ok(Grabbed { outcome, written: Written { conn, key: keys::meta(e) } })
+    }
+}
+
+/// Reads the script's one-string reply (`OK:<n>`, `ALREADY:<order>:<n>`, `RATE_LIMITED:<ms>`, ...).
+fn parse_grab_reply(reply: &str, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<GrabOutcome, GateError> {
+    let bad = || GateError::Protocol(format!("grab reply {reply:?}"));
+    let (code, rest) = reply.split_once(':').unwrap_or((reply, ""));
+    Ok(match code {
+        "OK" => {
+            let ticket_no = rest.parse().map_err(|_| bad())?;
+            GrabOutcome::Granted {
+                holding: Holding { order: attempt.order_id.clone(), ticket_no },
+                message: attempt.head.complete(ticket_no),
+            }
+        }
+        "ALREADY" => GrabOutcome::Already(split_holding(rest)?),
+        // Callers' clocks differ slightly: the wait is never more than one window.
+        "RATE_LIMITED" => GrabOutcome::RateLimited {
+            retry_after_ms: rest.parse::<i64>().map_err(|_| bad())?.clamp(1, policy.rate_window.as_millis() as i64)
+                as u64,
+        },
+        "CANCELLED" => GrabOutcome::Cancelled(OrderId::parse(rest).map_err(|_| bad())?),
+        "NOT_FOUND" => GrabOutcome::NotFound,
+        "STALE" => GrabOutcome::Stale,
+        "NOT_STARTED" => GrabOutcome::NotStarted,
+        "ENDED" => GrabOutcome::Ended,
+        "SOLD_OUT" => GrabOutcome::SoldOut,
+        _ => return Err(bad()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GrabPolicy;
+
+    #[test]
+    fn every_reply_of_the_script_reads_as_its_outcome() {
+        let p = GrabPolicy::default();
+        let (event, user) = (EventId::parse("lecture-1").unwrap(), UserId::parse("u1").unwrap());
+        let email = crate::domain::Email::parse("u1@example.com").unwrap();
+        let order = OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap();
+        let other = OrderId::parse("0199a0b0-0000-7000-8000-000000000002").unwrap();
+        let head = MessageHead::new(&order, &event, &user, &email, "2026-11-25T12:00:00Z");
+        let attempt = GrabAttempt { event: &event, user: &user, order_id: &order, head: &head, clock_ms: 0 };
+        let read = |reply: &str| parse_grab_reply(reply, &attempt, p);
+        // A granted grab comes back whole: the order and the very message the outbox holds.
+        assert_eq!(
+            read("OK:17").unwrap(),
+            GrabOutcome::Granted {
+                holding: Holding { order: order.clone(), ticket_no: 17 },
+                message: head.complete(17)
+            }
+        );
+        assert_eq!(
+            read(&format!("ALREADY:{other}:3")).unwrap(),
+            GrabOutcome::Already(Holding { order: other.clone(), ticket_no: 3 })
+        );
+        assert_eq!(read("RATE_LIMITED:250").unwrap(), GrabOutcome::RateLimited { retry_after_ms: 250 });
+        assert_eq!(read("RATE_LIMITED:-5").unwrap(), GrabOutcome::RateLimited { retry_after_ms: 1 });
+        for code in ["NOT_FOUND", "STALE", "NOT_STARTED", "ENDED", "SOLD_OUT"] {
+            assert_eq!(read(code).unwrap().code(), code);
+        }
+        assert_eq!(read(&format!("CANCELLED:{other}")).unwrap(), GrabOutcome::Cancelled(other.clone()));
+        for bad in
+            ["", "OK", "OK:x", "ALREADY:abc", "ALREADY:abc:3", "MAYBE", "RATE_LIMITED:", "CANCELLED", "CANCELLED:x"]
+        {
+            assert!(read(bad).is_err(), "{bad:?} accepted");
+        }
+    }
+}

@@ -1,0 +1,78 @@
+//! The outbox: order id -> order message, from the script that decided the order until DynamoDB
+//! holds it. Only the consumer and reconcile remove entries.
+
+use redis::AsyncCommands;
+
+use super::{Gate, GateError, keys};
+use crate::domain::{EventId, OrderId};
+
+/// An order waiting in the outbox for DynamoDB to hold it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutboxEntry {
+    pub order_id: OrderId,
+    /// The order message, exactly as the SQS body carries it.
+    pub message: String,
+}
+
+impl Gate {
+    pub async fn outbox_len(&self, event: &EventId) -> Result<u64, GateError> {
+        Ok(self.link.conn().await?.hlen(keys::outbox(event)).await?)
+    }
+
+    /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
+    pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
+        let all: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::outbox(event)).await?;
+        Ok(all.into_iter().filter_map(|(key, message)| entry(key, message)).collect())
+    }
+
+    /// Removes an order's outbox entry once DynamoDB holds the order.
+    pub async fn remove_from_outbox(&self, event: &EventId, order_id: &OrderId) -> Result<(), GateError> {
+        let _: u32 = self.link.conn().await?.hdel(keys::outbox(event), order_id.as_str()).await?;
+        Ok(())
+    }
+
+    /// Outbox entries older than `age` on the server's clock (age from the UUIDv7 order id), at
+    /// most `limit`. An entry whose id tells no age is due at once, so reconcile looks at it; one
+    /// whose key is no order id at all (only the scripts write here, with ids they were given) is
+    /// removed and logged: no consumer could store it.
+    pub async fn outbox_due(
+        &self,
+        event: &EventId,
+        age: std::time::Duration,
+        limit: usize,
+    ) -> Result<Vec<OutboxEntry>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
+        let cutoff = secs * 1000 + micros / 1000 - age.as_millis() as i64;
+        let mut due = Vec::new();
+        let mut cursor = 0u64;
+        loop {
+            let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                .arg(keys::outbox(event))
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(500)
+                .query_async(&mut conn)
+                .await?;
+            for (key, message) in page {
+                let Some(entry) = entry(key.clone(), message) else {
+                    tracing::error!(event_id = %event, "outbox entry under a key that is no order id removed");
+                    let _: u32 = conn.hdel(keys::outbox(event), &key).await?;
+                    continue;
+                };
+                if entry.order_id.created_ms().is_none_or(|ms| ms <= cutoff) {
+                    due.push(entry);
+                }
+            }
+            cursor = next;
+            if cursor == 0 || due.len() >= limit {
+                due.truncate(limit);
+                return Ok(due);
+            }
+        }
+    }
+}
+
+fn entry(key: String, message: String) -> Option<OutboxEntry> {
+    Some(OutboxEntry { order_id: OrderId::parse(&key).ok()?, message })
+}

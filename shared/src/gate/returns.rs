@@ -1,0 +1,82 @@
+//! Giving a cancelled order's number back, in one script (`give_back.lua`): to the waitlist's head
+//! as a new order, or back on sale during the sale, or held back for the waitlist after its end.
+
+use std::sync::LazyLock;
+
+use super::{Gate, GateError, Written, cache_script, keys, opening_arg};
+use crate::domain::{EventId, Holding, OrderId, OrderMessage, UserId, order::WaitHead};
+
+static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua")));
+
+/// What giving a number back did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GaveBack {
+    /// The head of the waitlist holds it now: a new order, in the outbox, to be sent.
+    Promoted { user: UserId, order_id: OrderId, message: String },
+    /// Nobody waited, during the sale: the number is on sale again.
+    Freed,
+    /// Nobody waited, after the sale's end: the number is held for the next user who joins the
+    /// waitlist (until `cancel_until`; unsold after that).
+    Returned,
+    /// Given back before (this is a retry): nothing done.
+    Gone,
+    /// The event's cache is missing, or predates a failover: rebuild it, then give back again.
+    NotCached,
+}
+
+/// A given-back number, as the script takes it.
+pub struct GiveBack<'a> {
+    pub event: &'a EventId,
+    pub user: &'a UserId,
+    pub order_id: &'a OrderId,
+    pub ticket_no: u32,
+    /// When the order was cancelled (epoch ms): at or after the sale's end, a number nobody waits
+    /// for is held for the waitlist instead of going back on sale.
+    pub cancelled_ms: i64,
+    /// The order id and creation time a promotion gets.
+    pub promotion: &'a OrderId,
+    pub now: &'a str,
+}
+
+impl Gate {
+    /// Gives a cancelled order's number back: the waitlist's head gets it as a new order (in the
+    /// outbox, like a grab's), or it is free again. Idempotent: the user's field must still hold
+    /// exactly this order.
+    pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<(GaveBack, Written), GateError> {
+        let e = g.event;
+        let mut conn = self.link.conn().await?;
+        let opening = opening_arg(&conn);
+        let reply: String = GIVE_BACK_SCRIPT
+            .key(keys::meta(e))
+            .key(keys::seats(e))
+            .key(keys::outbox(e))
+            .key(keys::wait(e))
+            .key(keys::waiting(e))
+            .key(keys::returned(e))
+            .arg(keys::user_field(g.user))
+            .arg(keys::holding(&Holding { order: g.order_id.clone(), ticket_no: g.ticket_no }))
+            .arg(g.ticket_no)
+            .arg(g.promotion.as_str())
+            .arg(WaitHead::tail(g.promotion, g.now))
+            .arg(opening)
+            .arg(g.cancelled_ms)
+            .invoke_async(&mut conn)
+            .await?;
+        let gave = match reply.split_once(':') {
+            Some(("PROMOTED", message)) => {
+                let user = OrderMessage::parse(message)
+                    .map_err(|e| GateError::Protocol(format!("promotion message: {e}")))?
+                    .user_id;
+                GaveBack::Promoted { user, order_id: g.promotion.clone(), message: message.to_owned() }
+            }
+            _ => match reply.as_str() {
+                "FREED" => GaveBack::Freed,
+                "RETURNED" => GaveBack::Returned,
+                "GONE" => GaveBack::Gone,
+                "NOT_FOUND" | "STALE" => GaveBack::NotCached,
+                _ => return Err(GateError::Protocol(format!("give-back reply {reply:?}"))),
+            },
+        };
+        Ok((gave, Written { conn, key: keys::meta(e) }))
+    }
+}

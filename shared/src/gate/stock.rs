@@ -1,0 +1,165 @@
+//! What the cache says of a sale: the numbers left, the window, who holds what, and the audit's
+//! view of it.
+
+use redis::AsyncCommands;
+
+use super::{Gate, GateError, keys, opening_on, split_holding};
+use crate::domain::{Buyer, EventId, Holding, UserId};
+
+/// The sale window as Redis holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// Holders may cancel, and the waitlist be joined, until then.
+    pub cancel_until_ms: i64,
+    pub closed: bool,
+}
+
+impl Window {
+    /// Until when the event is live: its sale, then its cancellation window.
+    pub fn active_until_ms(&self) -> i64 {
+        self.end_ms.max(self.cancel_until_ms)
+    }
+}
+
+impl Gate {
+    /// Free ticket numbers left, or `None` when the event is not in the cache (or only in a cache
+    /// written before a failover).
+    pub async fn stock(&self, event: &EventId) -> Result<Option<u32>, GateError> {
+        Ok(self.stocks(std::slice::from_ref(event)).await?.pop().flatten())
+    }
+
+    /// The live stock of many events in one round trip (`None` where not cached).
+    pub async fn stocks(&self, events: &[EventId]) -> Result<Vec<Option<u32>>, GateError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.link.conn().await?;
+        let Some(history) = conn.history() else {
+            // A cluster answers per slot: one event at a time, the events' nodes in parallel.
+            let each = events.iter().map(|e| {
+                let mut conn = conn.clone();
+                async move {
+                    let opening = opening_on(&mut conn, e).await?;
+                    let (current, left): (bool, u32) = redis::pipe()
+                        .hexists(keys::meta(e), &opening)
+                        .llen(keys::seats(e))
+                        .query_async(&mut conn)
+                        .await?;
+                    Ok::<_, GateError>(current.then_some(left))
+                }
+            });
+            return futures::future::try_join_all(each).await;
+        };
+        let opening = keys::opening(history);
+        let mut pipe = redis::pipe();
+        for e in events {
+            pipe.hexists(keys::meta(e), &opening).llen(keys::seats(e));
+        }
+        let flat: Vec<u32> = pipe.query_async(&mut conn).await?;
+        Ok(flat.chunks(2).map(|p| (p[0] == 1).then_some(p[1])).collect())
+    }
+
+    /// The sale window, or `None` when the event is not in this server's history's cache.
+    pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        type Fields = (Option<i64>, Option<i64>, Option<i64>, Option<String>, Option<String>);
+        let (start, end, cancel_until, state, current): Fields = redis::cmd("HMGET")
+            .arg(keys::meta(event))
+            .arg(&["start", "end", "cancel_until", "state", opening.as_str()])
+            .query_async(&mut conn)
+            .await?;
+        Ok(match (start, end, cancel_until, current) {
+            (Some(start_ms), Some(end_ms), Some(cancel_until_ms), Some(_)) => {
+                Some(Window { start_ms, end_ms, cancel_until_ms, closed: state.as_deref() == Some("closed") })
+            }
+            _ => None,
+        })
+    }
+
+    /// The order a user holds in the cache, as `(order id, ticket number)`. A cache written before
+    /// a failover cannot say (the user's grab may be among the writes it lacks): an error, so the
+    /// caller answers "busy" rather than "no order".
+    pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<Holding>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        let (current, start, field): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(keys::meta(event))
+            .arg(&[opening.as_str(), "start", keys::user_field(user).as_str()])
+            .query_async(&mut conn)
+            .await?;
+        if current.is_none() && start.is_some() {
+            return Err(GateError::Stale);
+        }
+        Ok(match field {
+            Some(f) if !f.starts_with(['#', '!']) => Some(split_holding(&f)?),
+            _ => None,
+        })
+    }
+
+    /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL`).
+    pub async fn holdings(&self, event: &EventId) -> Result<Vec<Buyer>, GateError> {
+        let meta: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::meta(event)).await?;
+        buyers_in(meta)
+    }
+
+    /// The holdings and the outbox's order ids, read together (one `MULTI`), so an order the
+    /// consumer stores and clears meanwhile is in one or the other: reconcile's drift check.
+    pub async fn holdings_and_outbox(
+        &self,
+        event: &EventId,
+    ) -> Result<(Vec<Buyer>, std::collections::HashSet<String>), GateError> {
+        let (meta, outbox): (Vec<(String, String)>, Vec<String>) = redis::pipe()
+            .atomic()
+            .hgetall(keys::meta(event))
+            .hkeys(keys::outbox(event))
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok((buyers_in(meta)?, outbox.into_iter().collect()))
+    }
+
+    /// What the audit needs of the cache, read in one step (`MULTI`): the numbers on sale and held
+    /// for the waitlist, the outbox's orders and the waitlist's length. `None` when the event is
+    /// not cached in this history.
+    pub async fn audit_view(&self, event: &EventId) -> Result<Option<crate::domain::audit::CacheView>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64);
+        let (cached, on_sale, returned, outbox, waiting): View = redis::pipe()
+            .atomic()
+            .hexists(keys::meta(event), &opening)
+            .lrange(keys::seats(event), 0, -1)
+            .lrange(keys::returned(event), 0, -1)
+            .hgetall(keys::outbox(event))
+            .zcard(keys::wait(event))
+            .query_async(&mut conn)
+            .await?;
+        if !cached {
+            return Ok(None);
+        }
+        let outbox = outbox
+            .into_iter()
+            .filter_map(|(order, message)| {
+                crate::domain::OrderMessage::parse(&message).ok().map(|m| (order, m.ticket_no))
+            })
+            .collect();
+        Ok(Some(crate::domain::audit::CacheView { on_sale, returned, outbox, waiting }))
+    }
+}
+
+/// The buyers among meta's fields: `=<user>` holding `<order id>:<ticket no>`.
+fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
+    let mut buyers = Vec::new();
+    for (field, value) in meta {
+        let Some(user) = field.strip_prefix('=') else { continue };
+        if value.starts_with(['#', '!']) {
+            continue;
+        }
+        let Holding { order, ticket_no } = split_holding(&value)?;
+        let user = UserId::parse(user).map_err(|e| GateError::Protocol(format!("holding {field:?}: {e}")))?;
+        buyers.push(Buyer { user, order, ticket_no });
+    }
+    Ok(buyers)
+}
