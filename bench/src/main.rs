@@ -28,6 +28,7 @@ const GRAB: &str = shared::gate::GRAB_SOURCE;
 const SEEDS: &str = include_str!("../seeds.lua");
 const PREVIOUS: &str = include_str!("../reference/grab-v1.lua");
 const UNCHECKED: &str = include_str!("../reference/grab-v2.lua");
+const STANDALONE: &str = include_str!("../reference/grab-v3.lua");
 
 #[derive(Parser)]
 struct Args {
@@ -63,6 +64,8 @@ enum Kind {
     Previous,
     /// grab.lua before it checked the cache's history (failover detection), on the same layout.
     Unchecked,
+    /// grab.lua before the preamble was joined to it: the same script written out whole.
+    Standalone,
 }
 
 impl Kind {
@@ -72,6 +75,7 @@ impl Kind {
             Self::Design => "design",
             Self::Previous => "previous",
             Self::Unchecked => "unchecked",
+            Self::Standalone => "standalone",
         }
     }
 }
@@ -114,11 +118,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         args.tickets, args.users, args.connections, args.rounds
     );
 
-    let (mut seeds, mut design, mut previous, mut unchecked) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut seeds, mut design, mut previous, mut unchecked, mut standalone) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..args.rounds {
         // Rotate which goes first, so none always runs on a warmer or quieter machine.
-        let mut order = [Kind::Seeds, Kind::Design, Kind::Previous, Kind::Unchecked];
-        order.rotate_left(round % 4);
+        let mut order = [Kind::Seeds, Kind::Design, Kind::Previous, Kind::Unchecked, Kind::Standalone];
+        order.rotate_left(round % 5);
         for kind in order {
             let r = run_round(kind, round, &args, &conns, &mut admin, &gate).await?;
             if r.granted != args.tickets.min(args.users) {
@@ -131,6 +136,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 Kind::Design => design.push(r),
                 Kind::Previous => previous.push(r),
                 Kind::Unchecked => unchecked.push(r),
+                Kind::Standalone => standalone.push(r),
             }
         }
     }
@@ -163,6 +169,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         ("grab.lua (product, lean layout)", &design),
         ("grab-v1.lua (previous layout)", &previous),
         ("grab-v2.lua (no history check)", &unchecked),
+        ("grab-v3.lua (no preamble)", &standalone),
     ] {
         let (cps, us) = (med(rounds, |r| r.calls_per_sec), med(rounds, |r| r.usec_per_call));
         let cmd = med(rounds, |r| r.command_usec_per_call);
@@ -185,9 +192,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.callgrind.is_some() {
         let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
         let s_ins = ins(&seeds);
-        for (name, rounds) in
-            [("seeds", &seeds), ("grab.lua", &design), ("grab-v1.lua", &previous), ("grab-v2.lua", &unchecked)]
-        {
+        for (name, rounds) in [
+            ("seeds", &seeds),
+            ("grab.lua", &design),
+            ("grab-v1.lua", &previous),
+            ("grab-v2.lua", &unchecked),
+            ("grab-v3.lua", &standalone),
+        ] {
             println!(
                 "instructions per call (callgrind): {name:<12} {:>8.0}  {:.2}x the seeds'",
                 ins(rounds),
@@ -209,9 +220,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             (ins(&design) / ins(&unchecked) - 1.0) * 100.0
         );
     }
-    for (kind, rounds) in
-        [(Kind::Seeds, &seeds), (Kind::Design, &design), (Kind::Previous, &previous), (Kind::Unchecked, &unchecked)]
-    {
+    let (ratio, lo, hi) = ratio_to(&design, &standalone);
+    println!(
+        "the preamble: grab.lua (preamble.lua joined) takes {ratio:.3}x the server time of the same script written out whole (per-round ratios {lo:.3}-{hi:.3})"
+    );
+    if args.callgrind.is_some() {
+        let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
+        println!(
+            "the preamble: {:+.0} instructions per call ({:+.2}%)",
+            ins(&design) - ins(&standalone),
+            (ins(&design) / ins(&standalone) - 1.0) * 100.0
+        );
+    }
+    for (kind, rounds) in [
+        (Kind::Seeds, &seeds),
+        (Kind::Design, &design),
+        (Kind::Previous, &previous),
+        (Kind::Unchecked, &unchecked),
+        (Kind::Standalone, &standalone),
+    ] {
         let per: Vec<String> =
             rounds.iter().map(|r| format!("{:.0}/s {:.2}us", r.calls_per_sec, r.usec_per_call)).collect();
         println!("  {:<8} rounds: {}", kind.name(), per.join(", "));
@@ -234,7 +261,7 @@ async fn run_round(
         Kind::Seeds => {
             let _: () = redis::cmd("SET").arg(&keys.stock).arg(args.tickets).query_async(admin).await?;
         }
-        Kind::Design | Kind::Unchecked => {
+        Kind::Design | Kind::Unchecked | Kind::Standalone => {
             // Warmed by the product itself, so the bench meets the layout grab.lua expects.
             let now = OffsetDateTime::now_utc();
             let event = Event {
@@ -286,6 +313,7 @@ async fn run_round(
         Kind::Design => &design,
         Kind::Previous => PREVIOUS,
         Kind::Unchecked => UNCHECKED,
+        Kind::Standalone => STANDALONE,
     });
     // Load outside the measured window.
     let mut warm = conns[0].clone();
@@ -318,7 +346,7 @@ async fn run_round(
                         let r: i64 = script.key(&keys.stock).key(&keys.buyers).arg(&user).invoke_async(&mut conn).await?;
                         r == 1
                     }
-                    Kind::Design | Kind::Unchecked => {
+                    Kind::Design | Kind::Unchecked | Kind::Standalone => {
                         // The product's own arguments: the message head and the script's time format.
                         let order = OrderId::parse(&format!("0199a0b0-0000-7000-8000-{u:012}")).expect("a UUID");
                         let user = UserId::parse(&user).expect("a user id");

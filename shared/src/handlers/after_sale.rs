@@ -23,7 +23,8 @@ use crate::{
     gate::{Gate, GateError, GaveBack, Join, WaitlistPlace, Waitlisted},
     http::{
         ApiError, Caller, json,
-        reply::{event_id, json_body, route_key},
+        reply::{endpoint, event_id, json_body},
+        routes::Endpoint,
     },
     recovery::{Rebuild, Rebuilder},
     returns::TicketReturns,
@@ -69,19 +70,19 @@ impl AfterSale {
         let caller = Caller::from_request(&req)?;
         let event = event_id(&req)?;
         self.limiter.admit(&req, &caller).await?;
-        match route_key(&req).as_str() {
-            "DELETE /events/{id}/order" => {
+        match endpoint(&req) {
+            Some(Endpoint::Cancel) => {
                 // Nothing is read from a body here, so one is a malformed request, not ignored.
                 if !req.body().is_empty() {
                     return Err(ApiError::BadRequest("DELETE /events/{id}/order takes no body".into()));
                 }
                 self.cancel(&event, &caller).await
             }
-            "POST /events/{id}/waitlist" => {
+            Some(Endpoint::Join) => {
                 let body: JoinBody = json_body(&req)?;
                 self.join(&event, &caller, &body.hash).await
             }
-            "GET /events/{id}/waitlist" => self.place(&event, &caller).await,
+            Some(Endpoint::WaitlistPlace) => self.place(&event, &caller).await,
             _ => Err(ApiError::RouteNotFound),
         }
     }

@@ -24,7 +24,8 @@ use crate::{
     handlers::after_sale::AfterSale,
     http::{
         ApiError, Caller, json,
-        reply::{event_id, json_body, route_key},
+        reply::{endpoint, event_id, json_body},
+        routes::Endpoint,
         serve,
     },
     queue::OrderQueue,
@@ -106,7 +107,7 @@ impl Grab {
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
-            if route_key(&req) != "POST /events/{id}/grab" {
+            if endpoint(&req) != Some(Endpoint::Grab) {
                 return self.after_sale.route(req).await;
             }
             let decided = self.decide(req).await?;

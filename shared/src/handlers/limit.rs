@@ -10,7 +10,6 @@ use crate::{
     gate::Gate,
     http::{
         ApiError, Caller,
-        reply::route_key,
         routes::{self, Limit},
     },
 };
@@ -28,7 +27,7 @@ impl Limiter {
 
     /// `429 RATE_LIMITED` with the wait when `caller` is over the request's route budget.
     pub async fn admit(&self, req: &Request, caller: &Caller) -> Result<(), ApiError> {
-        let Some(Limit::PerUser { name, .. }) = routes::by_key(&route_key(req)).map(|r| r.limit) else { return Ok(()) };
+        let Some(Limit::PerUser { name, .. }) = routes::of_request(req).map(|r| r.limit) else { return Ok(()) };
         let Some(limit) = self.limits.of(name) else { return Ok(()) };
         match self.gate.count_request(&caller.user, name, limit).await {
             Ok(Some(retry_after_ms)) => Err(ApiError::RateLimited { retry_after_ms }),

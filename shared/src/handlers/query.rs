@@ -15,7 +15,8 @@ use crate::{
     gate::Gate,
     http::{
         ApiError, Caller, json,
-        reply::{event_id, query_param, route_key},
+        reply::{endpoint, event_id, query_param},
+        routes::Endpoint,
         serve,
     },
     queue::OrderQueue,
@@ -88,17 +89,17 @@ impl Query {
         serve("query", req, |req| async move {
             let caller = Caller::from_request(&req)?;
             self.limiter.admit(&req, &caller).await?;
-            let reply = match route_key(&req).as_str() {
-                "GET /events" => json(StatusCode::OK, &self.list_events(&req).await?),
-                "GET /events/{id}" => json(StatusCode::OK, &self.event(&event_id(&req)?).await?),
-                "GET /events/{id}/order" => json(StatusCode::OK, &self.order(&event_id(&req)?, &caller).await?),
-                "GET /admin/events/{id}/orders" => {
+            let reply = match endpoint(&req) {
+                Some(Endpoint::Events) => json(StatusCode::OK, &self.list_events(&req).await?),
+                Some(Endpoint::Event) => json(StatusCode::OK, &self.event(&event_id(&req)?).await?),
+                Some(Endpoint::Order) => json(StatusCode::OK, &self.order(&event_id(&req)?, &caller).await?),
+                Some(Endpoint::Attendees) => {
                     if !caller.admin {
                         return Err(ApiError::Forbidden);
                     }
                     json(StatusCode::OK, &self.attendees(&req, &event_id(&req)?).await?)
                 }
-                "GET /events/{id}/pass-key" => {
+                Some(Endpoint::PassKey) => {
                     let event = event_id(&req)?;
                     self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
                     let keys = self.pass.get().await.map_err(|e| {
@@ -120,7 +121,7 @@ impl Query {
                         }),
                     )
                 }
-                "GET /admin/events/{id}/report" => {
+                Some(Endpoint::Report) => {
                     if !caller.admin {
                         return Err(ApiError::Forbidden);
                     }

@@ -12,7 +12,7 @@ use crate::{
     config::{GateSettings, QueueSettings, StoreSettings},
     domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
-    http::{Caller, apigw, json, reply::json_body, serve},
+    http::{ApiError, Caller, apigw, json, reply::json_body, serve},
     queue::OrderQueue,
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
@@ -32,6 +32,21 @@ pub enum ReleaseError {
     Recovery(#[from] RecoveryError),
     #[error("the event's cache is being rebuilt; retry shortly")]
     Busy,
+}
+
+/// How a release's failure reaches the HTTP caller (the stable codes themselves are
+/// `http::problem`'s).
+impl From<ReleaseError> for ApiError {
+    fn from(e: ReleaseError) -> Self {
+        match e {
+            ReleaseError::Invalid(e) => e.into(),
+            ReleaseError::Exists => ApiError::EventExists,
+            ReleaseError::Store(e) => e.into(),
+            ReleaseError::Gate(e) => e.into(),
+            ReleaseError::Recovery(e) => e.into(),
+            ReleaseError::Busy => ApiError::Busy,
+        }
+    }
 }
 
 #[derive(Clone)]

@@ -215,17 +215,3 @@ impl From<crate::recovery::RecoveryError> for ApiError {
         }
     }
 }
-
-impl From<crate::handlers::release::ReleaseError> for ApiError {
-    fn from(e: crate::handlers::release::ReleaseError) -> Self {
-        use crate::handlers::release::ReleaseError as R;
-        match e {
-            R::Invalid(e) => e.into(),
-            R::Exists => ApiError::EventExists,
-            R::Store(e) => e.into(),
-            R::Gate(e) => e.into(),
-            R::Recovery(e) => e.into(),
-            R::Busy => ApiError::Busy,
-        }
-    }
-}

@@ -17,12 +17,19 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Body> {
         .unwrap_or_default()
 }
 
-/// The route the HTTP API matched, e.g. `POST /events/{id}/grab`.
+/// The route the HTTP API matched, e.g. `POST /events/{id}/grab`, as the request log names it
+/// (handlers match on [`endpoint`]).
 pub fn route_key(req: &Request) -> String {
     match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(ctx)) => ctx.route_key.clone().unwrap_or_default(),
         _ => String::new(),
     }
+}
+
+/// What the request's route does, from the route table: `None` for a route key the table lacks
+/// (API Gateway never sends one).
+pub fn endpoint(req: &Request) -> Option<crate::http::routes::Endpoint> {
+    crate::http::routes::of_request(req).map(|r| r.endpoint)
 }
 
 /// The `{id}` path parameter, validated before any I/O.

@@ -62,8 +62,40 @@ pub enum Limit {
     Staff,
 }
 
+/// Each route by what it does: what the handlers match on (a route key never is).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `POST /admin/events`
+    Release,
+    /// `GET /events`
+    Events,
+    /// `GET /events/{id}`
+    Event,
+    /// `GET /events/{id}/verify-hash`
+    VerifyHash,
+    /// `POST /events/{id}/grab`
+    Grab,
+    /// `GET /events/{id}/order`
+    Order,
+    /// `GET /admin/events/{id}/orders`
+    Attendees,
+    /// `DELETE /events/{id}/order`
+    Cancel,
+    /// `POST /events/{id}/waitlist`
+    Join,
+    /// `GET /events/{id}/waitlist`
+    WaitlistPlace,
+    /// `GET /events/{id}/pass-key`
+    PassKey,
+    /// `POST /admin/events/{id}/check-in`
+    CheckIn,
+    /// `GET /admin/events/{id}/report`
+    Report,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
+    pub endpoint: Endpoint,
     pub method: &'static str,
     /// The path with `{id}` placeholders, as API Gateway writes it.
     pub path: &'static str,
@@ -103,35 +135,58 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
 }
 
 pub const ROUTES: [Route; 13] = [
-    Route { method: "POST", path: "/admin/events", function: Function::Release, limit: Limit::Staff },
     Route {
+        endpoint: Endpoint::Release,
+        method: "POST",
+        path: "/admin/events",
+        function: Function::Release,
+        limit: Limit::Staff,
+    },
+    Route {
+        endpoint: Endpoint::Events,
         method: "GET",
         path: "/events",
         function: Function::Query,
         limit: per_user("events", "RATE_LIMIT_EVENTS", 20),
     },
     Route {
+        endpoint: Endpoint::Event,
         method: "GET",
         path: "/events/{id}",
         function: Function::Query,
         limit: per_user("event", "RATE_LIMIT_EVENT", 20),
     },
     Route {
+        endpoint: Endpoint::VerifyHash,
         method: "GET",
         path: "/events/{id}/verify-hash",
         function: Function::VerifyHash,
         limit: per_user("verify-hash", "RATE_LIMIT_VERIFY_HASH", 20),
     },
-    Route { method: "POST", path: "/events/{id}/grab", function: Function::Grab, limit: Limit::GrabScript },
     Route {
+        endpoint: Endpoint::Grab,
+        method: "POST",
+        path: "/events/{id}/grab",
+        function: Function::Grab,
+        limit: Limit::GrabScript,
+    },
+    Route {
+        endpoint: Endpoint::Order,
         method: "GET",
         path: "/events/{id}/order",
         function: Function::Query,
         limit: per_user("order", "RATE_LIMIT_ORDER", 20),
     },
-    Route { method: "GET", path: "/admin/events/{id}/orders", function: Function::Query, limit: Limit::Staff },
+    Route {
+        endpoint: Endpoint::Attendees,
+        method: "GET",
+        path: "/admin/events/{id}/orders",
+        function: Function::Query,
+        limit: Limit::Staff,
+    },
     // Each cancel costs a strongly consistent read and a transaction: fewer.
     Route {
+        endpoint: Endpoint::Cancel,
         method: "DELETE",
         path: "/events/{id}/order",
         function: Function::Grab,
@@ -139,26 +194,50 @@ pub const ROUTES: [Route; 13] = [
     },
     // Each join runs a script on the event's slot.
     Route {
+        endpoint: Endpoint::Join,
         method: "POST",
         path: "/events/{id}/waitlist",
         function: Function::Grab,
         limit: per_user("join", "RATE_LIMIT_JOIN", 5),
     },
     Route {
+        endpoint: Endpoint::WaitlistPlace,
         method: "GET",
         path: "/events/{id}/waitlist",
         function: Function::Grab,
         limit: per_user("waitlist", "RATE_LIMIT_WAITLIST", 20),
     },
     Route {
+        endpoint: Endpoint::PassKey,
         method: "GET",
         path: "/events/{id}/pass-key",
         function: Function::Query,
         limit: per_user("pass-key", "RATE_LIMIT_PASS_KEY", 20),
     },
-    Route { method: "POST", path: "/admin/events/{id}/check-in", function: Function::Door, limit: Limit::Staff },
-    Route { method: "GET", path: "/admin/events/{id}/report", function: Function::Query, limit: Limit::Staff },
+    Route {
+        endpoint: Endpoint::CheckIn,
+        method: "POST",
+        path: "/admin/events/{id}/check-in",
+        function: Function::Door,
+        limit: Limit::Staff,
+    },
+    Route {
+        endpoint: Endpoint::Report,
+        method: "GET",
+        path: "/admin/events/{id}/report",
+        function: Function::Query,
+        limit: Limit::Staff,
+    },
 ];
+
+/// The route a request came by: API Gateway's route key (`METHOD /path`) in its context.
+pub fn of_request(req: &lambda_http::Request) -> Option<&'static Route> {
+    use lambda_http::{RequestExt, request::RequestContext};
+    match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(ctx)) => by_key(ctx.route_key.as_deref()?),
+        _ => None,
+    }
+}
 
 /// The route with this API Gateway route key (`METHOD /path`).
 pub fn by_key(key: &str) -> Option<&'static Route> {
@@ -197,6 +276,14 @@ mod tests {
         assert!(find("GET", "/events//order").is_none());
         assert_eq!(by_key("DELETE /events/{id}/order").unwrap().function, Function::Grab);
         assert!(by_key("DELETE /events/{id}").is_none());
+    }
+
+    #[test]
+    fn each_endpoint_names_one_route() {
+        let endpoints: std::collections::HashSet<_> = ROUTES.iter().map(|r| r.endpoint).collect();
+        assert_eq!(endpoints.len(), ROUTES.len());
+        assert_eq!(by_key("POST /events/{id}/grab").unwrap().endpoint, Endpoint::Grab);
+        assert_eq!(by_key("DELETE /events/{id}/order").unwrap().endpoint, Endpoint::Cancel);
     }
 
     #[test]
