@@ -221,7 +221,8 @@ impl Context {
         let settings = local_runner::LocalSettings::from_env()?;
         let sdk = settings.sdk_config().await;
         let provisioned =
-            local_runner::provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from).await?;
+            local_runner::provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from)
+                .await?;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
         let (bench_queue, _) = local_runner::provision::ensure_queues(&sqs, "ticketgrab-bench-orders").await?;
         let real = local_runner::Functions::build(&settings, &provisioned.queue_url).await?;
@@ -244,9 +245,9 @@ impl Context {
                 settings.user_limits.clone(),
             )
         };
-        let stub_queue = OrderQueue::for_grab(&stub_sdk, bench_queue.clone());
+        let stub_queue = grab_queue(&stub_sdk, bench_queue.clone());
         let stub_grab = grab_with(stub_queue.clone());
-        let sqs_grab = grab_with(OrderQueue::for_grab(&sdk, bench_queue.clone()));
+        let sqs_grab = grab_with(grab_queue(&sdk, bench_queue.clone()));
         let redis = real.gate.connection().await?;
         Ok(Self {
             args: args.clone(),
@@ -517,7 +518,7 @@ impl Context {
         let sale = self.open_sale("split", n * 2).await?;
         let (event, settings) = (&sale.event, &self.settings);
         let stub_queue = self.stub_queue.clone();
-        let real_queue = OrderQueue::for_grab(&self.sdk, self.bench_queue.clone());
+        let real_queue = grab_queue(&self.sdk, self.bench_queue.clone());
         let mut stages: [Vec<Duration>; 7] = Default::default();
         for u in 0..n {
             let raw = sale.request(&format!("split-{u}"));
@@ -687,4 +688,10 @@ impl Sale {
         e["body"] = json!(json!({ "hash": hash }).to_string());
         e.to_string()
     }
+}
+
+/// The orders queue as grab sends to it, built as the grab function builds it.
+fn grab_queue(sdk: &aws_config::SdkConfig, url: String) -> OrderQueue {
+    let settings = shared::config::QueueSettings::for_queue(url).expect("GRAB_SEND_BUDGET_MS");
+    shared::adapters::Adapters::new(sdk.clone()).grab_queue(&settings)
 }

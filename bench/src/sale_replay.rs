@@ -26,7 +26,6 @@ use futures::StreamExt;
 use shared::{
     domain::{Email, Event, EventId, OrderId, OrderMessage, UserId, confirmation, order::MessageHead},
     mailer::Mailer,
-    queue::OrderQueue,
     store::{Store, orders::MailClaim},
 };
 use time::OffsetDateTime;
@@ -111,9 +110,10 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
     let (queue_url, _) = local_runner::provision::ensure_queues(&sqs, &name).await?;
     local_runner::provision::ensure_sender(&aws_sdk_sesv2::Client::new(&sdk), &settings.mail.from).await?;
     let store = Store::new(ddb.clone(), name.clone());
-    let mailer = Mailer::new(Mailer::client(&sdk, settings.mail.send_timeout, None), settings.mail.from.clone());
+    let adapters = shared::adapters::Adapters::new(sdk.clone());
+    let mailer = adapters.mailer(&settings.mail, None);
     // Grab's client: its timeouts and retry, the runner's send budget.
-    let queue = OrderQueue::for_grab_within(&sdk, queue_url.clone(), settings.grab_send);
+    let queue = adapters.grab_queue(&settings.queue(&queue_url)?);
 
     let now = OffsetDateTime::now_utc();
     let event = Event {

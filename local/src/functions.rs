@@ -1,20 +1,14 @@
 //! The functions, built once with the local settings: the very handlers the Lambda binaries run.
 
 use shared::{
+    adapters::Adapters,
     config::PassKeyRingSource,
     gate::Gate,
     handlers::{
-        StartError,
-        door::Door,
-        grab::Grab,
-        mail::Mail,
-        query::Query,
-        reconcile::{Reconcile, ReconcileSettings},
-        release::Release,
+        StartError, door::Door, grab::Grab, mail::Mail, query::Query, reconcile::Reconcile, release::Release,
         verify_hash::VerifyHash,
     },
     http::routes::Function,
-    mailer::Mailer,
     queue::OrderQueue,
     recovery::Rebuilder,
     store::Store,
@@ -40,18 +34,13 @@ pub struct Functions {
 
 impl Functions {
     pub async fn build(settings: &LocalSettings, queue_url: &str) -> Result<Self, StartError> {
-        let sdk = settings.sdk_config().await;
-        let gate = Gate::new(&shared::config::GateSettings {
-            redis_url: settings.redis_url.clone(),
-            cluster: settings.redis_cluster,
-            connect_timeout: std::time::Duration::from_millis(500),
-            command_timeout: std::time::Duration::from_millis(2000),
-            replica_wait: std::time::Duration::from_millis(100),
-            auth_token: Some(settings.redis_auth_token.clone()),
-        })?;
-        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), &settings.table_name);
-        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), settings.rebuild);
+        // The very constructors the functions' `from_env` call, with the runner's settings.
+        let adapters = Adapters::new(settings.sdk_config().await);
+        let gate = adapters.gate(&settings.gate)?;
+        let store = adapters.store(&settings.store);
+        let queue_settings = settings.queue(queue_url)?;
+        let queue = adapters.orders_queue(&queue_settings);
+        let rebuilder = adapters.rebuilder(&store, &gate, &queue_settings, settings.rebuild);
         Ok(Self {
             release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
             door: Door::new(store.clone(), PassKeyRingSource::ready(settings.pass.public().into())),
@@ -70,7 +59,7 @@ impl Functions {
             ),
             grab: Grab::new(
                 gate.clone(),
-                OrderQueue::for_grab_within(&sdk, queue_url, settings.grab_send),
+                adapters.grab_queue(&queue_settings),
                 settings.seal.clone(),
                 store.clone(),
                 settings.hash.clone(),
@@ -84,15 +73,12 @@ impl Functions {
                 queue.clone(),
                 settings.seal.clone(),
                 settings.rebuild,
-                ReconcileSettings { outbox_age: settings.outbox_age, outbox_max_wait: settings.outbox_max_wait },
+                settings.reconcile,
             ),
             mail: Mail::new(
                 store.clone(),
                 gate.clone(),
-                Mailer::new(
-                    Mailer::client(&sdk, settings.mail.send_timeout, settings.mail_endpoint.as_deref()),
-                    &settings.mail.from,
-                ),
+                adapters.mailer(&settings.mail, settings.mail_endpoint.as_deref()),
                 settings.seal.clone(),
                 settings.pass.clone(),
                 settings.mail.clone(),

@@ -90,7 +90,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Command::Stack { action } => Ok(stack::run(&action)?),
         Command::Provision => {
             let sdk = settings.sdk_config().await;
-            let queues = provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from).await?;
+            let queues =
+                provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from).await?;
             println!("{}", queues.queue_url);
             Ok(())
         }
@@ -131,7 +132,7 @@ async fn up(
         stack::run("start")?;
     }
     let sdk = settings.sdk_config().await;
-    let queues = provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from).await?;
+    let queues = provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from).await?;
     let functions = Functions::build(&settings, &queues.queue_url).await?;
     let demo_event = if no_demo { None } else { Some(demo::release(&functions).await?) };
 

@@ -1,12 +1,10 @@
 //! The local runner's settings: the same variables as `scripts/local.env`, with the same defaults,
 //! so `cargo run -p local-runner` works with or without that file sourced.
 
-use std::time::Duration;
-
 use shared::{
     config::{
-        ConfigError, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings, UserLimits, parsed_or,
-        text_or,
+        ConfigError, GateSettings, GrabPolicy, HashSettings, MailSettings, QueueSettings, RebuildSettings,
+        ReconcileSettings, StoreSettings, UserLimits, text_or,
     },
     domain::{order_seal::SealKey, ticket_pass::PassKey},
 };
@@ -39,16 +37,17 @@ pub fn development_secrets() -> [(&'static str, String); 4] {
     ]
 }
 
+/// The runner's settings: the functions' own settings types, read by the same functions with the
+/// same defaults; only what a laptop must have without any variable set has a local default here
+/// (the stack's addresses, its AUTH token, the development secrets).
 #[derive(Debug, Clone)]
 pub struct LocalSettings {
-    pub redis_url: String,
-    /// `REDIS_URL` is a Redis Cluster's node (`REDIS_CLUSTER=true`).
-    pub redis_cluster: bool,
-    /// The cache's AUTH token (`REDIS_AUTH_TOKEN`).
-    pub redis_auth_token: String,
+    /// The cache (`REDIS_URL`, `REDIS_CLUSTER`, `REDIS_*_MS`, `REDIS_AUTH_TOKEN`), as the functions read it.
+    pub gate: GateSettings,
     pub aws_endpoint: String,
     pub region: String,
-    pub table_name: String,
+    /// The table (`TABLE_NAME`), provisioned by the runner.
+    pub store: StoreSettings,
     pub queue_name: String,
     /// The mail consumer's sender and times (`MAIL_*`, as the mail function reads them).
     pub mail: MailSettings,
@@ -64,13 +63,8 @@ pub struct LocalSettings {
     /// Requests per user and window on each route (the route table's limits).
     pub user_limits: UserLimits,
     pub rebuild: shared::recovery::RebuildSettings,
-    /// Outbox entries older than this are re-driven by reconcile (`outbox_max_wait` while the
-    /// queue still holds messages).
-    pub outbox_age: Duration,
-    pub outbox_max_wait: Duration,
-    /// Grab's budget for one SQS send (`LOCAL_GRAB_SEND_MS`; deployed, 1.5 s): MiniStack under a
-    /// test suite's load answers far slower than SQS. `REBUILD_SETTLE_MS` must stay above it.
-    pub grab_send: Duration,
+    /// Reconcile's outbox ages (`RECONCILE_OUTBOX_*`), as the reconcile function reads them.
+    pub reconcile: ReconcileSettings,
 }
 
 impl LocalSettings {
@@ -83,13 +77,13 @@ impl LocalSettings {
             .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })?;
         let pass = PassKey::new(text_or("PASS_KEY", DEFAULT_PASS_KEY).as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })?;
+        let mut gate = GateSettings::for_url(text_or("REDIS_URL", DEFAULT_REDIS_URL))?;
+        gate.auth_token.get_or_insert_with(|| DEFAULT_REDIS_AUTH_TOKEN.to_owned());
         Ok(Self {
-            redis_url: text_or("REDIS_URL", DEFAULT_REDIS_URL),
-            redis_cluster: parsed_or("REDIS_CLUSTER", false)?,
-            redis_auth_token: text_or("REDIS_AUTH_TOKEN", DEFAULT_REDIS_AUTH_TOKEN),
+            gate,
             aws_endpoint: text_or("AWS_ENDPOINT_URL", DEFAULT_AWS_ENDPOINT),
             region: text_or("AWS_REGION", "us-east-1"),
-            table_name: text_or("TABLE_NAME", "ticketgrab"),
+            store: StoreSettings { table_name: text_or("TABLE_NAME", "ticketgrab") },
             queue_name: text_or("ORDERS_QUEUE_NAME", "ticketgrab-orders"),
             mail: MailSettings::for_sender(text_or("MAIL_FROM", "tickets@example.com"))?,
             mail_endpoint: None,
@@ -100,13 +94,13 @@ impl LocalSettings {
             policy: GrabPolicy::from_env()?,
             user_limits: UserLimits::from_env(shared::http::routes::per_user_limits())?,
             rebuild: RebuildSettings::from_env()?,
-            outbox_age: reconcile.outbox_age,
-            outbox_max_wait: reconcile.outbox_max_wait,
-            grab_send: Duration::from_millis(parsed_or(
-                "LOCAL_GRAB_SEND_MS",
-                shared::queue::GRAB_SEND_BUDGET.as_millis() as u64,
-            )?),
+            reconcile,
         })
+    }
+
+    /// The orders queue the runner provisioned, with the functions' queue settings.
+    pub fn queue(&self, url: &str) -> Result<QueueSettings, ConfigError> {
+        QueueSettings::for_queue(url.to_owned())
     }
 
     /// Where the runner may listen: anywhere with a secret of one's own, only on loopback with the

@@ -12,7 +12,7 @@ pub fn script() -> PathBuf {
 /// Both servers answer: Redis to `PING`, MiniStack on its health route.
 pub async fn is_up(settings: &LocalSettings) -> bool {
     let redis_ok = async {
-        let info = shared::gate::with_token(&settings.redis_url, Some(&settings.redis_auth_token)).ok()?;
+        let info = shared::gate::with_token(&settings.gate.redis_url, settings.gate.auth_token.as_deref()).ok()?;
         let client = redis::Client::open(info).ok()?;
         let mut conn =
             tokio::time::timeout(Duration::from_secs(1), client.get_multiplexed_async_connection()).await.ok()?.ok()?;

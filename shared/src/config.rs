@@ -59,11 +59,22 @@ impl StoreSettings {
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
     pub orders_queue_url: String,
+    /// Grab's budget for one send, both attempts together (`GRAB_SEND_BUDGET_MS`): a grab that
+    /// holds a ticket answers fast; an order whose send fails waits in the outbox for reconcile.
+    pub grab_send_budget: Duration,
 }
 
 impl QueueSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { orders_queue_url: required("ORDERS_QUEUE_URL")? })
+        Self::for_queue(required("ORDERS_QUEUE_URL")?)
+    }
+
+    /// The settings of the queue at `url` (the local runner's, which it provisions itself).
+    pub fn for_queue(url: String) -> Result<Self, ConfigError> {
+        Ok(Self {
+            orders_queue_url: url,
+            grab_send_budget: Duration::from_millis(parsed_or("GRAB_SEND_BUDGET_MS", 1_500)?),
+        })
     }
 }
 
@@ -101,7 +112,12 @@ impl GateSettings {
     }
 
     pub fn from_env() -> Result<Self, ConfigError> {
-        let redis_url = required("REDIS_URL")?;
+        Self::for_url(required("REDIS_URL")?)
+    }
+
+    /// The settings of the cache at `redis_url`, every other value from the environment (the
+    /// local runner's, whose `REDIS_URL` has a default).
+    pub fn for_url(redis_url: String) -> Result<Self, ConfigError> {
         if !(redis_url.starts_with("redis://") || redis_url.starts_with("rediss://")) {
             return Err(ConfigError::Malformed {
                 name: "REDIS_URL",

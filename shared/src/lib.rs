@@ -12,6 +12,8 @@
 //! - [`delivery`]: an order from the outbox to the queue, durable on the queue or on a replica;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`returns`]: giving a cancelled ticket
 //!   number back (to the waitlist's head, or on sale again);
+//! - [`adapters`]: the one way every function (and the local runner) builds the adapters above
+//!   from their settings;
 //! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
 //!   the variable); [`secrets`]: the HMAC keys from Secrets Manager; [`aws`]: the SDK configuration
 //!   and how its errors may be told; [`telemetry`]: JSON logs; [`metrics`]: CloudWatch metrics in
@@ -20,6 +22,7 @@
 //! Layers point one way: handlers use the adapters, the adapters use the domain and `config`;
 //! the domain uses nothing of the others.
 
+pub mod adapters;
 pub mod aws;
 pub mod config;
 pub mod delivery;

@@ -32,8 +32,8 @@ async fn events_spread_over_the_masters_with_all_of_an_events_keys_on_one() {
     let masters = masters(&url).await;
     assert_eq!(masters.len(), 3, "{masters:?}");
     let app = TestApp::for_mail_with(30, |s| {
-        s.redis_url = url.clone();
-        s.redis_cluster = true;
+        s.gate.redis_url = url.clone();
+        s.gate.cluster = true;
     })
     .await;
     let mut events = Vec::new();
@@ -130,8 +130,8 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     let nodes = format!("{},{}", primary.url(), replica.url());
     let app = TestApp::for_mail_with(1, |s| {
         // What ElastiCache's configuration endpoint is: a way to every node of the cluster.
-        s.redis_url = nodes;
-        s.redis_cluster = true;
+        s.gate.redis_url = nodes;
+        s.gate.cluster = true;
         s.rebuild.max_wait = Duration::from_secs(10);
     })
     .await;

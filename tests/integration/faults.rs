@@ -88,7 +88,7 @@ impl Drop for PrivateRedis {
 
 /// The AUTH token every local redis-server requires (scripts/stack, and the tests' own servers).
 pub(crate) fn redis_token() -> String {
-    local_runner::LocalSettings::from_env().expect("settings").redis_auth_token
+    local_runner::LocalSettings::from_env().expect("settings").gate.auth_token.expect("the local token")
 }
 
 /// A server's address with the token.
@@ -349,7 +349,7 @@ pub(crate) fn users(tag: &str) -> Vec<String> {
 /// the stack's cluster instead.
 pub(crate) async fn app_on_private_redis(redis: &PrivateRedis) -> Arc<TestApp> {
     let settings = local_runner::LocalSettings::from_env().expect("settings");
-    app_on_redis(if settings.redis_cluster { settings.redis_url } else { redis.url() }).await
+    app_on_redis(if settings.gate.cluster { settings.gate.redis_url } else { redis.url() }).await
 }
 
 /// [`app_on_private_redis`] through a Redis endpoint of the test's own.
@@ -369,8 +369,8 @@ pub(crate) async fn app_on_redis_with(
 ) -> Arc<TestApp> {
     Arc::new(
         TestApp::for_mail_with(visibility, move |s| {
-            s.redis_url = url;
-            s.outbox_age = Duration::ZERO;
+            s.gate.redis_url = url;
+            s.reconcile.outbox_age = Duration::ZERO;
             // Long enough past the settle (4.5 s here) for the loaded emulator to drain the queue,
             // as 30 s is past 2 s deployed: a rebuild that stops waiting early is the last resort
             // (a late order is then decided by the cache), not what these faults exercise.
@@ -589,7 +589,7 @@ async fn ses_answering_late_mid_sale() {
     let redis = PrivateRedis::start().await;
     let settings = local_runner::LocalSettings::from_env().expect("settings");
     let ses = crate::late_ses::LateSes::start(&settings.aws_endpoint, Duration::from_millis(700)).await;
-    let url = if settings.redis_cluster { settings.redis_url.clone() } else { redis.url() };
+    let url = if settings.gate.cluster { settings.gate.redis_url.clone() } else { redis.url() };
     let patience = Duration::from_millis(250);
     let app = app_on_redis_with(url, 20, |s| {
         s.mail_endpoint = Some(ses.url.clone());

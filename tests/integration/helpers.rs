@@ -60,8 +60,8 @@ impl TestApp {
         app.queue_url = queue_url;
         // A table of its own too: reconcile walks every event of its table, and must not re-drive or
         // rebuild the events of tests running beside this one.
-        app.settings.table_name = format!("t-{}", uuid::Uuid::now_v7().simple());
-        provision::ensure_table(&aws_sdk_dynamodb::Client::new(&app.sdk), &app.settings.table_name)
+        app.settings.store.table_name = format!("t-{}", uuid::Uuid::now_v7().simple());
+        provision::ensure_table(&aws_sdk_dynamodb::Client::new(&app.sdk), &app.settings.store.table_name)
             .await
             .expect("test table");
         app.settings.mail.from = format!("tickets-{}@example.com", uuid::Uuid::now_v7().simple());
@@ -103,7 +103,7 @@ impl TestApp {
         let sdk = settings.sdk_config().await;
         let shared_queue = PROVISIONED
             .get_or_init(|| async {
-                provision::all(&sdk, &settings.table_name, &settings.queue_name, &settings.mail.from)
+                provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from)
                     .await
                     .expect("provision the local stack")
                     .queue_url

@@ -28,7 +28,7 @@ const BUSY_BUDGET: Duration = Duration::from_millis(2_500);
 async fn app() -> Arc<TestApp> {
     Arc::new(
         TestApp::for_mail_with(1, |s| {
-            s.outbox_age = Duration::ZERO;
+            s.reconcile.outbox_age = Duration::ZERO;
             s.rebuild.max_wait = Duration::from_secs(5);
             s.rebuild.settle = Duration::ZERO;
         })
@@ -290,7 +290,7 @@ async fn query_serves_the_snapshot_while_redis_is_down_and_grab_answers_busy_fas
     assert_eq!(report.snapshots, 1, "{report:?}");
 
     let mut broken = app.settings.clone();
-    broken.redis_url = "redis://127.0.0.1:1".into();
+    broken.gate.redis_url = "redis://127.0.0.1:1".into();
     let down = local_runner::Functions::build(&broken, &app.queue_url).await.unwrap();
     let shown = call_with(&down, Function::Query, for_event(fixture("query-event.json"), &event)).await;
     assert_eq!(shown.status, 200, "{:?}", shown.body);

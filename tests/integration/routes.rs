@@ -252,7 +252,7 @@ async fn query_falls_back_to_the_snapshot_when_redis_is_unreachable() {
     let app = TestApp::new().await;
     let id = app.open_event(7).await;
     let mut settings = app.settings.clone();
-    settings.redis_url = "redis://127.0.0.1:1".into();
+    settings.gate.redis_url = "redis://127.0.0.1:1".into();
     let offline = local_runner::Functions::build(&settings, &app.queue_url).await.unwrap();
     let reply = call_with(&offline, Function::Query, for_event(fixture("query-event.json"), &id)).await;
     assert_eq!(reply.status, 200);
@@ -553,7 +553,7 @@ async fn grab_answers_busy_fast_when_redis_is_unreachable() {
     let app = TestApp::new().await;
     let id = app.open_event(10).await;
     let mut settings = app.settings.clone();
-    settings.redis_url = "redis://127.0.0.1:1".into();
+    settings.gate.redis_url = "redis://127.0.0.1:1".into();
     let offline = local_runner::Functions::build(&settings, &app.queue_url).await.unwrap();
     // Fast: within the Redis timeouts' budget of a healthy answer on this machine as loaded now.
     let started = std::time::Instant::now();
@@ -603,7 +603,7 @@ async fn a_failed_queue_send_without_a_replica_is_busy_and_the_retry_gets_the_sa
 #[tokio::test]
 async fn the_cache_refuses_a_client_without_its_token() {
     let settings = local_runner::LocalSettings::from_env().unwrap();
-    let bare = redis::Client::open(settings.redis_url.as_str()).unwrap();
+    let bare = redis::Client::open(settings.gate.redis_url.as_str()).unwrap();
     let refused = match bare.get_multiplexed_async_connection().await {
         Ok(mut conn) => redis::cmd("GET").arg("anything").query_async::<Option<String>>(&mut conn).await.err(),
         Err(e) => Some(e),
@@ -615,7 +615,7 @@ async fn the_cache_refuses_a_client_without_its_token() {
     let id = app.open_event(3).await;
     let before = app.cache(&id).await;
     let mut wrong = app.settings.clone();
-    wrong.redis_auth_token = "not-the-token".into();
+    wrong.gate.auth_token = Some("not-the-token".into());
     let intruder = local_runner::Functions::build(&wrong, &app.queue_url).await.unwrap();
     let reply = call_with(&intruder, Function::Grab, app.grab_event(&id, "u1")).await;
     assert_problem(&reply, 503, "BUSY");

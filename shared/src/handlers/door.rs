@@ -14,6 +14,7 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
+    adapters::Adapters,
     config::{PassKeyRingSource, StoreSettings},
     domain::{EventId, event::rfc3339},
     http::{
@@ -43,10 +44,9 @@ impl Door {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let store_settings = StoreSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
-        Ok(Self::new(store, PassKeyRingSource::deployment(sdk)))
+        let adapters = Adapters::from_env().await;
+        let store = adapters.store(&StoreSettings::from_env()?);
+        Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {

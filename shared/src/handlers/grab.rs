@@ -12,7 +12,8 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimits},
+    adapters::Adapters,
+    config::{GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
@@ -87,19 +88,15 @@ impl Grab {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let policy = GrabPolicy::from_env()?;
-        let queue_settings = QueueSettings::from_env()?;
-        let store_settings = StoreSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
-        let hash = HashSettings::load(&sdk).await?;
+        let adapters = Adapters::from_env().await;
+        let queue = QueueSettings::from_env()?;
         Ok(Self::new(
-            gate,
-            OrderQueue::for_grab(&sdk, queue_settings.orders_queue_url),
-            crate::config::seal_key(&sdk).await?,
-            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
-            hash,
-            policy,
+            adapters.gate_from_env().await?,
+            adapters.grab_queue(&queue),
+            crate::config::seal_key(adapters.sdk()).await?,
+            adapters.store(&StoreSettings::from_env()?),
+            HashSettings::load(adapters.sdk()).await?,
+            GrabPolicy::from_env()?,
             crate::config::RebuildSettings::from_env()?,
             UserLimits::from_env(crate::http::routes::per_user_limits())?,
         ))

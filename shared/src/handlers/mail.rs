@@ -14,7 +14,8 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use crate::{
-    config::{GateSettings, StoreSettings},
+    adapters::Adapters,
+    config::StoreSettings,
     domain::{
         ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, confirmation,
         order::BadMessage,
@@ -109,21 +110,20 @@ impl Mail {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = MailSettings::from_env()?;
-        let store_settings = StoreSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
-        let pass = crate::config::pass_key(&sdk).await?;
+        let adapters = Adapters::from_env().await;
+        let sdk = adapters.sdk();
+        let pass = crate::config::pass_key(sdk).await?;
         // The doors and the pass-key route learn the public half from here: only mail holds the
         // private one. A failure is logged: orders are stored and mailed all the same, and the next
         // cold start publishes again.
-        if let Err(e) = crate::config::publish_pass_key(&sdk, &pass).await {
+        if let Err(e) = crate::config::publish_pass_key(sdk, &pass).await {
             tracing::error!(error = %e, "the public pass key could not be published");
         }
         Ok(Self::new(
-            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
-            gate,
-            Mailer::new(Mailer::client(&sdk, settings.send_timeout, None), settings.from.clone()),
-            crate::config::seal_key(&sdk).await?,
+            adapters.store(&StoreSettings::from_env()?),
+            adapters.gate_from_env().await?,
+            adapters.mailer(&settings, None),
+            crate::config::seal_key(sdk).await?,
             pass,
             settings,
         ))

@@ -11,13 +11,4 @@ pub mod reconcile;
 pub mod release;
 pub mod verify_hash;
 
-use crate::{config::ConfigError, gate::GateError};
-
-/// Why a function could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("cannot set up the redis client: {0}")]
-    Gate(#[from] GateError),
-}
+pub use crate::adapters::StartError;

@@ -6,7 +6,8 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
-    config::{GateSettings, PassKeyRingSource, QueueSettings, StoreSettings, UserLimits},
+    adapters::Adapters,
+    config::{PassKeyRingSource, QueueSettings, StoreSettings, UserLimits},
     domain::{
         Event, EventId, OrderStatus,
         audit::{AuditRow, Ledger, Report, csv_cell},
@@ -19,7 +20,6 @@ use crate::{
         routes::Endpoint,
         serve,
     },
-    queue::OrderQueue,
     recovery::{Rebuild, Rebuilder},
     store::{AttendeeRow, Store, StoredEvent},
 };
@@ -74,14 +74,12 @@ impl Query {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let store_settings = StoreSettings::from_env()?;
-        let queue_settings = QueueSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
-        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
-        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
-        let pass = PassKeyRingSource::deployment(sdk);
+        let adapters = Adapters::from_env().await;
+        let store = adapters.store(&StoreSettings::from_env()?);
+        let gate = adapters.gate_from_env().await?;
+        let rebuilder =
+            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
+        let pass = PassKeyRingSource::deployment(adapters.sdk().clone());
         Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
     }
 

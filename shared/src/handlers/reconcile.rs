@@ -7,7 +7,8 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, QueueSettings, StoreSettings},
+    adapters::Adapters,
+    config::{QueueSettings, StoreSettings},
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
     gate::{Gate, GaveBack},
     queue::OrderQueue,
@@ -134,15 +135,12 @@ impl Reconcile {
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = ReconcileSettings::from_env()?;
         let rebuild = crate::config::RebuildSettings::from_env()?;
-        let store_settings = StoreSettings::from_env()?;
-        let queue_settings = QueueSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
+        let adapters = Adapters::from_env().await;
         Ok(Self::new(
-            Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name),
-            gate,
-            OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url),
-            crate::config::seal_key(&sdk).await?,
+            adapters.store(&StoreSettings::from_env()?),
+            adapters.gate_from_env().await?,
+            adapters.orders_queue(&QueueSettings::from_env()?),
+            crate::config::seal_key(adapters.sdk()).await?,
             rebuild,
             settings,
         ))

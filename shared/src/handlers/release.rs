@@ -9,11 +9,11 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, QueueSettings, StoreSettings},
+    adapters::Adapters,
+    config::{QueueSettings, StoreSettings},
     domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
     http::{ApiError, Caller, apigw, json, reply::json_body, serve},
-    queue::OrderQueue,
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
 };
@@ -62,13 +62,11 @@ impl Release {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let store_settings = StoreSettings::from_env()?;
-        let queue_settings = QueueSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
-        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
-        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
+        let adapters = Adapters::from_env().await;
+        let store = adapters.store(&StoreSettings::from_env()?);
+        let gate = adapters.gate_from_env().await?;
+        let rebuilder =
+            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
         Ok(Self::new(store, gate, rebuilder))
     }
 

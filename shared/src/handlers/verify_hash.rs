@@ -6,13 +6,12 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    config::{GateSettings, HashSettings, QueueSettings, StoreSettings, UserLimits},
+    adapters::Adapters,
+    config::{HashSettings, QueueSettings, StoreSettings, UserLimits},
     domain::event::{epoch_ms, from_epoch_ms, rfc3339},
     gate::{Gate, Window},
     http::{ApiError, Caller, json, reply::event_id, serve},
-    queue::OrderQueue,
     recovery::Rebuilder,
-    store::Store,
 };
 
 #[derive(Clone)]
@@ -30,14 +29,12 @@ impl VerifyHash {
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
-        let store_settings = StoreSettings::from_env()?;
-        let queue_settings = QueueSettings::from_env()?;
-        let sdk = crate::aws::sdk_config().await;
-        let gate = Gate::new(&GateSettings::load(&sdk).await?)?;
-        let hash = HashSettings::load(&sdk).await?;
-        let store = Store::new(aws_sdk_dynamodb::Client::new(&sdk), store_settings.table_name);
-        let queue = OrderQueue::new(aws_sdk_sqs::Client::new(&sdk), queue_settings.orders_queue_url);
-        let rebuilder = Rebuilder::new(store, gate.clone(), queue, crate::config::RebuildSettings::from_env()?);
+        let adapters = Adapters::from_env().await;
+        let store = adapters.store(&StoreSettings::from_env()?);
+        let gate = adapters.gate_from_env().await?;
+        let hash = HashSettings::load(adapters.sdk()).await?;
+        let rebuilder =
+            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
         Ok(Self::new(gate, hash, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?))
     }
 

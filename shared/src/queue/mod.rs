@@ -9,10 +9,6 @@ use crate::domain::order_seal::{SEAL_ATTRIBUTE, SealKey};
 #[error("sqs: {0}")]
 pub struct QueueError(String);
 
-/// How long grab's send may take in all (two attempts of 700 ms): a rebuild waits longer than this
-/// after a loss (`REBUILD_SETTLE_MS`), so a send under way when the cache was lost lands first.
-pub const GRAB_SEND_BUDGET: std::time::Duration = std::time::Duration::from_millis(1500);
-
 #[derive(Clone)]
 pub struct OrderQueue {
     client: Client,
@@ -24,15 +20,11 @@ impl OrderQueue {
         Self { client, url: url.into() }
     }
 
-    /// The client grab uses: short timeouts and one retry, because a grab that already holds a
-    /// ticket must answer fast; an order whose send fails waits in the outbox for reconcile.
-    pub fn for_grab(sdk: &aws_config::SdkConfig, url: impl Into<String>) -> Self {
-        Self::for_grab_within(sdk, url, GRAB_SEND_BUDGET)
-    }
-
-    /// [`Self::for_grab`] with another budget for the whole send (two attempts of half of it
-    /// each): the local runner gives an emulator under a test suite's load more time.
-    pub fn for_grab_within(sdk: &aws_config::SdkConfig, url: impl Into<String>, budget: std::time::Duration) -> Self {
+    /// The client grab uses: short timeouts and one retry within `budget` for the whole send (two
+    /// attempts of about half of it each), because a grab that already holds a ticket must answer
+    /// fast; an order whose send fails waits in the outbox for reconcile. A rebuild waits longer
+    /// than the budget after a loss (`REBUILD_SETTLE_MS`), so a send under way lands first.
+    pub fn for_grab(sdk: &aws_config::SdkConfig, url: impl Into<String>, budget: std::time::Duration) -> Self {
         let config = aws_sdk_sqs::config::Builder::from(sdk)
             .timeout_config(
                 aws_config::timeout::TimeoutConfig::builder()

@@ -1,0 +1,82 @@
+//! The adapters a function stands on, built one way from their settings: every function's
+//! `from_env` and the local runner call these, so a deployment and a laptop differ only in the
+//! values of the settings (the runner's are set visibly in `scripts/local.env`).
+
+use aws_config::SdkConfig;
+
+use crate::{
+    config::{ConfigError, GateSettings, MailSettings, QueueSettings, RebuildSettings, StoreSettings},
+    gate::{Gate, GateError},
+    mailer::Mailer,
+    queue::OrderQueue,
+    recovery::Rebuilder,
+    store::Store,
+};
+
+/// Why a function could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot set up the redis client: {0}")]
+    Gate(#[from] GateError),
+}
+
+/// The SDK configuration every AWS client of a function shares, and the constructors of the
+/// adapters.
+#[derive(Clone)]
+pub struct Adapters {
+    sdk: SdkConfig,
+}
+
+impl Adapters {
+    /// A deployment's: the SDK configuration from the function's environment.
+    pub async fn from_env() -> Self {
+        Self::new(crate::aws::sdk_config().await)
+    }
+
+    pub fn new(sdk: SdkConfig) -> Self {
+        Self { sdk }
+    }
+
+    pub fn sdk(&self) -> &SdkConfig {
+        &self.sdk
+    }
+
+    /// DynamoDB: the table.
+    pub fn store(&self, settings: &StoreSettings) -> Store {
+        Store::new(aws_sdk_dynamodb::Client::new(&self.sdk), &settings.table_name)
+    }
+
+    /// Redis, without connecting (a cold start never fails because Redis is down).
+    pub fn gate(&self, settings: &GateSettings) -> Result<Gate, GateError> {
+        Gate::new(settings)
+    }
+
+    /// [`Self::gate`] with the settings of the function's environment (its AUTH token read from
+    /// Secrets Manager when the deployment names one).
+    pub async fn gate_from_env(&self) -> Result<Gate, StartError> {
+        Ok(self.gate(&GateSettings::load(&self.sdk).await?)?)
+    }
+
+    /// The orders queue, as reconcile and a rebuild send to it.
+    pub fn orders_queue(&self, settings: &QueueSettings) -> OrderQueue {
+        OrderQueue::new(aws_sdk_sqs::Client::new(&self.sdk), &settings.orders_queue_url)
+    }
+
+    /// The orders queue as grab sends to it: within its send budget.
+    pub fn grab_queue(&self, settings: &QueueSettings) -> OrderQueue {
+        OrderQueue::for_grab(&self.sdk, &settings.orders_queue_url, settings.grab_send_budget)
+    }
+
+    /// The exact rebuild of a lost cache, with the queue it waits on.
+    pub fn rebuilder(&self, store: &Store, gate: &Gate, queue: &QueueSettings, settings: RebuildSettings) -> Rebuilder {
+        Rebuilder::new(store.clone(), gate.clone(), self.orders_queue(queue), settings)
+    }
+
+    /// SES, tried once per send within the send timeout; `endpoint` overrides where it is reached
+    /// (a fault test's slow SES).
+    pub fn mailer(&self, settings: &MailSettings, endpoint: Option<&str>) -> Mailer {
+        Mailer::new(Mailer::client(&self.sdk, settings.send_timeout, endpoint), settings.from.clone())
+    }
+}
