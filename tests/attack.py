@@ -7,6 +7,9 @@
    (the per-user request counters of the rate limits aside).
 2. Positive: schemathesis sends valid requests; no 5xx, and every reply, headers and body, conforms
    to openapi.yaml.
+3. Every check and the stateful phase (schemathesis chains the operations by the links it infers:
+   release, then read, grab, cancel...), with the allowances of tests/schemathesis.toml and two
+   checks left out, each for its reason (EXCLUDED below; docs/SECURITY.md lists them).
 
 Prints how many cases each pass generated; exits non-zero on any failure.
 """
@@ -26,6 +29,12 @@ import urllib.error
 import boto3
 
 CHECKS = "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance"
+# unsupported_method: a method no route declares is answered 404 by API Gateway's HTTP API (and so by
+# the runner), not 405: the deployed API cannot say otherwise without a catch-all route.
+# use_after_free: DELETE /events/{id}/order cancels the order, it does not erase it: the order stays
+# readable as CANCELLED, because one ticket per user holds across a cancellation.
+EXCLUDED = "unsupported_method,use_after_free"
+CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemathesis.toml")
 
 
 def redis_snapshot(port, db):
@@ -97,14 +106,15 @@ def a_sale_in_progress(args):
     raise SystemExit("attack: the setup order was not confirmed within 30 s")
 
 
-def schemathesis(args, token, mode, paths, extra):
-    command = [args.st, "run", args.spec, "--url", args.url, "-H", f"Authorization: Bearer {token}",
-               "--mode", mode, "-n", str(args.examples), "--seed", str(args.seed), "--no-color",
-               "--phases", "examples,coverage,fuzzing", "--request-timeout", "30", *paths, *extra]
+def schemathesis(args, token, mode, paths, extra, phases="examples,coverage,fuzzing"):
+    command = [args.st, "--config-file", CONFIG, "run", args.spec, "--url", args.url,
+               "-H", f"Authorization: Bearer {token}", "--mode", mode, "-n", str(args.examples),
+               "--seed", str(args.seed), "--no-color", "--phases", phases, "--request-timeout", "30",
+               *paths, *extra]
     run = subprocess.run(command, capture_output=True, text=True)
     generated = re.search(r"(\d+) generated", run.stdout)
     cases = int(generated.group(1)) if generated else 0
-    print(f"attack: schemathesis {mode} {' '.join(paths)}: {cases} cases, exit {run.returncode}")
+    print(f"attack: schemathesis {mode} ({phases}) {' '.join(paths)}: {cases} cases, exit {run.returncode}")
     if run.returncode != 0:
         print(run.stdout[-6000:])
         print(run.stderr[-2000:], file=sys.stderr)
@@ -152,6 +162,11 @@ def main():
 
     for token, paths in ((args.user_token, users), (args.admin_token, admins)):
         code, cases = schemathesis(args, token, "positive", paths, ["--checks", CHECKS])
+        failed |= code
+        total += cases
+    for token, paths in ((args.user_token, users), (args.admin_token, admins)):
+        code, cases = schemathesis(args, token, "all", paths, ["--checks", "all", "--exclude-checks", EXCLUDED],
+                                   phases="examples,coverage,fuzzing,stateful")
         failed |= code
         total += cases
     print(f"attack: {total} cases in all; {'FAILED' if failed else 'passed'}")

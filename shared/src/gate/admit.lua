@@ -23,7 +23,7 @@
 if #ARGV ~= 4 then
   return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field')
 end
-local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[4]), ARGV[1])
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
 if not m[1] then
   return uncached(KEYS[1])
 end

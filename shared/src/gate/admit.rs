@@ -5,7 +5,8 @@ use std::sync::LazyLock;
 use super::{Gate, GateError, cache_script, keys};
 use crate::domain::{Holding, OrderMessage};
 
-static ADMIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("admit.lua")));
+static ADMIT_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("admit.lua", opening = ARGV[4])));
 
 /// What the cache says of an order about to be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -25,7 +25,7 @@
 if #ARGV ~= 7 then
   return redis.error_reply('ERR give_back: expected user field, holding, ticket no, order id, tail, opening field, cancelled at')
 end
-local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[6]), ARGV[1], 'end')
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'end')
 if not m[1] then
   return uncached(KEYS[1])
 end

@@ -34,7 +34,7 @@ if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
 local field = ARGV[1]
-local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[7]), 'open_until', field)
+local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field)
 if not m[1] then
   return uncached(KEYS[1])
 end

@@ -10,7 +10,7 @@ use crate::{
 
 /// The grab script as Redis runs it: the preamble and `grab.lua` (gate-bench and the script's own
 /// tests load this very text).
-pub const GRAB_SOURCE: &str = cache_script!("grab.lua");
+pub const GRAB_SOURCE: &str = cache_script!("grab.lua", opening = ARGV[7]);
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).

@@ -39,10 +39,11 @@ use crate::{
     domain::{EventId, Holding},
 };
 
-/// A script that reads an event's cache: `preamble.lua` joined before its own source at build time.
+/// A script that reads an event's cache: `opening` set to its argument that carries the opening
+/// field, then `preamble.lua`, then its own source, joined at build time.
 macro_rules! cache_script {
-    ($file:literal) => {
-        concat!(include_str!("preamble.lua"), include_str!($file))
+    ($file:literal, opening = ARGV[$n:literal]) => {
+        concat!("local opening = ARGV[", $n, "]\n", include_str!("preamble.lua"), include_str!($file))
     };
 }
 use cache_script;

@@ -1,14 +1,12 @@
 -- The preamble of every script that reads an event's cache, joined before it at build time
--- (gate/mod.rs, cache_script!). docs/DESIGN.md section 6.
+-- (gate/mod.rs, cache_script!, which first sets `opening` to the script's argument that carries the
+-- opening field). docs/DESIGN.md section 6.
 
 -- The opening field of the caller's history: given whole, or in cluster mode, where the caller
 -- cannot know the node, ending in '@' and completed with the node's own id (a promoted replica is
--- another node, so another history).
-local function opening_field(given)
-  if string.byte(given, -1) == 64 then
-    return given .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
-  end
-  return given
+-- another node, so another history). A call without it is refused by the script's own check.
+if opening and string.byte(opening, -1) == 64 then
+  opening = opening .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)
 end
 
 -- Why an event's meta lacks the opening field: NOT_FOUND (no cache), or STALE (a cache written by

@@ -6,7 +6,8 @@ use std::sync::LazyLock;
 use super::{Gate, GateError, Written, cache_script, keys, opening_arg};
 use crate::domain::{EventId, Holding, OrderId, OrderMessage, UserId, order::WaitHead};
 
-static GIVE_BACK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua")));
+static GIVE_BACK_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua", opening = ARGV[6])));
 
 /// What giving a number back did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,7 @@
 if #ARGV ~= 7 then
   return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail')
 end
-local m = redis.call('HMGET', KEYS[1], opening_field(ARGV[5]), ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
+local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
 if not m[1] then
   return uncached(KEYS[1])
 end

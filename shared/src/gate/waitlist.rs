@@ -6,7 +6,8 @@ use std::sync::LazyLock;
 use super::{Gate, GateError, Written, cache_script, keys, opening_arg, split_holding};
 use crate::domain::{EventId, Holding, OrderId, UserId, order::WaitHead};
 
-static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(cache_script!("wait.lua")));
+static WAIT_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("wait.lua", opening = ARGV[5])));
 
 static CLOSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("close.lua")));
 

@@ -124,6 +124,8 @@ impl Query {
                         return Err(ApiError::Forbidden);
                     }
                     let event = event_id(&req)?;
+                    // A malformed cursor is refused whatever the format (JSON has no pages).
+                    cursor(&req)?;
                     match query_param(&req, "format") {
                         None | Some("json") => json(StatusCode::OK, &self.report(&event).await?),
                         Some("csv") => self.attendees_csv(&req, &event).await?,
@@ -314,11 +316,14 @@ fn last_row_ticket(csv: &str) -> u32 {
     last.split(',').next().and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
-/// The attendee list's cursor: the last ticket number of the page before (0: the first page).
+/// The attendee list's cursor: the last ticket number of the page before (0: the first page),
+/// written as openapi.yaml's `TicketCursor` says (no sign, no leading zero, at most 9 digits).
 fn cursor(req: &Request) -> Result<u32, ApiError> {
-    match query_param(req, "cursor") {
-        None => Ok(0),
-        Some(c) => c.parse().map_err(|_| ApiError::BadRequest("cursor must be a cursor this API issued".into())),
+    let Some(c) = query_param(req, "cursor") else { return Ok(0) };
+    let digits = !c.is_empty() && c.len() <= 9 && c.bytes().all(|b| b.is_ascii_digit());
+    match c.parse() {
+        Ok(n) if digits && (c == "0" || !c.starts_with('0')) => Ok(n),
+        _ => Err(ApiError::BadRequest("cursor must be a cursor this API issued".into())),
     }
 }
 
@@ -329,5 +334,28 @@ fn page_size(req: &Request) -> Result<usize, ApiError> {
             Ok(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
             _ => Err(ApiError::BadRequest(format!("limit must be a number from 1 to {MAX_PAGE}"))),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lambda_http::RequestExt;
+
+    use super::*;
+
+    fn with_cursor(c: &str) -> Request {
+        let query = std::collections::HashMap::from([("cursor".to_owned(), c.to_owned())]);
+        Request::default().with_query_string_parameters(query)
+    }
+
+    #[test]
+    fn a_ticket_cursor_is_read_as_openapi_writes_it() {
+        assert_eq!(cursor(&Request::default()).unwrap(), 0);
+        for (text, n) in [("0", 0), ("1", 1), ("20000", 20_000), ("999999999", 999_999_999)] {
+            assert_eq!(cursor(&with_cursor(text)).unwrap(), n, "{text:?}");
+        }
+        for bad in ["", "00", "01", "+1", "-1", "1000000000", "x", " 1", "1.0"] {
+            assert!(cursor(&with_cursor(bad)).is_err(), "{bad:?} accepted");
+        }
     }
 }

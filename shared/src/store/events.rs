@@ -217,6 +217,10 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
 }
 
 fn decode_event_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, BadCursor> {
+    // openapi.yaml's `EventCursor`: what the API issues is far shorter.
+    if cursor.len() > 512 {
+        return Err(BadCursor);
+    }
     let sk = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| BadCursor)?;
     let sk = String::from_utf8(sk).map_err(|_| BadCursor)?;
     let (_, id) = sk.rsplit_once('#').ok_or(BadCursor)?;
