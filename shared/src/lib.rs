@@ -10,7 +10,7 @@
 //! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`delivery`]: an order from the outbox to the queue, durable on the queue or on a replica;
-//! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`returns`]: giving a cancelled ticket
+//! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`give_back`]: giving a cancelled ticket
 //!   number back (to the waitlist's head, or on sale again);
 //! - [`adapters`]: the one way every function (and the local runner) builds the adapters above
 //!   from their settings;
@@ -28,13 +28,13 @@ pub mod config;
 pub mod delivery;
 pub mod domain;
 pub mod gate;
+pub mod give_back;
 pub mod handlers;
 pub mod http;
 pub mod mailer;
 pub mod metrics;
 pub mod queue;
 pub mod recovery;
-pub mod returns;
 pub mod secrets;
 pub mod store;
 pub mod telemetry;

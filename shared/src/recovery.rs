@@ -23,7 +23,7 @@ use crate::{
     },
     gate::{Gate, GateError},
     queue::{OrderQueue, QueueError},
-    store::{EventBook, Store, StoreError, after_sale::ReturnDue},
+    store::{EventBook, Store, StoreError, cancellations::GiveBackDue},
 };
 
 pub use crate::config::RebuildSettings;
@@ -141,7 +141,7 @@ impl Rebuilder {
                     self.store.add_waiter(&event.id, &waiter, at).await?;
                 }
             }
-            let dues = self.store.returns_due(&event.id).await?;
+            let dues = self.store.give_backs_due(&event.id).await?;
             let waiters = self.store.waiters(&event.id).await?;
             reserve(&mut holdings, &dues, waiters, event, &rfc3339(at));
             let done = self.gate.rebuild(&lock, event, &holdings).await?;
@@ -193,15 +193,15 @@ impl Rebuilder {
 /// last cancelled at or after the sale's end is held for the waitlist, not put on sale; the
 /// waitlist is every durable place whose user holds nothing; and a held number found with users
 /// waiting goes to the first of them at once.
-fn reserve(h: &mut Holdings, dues: &[ReturnDue], waiters: Vec<Waiter>, event: &Event, now: &str) {
+fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: &Event, now: &str) {
     let due: HashSet<&OrderId> = dues.iter().map(|d| &d.order_id).collect();
     for c in &mut h.cancelled {
         if due.contains(&c.order) && h.held.insert(c.ticket_no) {
-            c.returning = true;
+            c.give_back_pending = true;
         }
     }
     let mut last_cancelled: HashMap<u32, i64> = HashMap::new();
-    for c in h.cancelled.iter().filter(|c| !c.returning) {
+    for c in h.cancelled.iter().filter(|c| !c.give_back_pending) {
         let at = last_cancelled.entry(c.ticket_no).or_insert(c.at_ms);
         *at = (*at).max(c.at_ms);
     }
@@ -249,7 +249,13 @@ mod tests {
 
     fn cancelled(u: &str, n: u32, at: &str) -> Cancelled {
         let at = OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).unwrap();
-        Cancelled { user: user(u), order: OrderId::generate(), ticket_no: n, at_ms: epoch_ms(at), returning: false }
+        Cancelled {
+            user: user(u),
+            order: OrderId::generate(),
+            ticket_no: n,
+            at_ms: epoch_ms(at),
+            give_back_pending: false,
+        }
     }
 
     fn waiter(u: &str, place: u64) -> Waiter {
@@ -266,7 +272,7 @@ mod tests {
         h.cancelled.push(cancelled("b", 2, "2026-11-25T10:30:00Z"));
         h.cancelled.push(cancelled("c", 3, "2026-11-25T11:10:00Z"));
         h.cancelled.push(cancelled("d", 4, "2026-11-25T11:20:00Z"));
-        let due = ReturnDue {
+        let due = GiveBackDue {
             user: user("d"),
             order_id: h.cancelled[2].order.clone(),
             ticket_no: 4,
@@ -274,7 +280,10 @@ mod tests {
         };
         let mut plain = h.clone();
         reserve(&mut plain, std::slice::from_ref(&due), vec![waiter("a", 1)], &event(), "2026-11-25T11:30:00Z");
-        assert!(plain.cancelled[2].returning && plain.held.contains(&4), "the pending give-back keeps its number");
+        assert!(
+            plain.cancelled[2].give_back_pending && plain.held.contains(&4),
+            "the pending give-back keeps its number"
+        );
         assert_eq!(plain.returned.iter().copied().collect::<Vec<_>>(), vec![3]);
         assert!(plain.waiting.is_empty(), "a holder is not waiting");
         assert!(plain.promotions.is_empty());

@@ -318,7 +318,7 @@ pub(crate) fn record(fault: &str, saw: &str, checked: &Checked, recover: Duratio
 
 /// A row of the matrix for a fault after the sale (cancellations and the waitlist): what the users
 /// were promised is counted as places and numbers, then asserted.
-pub(crate) fn record_after_sale(
+pub(crate) fn record_cancel_and_wait(
     fault: &str,
     saw: &str,
     outcome: &str,

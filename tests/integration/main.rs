@@ -1,7 +1,7 @@
 //! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
-mod after_sale;
-mod after_sale_faults;
+mod cancel_and_wait;
+mod cancel_and_wait_faults;
 mod cluster;
 mod concurrency;
 mod contract_docs;

@@ -27,7 +27,7 @@ pub struct Ledger {
     /// Ticket items: number -> the order id that holds it.
     pub tickets: HashMap<u32, String>,
     /// Numbers of cancelled orders whose give-back has not run (`RETURN#` markers).
-    pub returning: Vec<u32>,
+    pub give_backs_pending: Vec<u32>,
     /// The cache, read in one step; `None` when it is not there (expired after the event, or lost).
     pub cache: Option<CacheView>,
 }
@@ -127,7 +127,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         },
     ];
     checks.shrink_to_fit();
-    let on_the_way = confirmed.len() + in_flight.len() + ledger.returning.len();
+    let on_the_way = confirmed.len() + in_flight.len() + ledger.give_backs_pending.len();
     Report {
         event_id: event.clone(),
         capacity,
@@ -160,7 +160,7 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: 
         .chain(&cache.returned)
         .chain(confirmed.iter().map(|r| &r.ticket_no))
         .chain(in_flight)
-        .chain(&ledger.returning);
+        .chain(&ledger.give_backs_pending);
     for n in places {
         *seen.entry(*n).or_default() += 1;
     }
@@ -178,7 +178,7 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: 
             cache.returned.len(),
             confirmed.len(),
             in_flight.len(),
-            ledger.returning.len(),
+            ledger.give_backs_pending.len(),
             lost.len(),
             show(&lost),
             doubled.len(),
@@ -245,7 +245,7 @@ mod tests {
             .map(|r| (r.ticket_no, r.order_id.clone()))
             .collect();
         let on_sale = (1..=capacity).filter(|n| !tickets.contains_key(n)).collect();
-        Ledger { tickets, returning: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
+        Ledger { tickets, give_backs_pending: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
     }
 
     #[test]
@@ -299,7 +299,7 @@ mod tests {
         let mut moving = ledger(&clean, 5);
         moving.cache.as_mut().unwrap().on_sale.retain(|n| *n != 4 && *n != 5);
         moving.cache.as_mut().unwrap().outbox = vec![("o-x".into(), 4), ("o-a".into(), 1)];
-        moving.returning = vec![5];
+        moving.give_backs_pending = vec![5];
         assert!(failed(&clean, &moving, 5).is_empty());
 
         let mut promoted = clean.clone();
@@ -310,7 +310,7 @@ mod tests {
         let mut stale = ledger(&clean, 5);
         stale.tickets.insert(3, "o-gone".into());
         stale.cache.as_mut().unwrap().on_sale.retain(|n| *n != 3);
-        stale.returning = vec![3];
+        stale.give_backs_pending = vec![3];
         assert_eq!(failed(&clean, &stale, 5), ["tickets_agree_with_orders"]);
         let mut missing = ledger(&clean, 5);
         missing.tickets.remove(&2);

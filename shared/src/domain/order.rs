@@ -210,9 +210,9 @@ pub struct Cancelled {
     /// When it was cancelled (epoch ms): a number returned after the sale's end is held for the
     /// waitlist, not put back on sale.
     pub at_ms: i64,
-    /// Its number is still to be given back (its return marker is there): the cache must hold it
+    /// Its number is still to be given back (its give-back marker is there): the cache must hold it
     /// for the user until the give-back runs.
-    pub returning: bool,
+    pub give_back_pending: bool,
 }
 
 impl Cancelled {

@@ -142,7 +142,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
         let fields: Vec<(String, String)> = chunk
             .iter()
             .map(|c| {
-                let value = if c.returning { keys::holding(&c.holding()) } else { keys::cancelled(&c.order) };
+                let value = if c.give_back_pending { keys::holding(&c.holding()) } else { keys::cancelled(&c.order) };
                 (keys::user_field(&c.user), value)
             })
             .collect();

@@ -15,22 +15,22 @@ use std::sync::LazyLock;
 
 mod admit;
 mod cache;
+mod give_back;
 mod grab;
 pub mod keys;
 mod limits;
 mod link;
 mod outbox;
-mod returns;
 mod stock;
 mod waitlist;
 pub use admit::Admitted;
 pub use cache::RebuildLock;
+pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
 pub use keys::LAYOUT_VERSION;
 pub use link::Connection;
 use link::{Link, LinkConn};
 pub use outbox::OutboxEntry;
-pub use returns::{GaveBack, GiveBack};
 pub use stock::Window;
 pub use waitlist::{Join, WaitlistPlace, Waitlisted};
 

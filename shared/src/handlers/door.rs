@@ -22,7 +22,7 @@ use crate::{
         reply::{event_id, json_body},
         serve,
     },
-    store::{EventBook, Store, after_sale::CheckIn},
+    store::{EventBook, Store, check_in::CheckIn},
 };
 
 #[derive(Clone)]

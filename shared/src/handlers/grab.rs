@@ -1,5 +1,5 @@
 //! grab: the sale's writes. A grab (below), and after it a cancellation and the waitlist
-//! (`handlers::after_sale`), which need the same gate, queue and store.
+//! (`handlers::cancel_and_wait`), which need the same gate, queue and store.
 //!
 //! A grab checks the verify hash (constant time, before Redis), runs the grab script, then sends
 //! the order to SQS. A `202` promises the order is durable somewhere: in SQS, or, when the send
@@ -22,7 +22,8 @@ use crate::{
         order_seal::SealKey,
     },
     gate::{Gate, GrabAttempt, GrabOutcome},
-    handlers::after_sale::AfterSale,
+    give_back::GiveBacks,
+    handlers::cancel_and_wait::CancelAndWait,
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, json_body},
@@ -31,7 +32,6 @@ use crate::{
     },
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
-    returns::TicketReturns,
     store::Store,
 };
 
@@ -43,7 +43,7 @@ pub struct Grab {
     hash: HashSettings,
     policy: GrabPolicy,
     rebuilder: Rebuilder,
-    after_sale: AfterSale,
+    cancel_and_wait: CancelAndWait,
 }
 
 /// A grab decided: the reply, and the order still to be sent when the grab was granted.
@@ -74,8 +74,8 @@ impl Grab {
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = Courier::new(gate.clone(), queue, seal);
-        let returns = TicketReturns::new(gate.clone(), store.clone(), courier.clone());
-        let after_sale = AfterSale::new(
+        let returns = GiveBacks::new(gate.clone(), store.clone(), courier.clone());
+        let cancel_and_wait = CancelAndWait::new(
             store.clone(),
             gate.clone(),
             courier.clone(),
@@ -84,7 +84,7 @@ impl Grab {
             hash.clone(),
             limits,
         );
-        Self { gate, courier, store, hash, policy, rebuilder, after_sale }
+        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -105,7 +105,7 @@ impl Grab {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
             if endpoint(&req) != Some(Endpoint::Grab) {
-                return self.after_sale.route(req).await;
+                return self.cancel_and_wait.route(req).await;
             }
             let decided = self.decide(req).await?;
             if let Some(order) = &decided.delivery

@@ -236,7 +236,7 @@ impl Query {
             tracing::warn!(event_id = %event, error = %e, "cache unreadable; the audit goes on without it");
             None
         });
-        let returning = self.store.returns_due(event).await?.into_iter().map(|d| d.ticket_no).collect();
+        let returning = self.store.give_backs_due(event).await?.into_iter().map(|d| d.ticket_no).collect();
         let rows: Vec<AuditRow> = self
             .store
             .all_orders(event)
@@ -253,7 +253,7 @@ impl Query {
             })
             .collect();
         let tickets = self.store.ticket_items(event, capacity).await?;
-        let ledger = Ledger { tickets, returning, cache };
+        let ledger = Ledger { tickets, give_backs_pending: returning, cache };
         Ok(crate::domain::audit::report(event, capacity, &rows, &ledger))
     }
 

@@ -11,9 +11,9 @@ use crate::{
     config::{QueueSettings, StoreSettings},
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
     gate::{Gate, GaveBack},
+    give_back::GiveBacks,
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
-    returns::TicketReturns,
     store::{Store, StoredEvent},
 };
 
@@ -37,7 +37,7 @@ pub enum ReconcileError {
     #[error(transparent)]
     Recovery(#[from] crate::recovery::RecoveryError),
     #[error(transparent)]
-    Return(#[from] crate::returns::ReturnError),
+    GiveBack(#[from] crate::give_back::GiveBackError),
     #[error("an outbox entry names a bad user: {0}")]
     BadEntry(crate::domain::InvalidId),
 }
@@ -113,7 +113,7 @@ pub struct Reconcile {
     /// Seals what the re-drive sends, as grab sealed it.
     seal: SealKey,
     rebuilder: Rebuilder,
-    returns: TicketReturns,
+    returns: GiveBacks,
     settings: ReconcileSettings,
 }
 
@@ -128,7 +128,7 @@ impl Reconcile {
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = crate::delivery::Courier::new(gate.clone(), queue.clone(), seal.clone());
-        let returns = TicketReturns::new(gate.clone(), store.clone(), courier);
+        let returns = GiveBacks::new(gate.clone(), store.clone(), courier);
         Self { store, gate, queue, seal, rebuilder, returns, settings }
     }
 
@@ -232,9 +232,9 @@ impl Reconcile {
         report.outbox_left += self.gate.outbox_len(&event.id).await?;
         // 3. cancellations whose number Redis has not taken back (the cache must be there)
         if stock.is_some() {
-            for due in self.store.returns_due(&event.id).await? {
+            for due in self.store.give_backs_due(&event.id).await? {
                 let gave = self.returns.give_back(&event.id, &due).await?;
-                if matches!(gave, GaveBack::Promoted { .. } | GaveBack::Freed | GaveBack::Returned) {
+                if matches!(gave, GaveBack::Promoted { .. } | GaveBack::Freed | GaveBack::HeldBack) {
                     report.returned += 1;
                 }
             }
@@ -263,7 +263,7 @@ impl Reconcile {
         now: OffsetDateTime,
         report: &mut ReconcileReport,
     ) -> Result<(), ReconcileError> {
-        if !self.store.returns_due(event).await?.is_empty() {
+        if !self.store.give_backs_due(event).await?.is_empty() {
             return Ok(());
         }
         self.gate.close_waitlist(event).await?;

@@ -172,11 +172,11 @@ impl From<crate::store::ListError> for ApiError {
     }
 }
 
-impl From<crate::returns::ReturnError> for ApiError {
-    fn from(e: crate::returns::ReturnError) -> Self {
+impl From<crate::give_back::GiveBackError> for ApiError {
+    fn from(e: crate::give_back::GiveBackError) -> Self {
         match e {
-            crate::returns::ReturnError::Gate(e) => e.into(),
-            crate::returns::ReturnError::Store(e) => e.into(),
+            crate::give_back::GiveBackError::Gate(e) => e.into(),
+            crate::give_back::GiveBackError::Store(e) => e.into(),
         }
     }
 }

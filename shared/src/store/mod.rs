@@ -5,20 +5,23 @@
 //! | event  | `EVENT#<E>`         | `META`   | GSI1 `EVENTS` / `<sale_start>#<E>` (the event list)       |
 //! | order  | `ORDER#<E>#<user>`  | `ORDER`  | GSI1 `USER#<u>` / `EVENT#<E>`; GSI2 `EVENT#<E>#<n%16>` / n |
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
-//! | return | `RETURN#<E>`        | `ORDER#<order id>` | a cancelled number Redis has yet to take back  |
+//! | give-back marker | `RETURN#<E>` | `ORDER#<order id>` | a cancelled number Redis has yet to take back |
 //! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
 //! off the attendee list, found by a rebuild and the organiser's report.
 //!
-//! By item: [`events`], [`orders`] (with tickets) and [`after_sale`] (cancellation, returns,
-//! check-in) and [`waitlist`] hold each item's reads beside its writes;
+//! By item: [`events`], [`orders`] (with tickets), [`cancellations`] (and their give-back markers),
+//! [`check_in`], [`report`] (the organiser's reads) and [`waitlist`] hold each item's reads beside
+//! its writes;
 //! [`schema`] builds every key, [`codec`] every attribute value.
 
-pub mod after_sale;
+pub mod cancellations;
+pub mod check_in;
 pub mod codec;
 pub mod events;
 pub mod orders;
+pub mod report;
 pub mod schema;
 pub mod waitlist;
 
@@ -69,4 +72,9 @@ impl Store {
     pub fn table(&self) -> &str {
         &self.table
     }
+}
+
+/// A request the SDK's builder refused to build, as a store error.
+fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
+    r.map_err(|e| StoreError::Dynamo(e.to_string()))
 }

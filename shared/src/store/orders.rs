@@ -499,7 +499,7 @@ impl Store {
                         order: order.order_id,
                         ticket_no: order.ticket_no,
                         at_ms: epoch_ms(at),
-                        returning: false,
+                        give_back_pending: false,
                     });
                 }
                 status => {

@@ -50,7 +50,7 @@ pub mod key {
     }
     /// A cancelled order whose number is still to be given back in Redis (one per order; removed
     /// once given back, so reconcile finds what a crash left).
-    pub fn returning(e: &EventId) -> String {
+    pub fn give_back_marker(e: &EventId) -> String {
         format!("RETURN#{e}")
     }
     pub const RETURN_SK_PREFIX: &str = "ORDER#";

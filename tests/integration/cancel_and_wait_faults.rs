@@ -31,7 +31,7 @@ async fn settle(app: &Arc<TestApp>, event: &EventId) -> Duration {
         while poller.poll_once().await.unwrap_or(1) > 0 && Instant::now() < deadline {}
         let run = app.functions.reconcile.run().await;
         let cached = app.functions.gate.window(event).await.is_ok_and(|w| w.is_some());
-        let due = app.functions.store.returns_due(event).await.map(|d| d.len()).unwrap_or(1);
+        let due = app.functions.store.give_backs_due(event).await.map(|d| d.len()).unwrap_or(1);
         let mut r = app.redis.clone();
         let outbox: u64 = r.hlen(keys::outbox(event)).await.unwrap_or(u64::MAX);
         if run.failures == 0 && cached && due == 0 && outbox == 0 && queue.in_flight().await.is_ok_and(|n| n == 0) {
@@ -123,7 +123,7 @@ async fn cache_lost_with_a_waitlist_and_returns_in_flight() {
         let order = store.get_order_now(&event, &user).await.unwrap().unwrap();
         store.cancel_order(&event, &user, &order, OffsetDateTime::now_utc()).await.unwrap();
     }
-    assert_eq!(store.returns_due(&event).await.unwrap().len(), 10);
+    assert_eq!(store.give_backs_due(&event).await.unwrap().len(), 10);
     let mut r = app.redis.clone();
     let _: () = redis::cmd("FLUSHALL").query_async(&mut r).await.unwrap();
     let lost_at = Instant::now();
@@ -137,7 +137,7 @@ async fn cache_lost_with_a_waitlist_and_returns_in_flight() {
     let report = app.report(&event, None).await;
     assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
     assert_eq!(got.confirmed, 20);
-    record_after_sale(
+    record_cancel_and_wait(
         "cache lost (FLUSHALL) with 30 waiting, 5 promotions on the queue and 10 give-backs not yet run",
         &format!("{} places lost of 15 still waiting; audit passed", got.places_lost),
         &format!("{} confirmed, 15 promoted", got.confirmed),
@@ -149,7 +149,7 @@ async fn cache_lost_with_a_waitlist_and_returns_in_flight() {
 }
 
 /// A promotion whose send fails (the queue unreachable) is on one server only until a replica
-/// holds it, and its return marker stays until then. ann's give-back is acknowledged by the
+/// holds it, and its give-back marker stays until then. ann's give-back is acknowledged by the
 /// replica (marker gone); ada's is not (the replication link held: marker kept). The primary dies,
 /// the replica is promoted without ada's promotion: the rebuild keeps ada's number with her
 /// cancelled order, reconcile gives it back again to the same waiting user, and ann's promotion,
@@ -190,11 +190,11 @@ async fn failover_during_a_promotion() {
     pair.caught_up().await;
     assert_eq!(call_with(&cut_off, Function::Grab, cancel(&ann)).await.status, 200);
     let store = &app.functions.store;
-    assert!(store.returns_due(&event).await.unwrap().is_empty(), "on a replica: the marker goes");
+    assert!(store.give_backs_due(&event).await.unwrap().is_empty(), "on a replica: the marker goes");
     pair.caught_up().await;
     pair.link.hold();
     assert_eq!(call_with(&cut_off, Function::Grab, cancel(&ada)).await.status, 200);
-    assert_eq!(store.returns_due(&event).await.unwrap().len(), 1, "on the primary alone: the marker stays");
+    assert_eq!(store.give_backs_due(&event).await.unwrap().len(), 1, "on the primary alone: the marker stays");
     let killed = Instant::now();
     pair.fail_over().await;
 
@@ -203,7 +203,7 @@ async fn failover_during_a_promotion() {
     let got = outcome(&app, &event, &[], &waiters[..2], &waiters[2..]).await;
     let report = app.report(&event, None).await;
     assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
-    record_after_sale(
+    record_cancel_and_wait(
         "Redis failover during promotions: one acknowledged by the replica, one on the primary alone (link held)",
         &format!("{} places lost; audit passed", got.places_lost),
         &format!("{} confirmed, 2 promoted", got.confirmed),

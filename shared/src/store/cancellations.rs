@@ -1,17 +1,16 @@
-//! After the grab, in DynamoDB: cancelling an order (one transaction that frees its ticket
-//! number), the numbers still to be given back in Redis, check-in at the door, and every order of
-//! an event for the organiser's report.
+//! Cancellations in DynamoDB: cancelling an order (one transaction that frees its ticket number
+//! and leaves a give-back marker), and the numbers still to be given back in Redis.
 
 use aws_sdk_dynamodb::{
-    operation::{transact_write_items::TransactWriteItemsError, update_item::UpdateItemError},
+    operation::transact_write_items::TransactWriteItemsError,
     types::{Delete, Put, ReturnValuesOnConditionCheckFailure, TransactWriteItem, Update},
 };
 use time::OffsetDateTime;
 
 use super::{
-    Store, StoreError,
+    Store, StoreError, built,
     codec::{Item, get_n, get_s, n, s},
-    orders::{AttendeeRow, order_from_item},
+    orders::order_from_item,
     schema::{attr, key},
 };
 use crate::domain::{EventId, OrderId, OrderStatus, UserId, event::rfc3339, order::OrderView};
@@ -31,7 +30,7 @@ pub enum Cancellation {
 
 /// A cancelled order whose number Redis has not taken back yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReturnDue {
+pub struct GiveBackDue {
     pub user: UserId,
     pub order_id: OrderId,
     pub ticket_no: u32,
@@ -40,31 +39,14 @@ pub struct ReturnDue {
     pub cancelled_at: OffsetDateTime,
 }
 
-/// What a scan at the door found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CheckIn {
-    /// Let in now.
-    Admitted { at: String },
-    /// Scanned before, at this time.
-    AlreadyCheckedIn { at: String },
-    /// The order was cancelled (or rejected): the pass is void.
-    Void(OrderStatus),
-    /// No such order for this user and event (a pass of another deployment, or a replaced order).
-    Unknown,
-}
-
 fn update(u: Update) -> TransactWriteItem {
     TransactWriteItem::builder().update(u).build()
-}
-
-fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
-    r.map_err(|e| StoreError::Dynamo(e.to_string()))
 }
 
 impl Store {
     /// Cancels the user's order `order_id`, in one transaction: the order becomes `CANCELLED`
     /// (only while it is `CONFIRMED`, this order and not checked in), its ticket item is deleted
-    /// (only while this order holds it), and a return marker records that Redis must take the
+    /// (only while this order holds it), and a give-back marker records that Redis must take the
     /// number back.
     pub async fn cancel_order(
         &self,
@@ -106,7 +88,7 @@ impl Store {
         let due = built(
             Put::builder()
                 .table_name(&self.table)
-                .item(attr::PK, s(key::returning(event)))
+                .item(attr::PK, s(key::give_back_marker(event)))
                 .item(attr::SK, s(format!("{}{order_id}", key::RETURN_SK_PREFIX)))
                 .item("order_id", s(order_id))
                 .item("user_id", s(user.as_str()))
@@ -179,7 +161,7 @@ impl Store {
     }
 
     /// Cancelled orders whose numbers Redis has not taken back yet (a crash, a lost cache).
-    pub async fn returns_due(&self, event: &EventId) -> Result<Vec<ReturnDue>, StoreError> {
+    pub async fn give_backs_due(&self, event: &EventId) -> Result<Vec<GiveBackDue>, StoreError> {
         let mut due = Vec::new();
         let mut start = None;
         loop {
@@ -189,7 +171,7 @@ impl Store {
                 .table_name(&self.table)
                 .key_condition_expression("#pk = :pk")
                 .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_values(":pk", s(key::returning(event)))
+                .expression_attribute_values(":pk", s(key::give_back_marker(event)))
                 .consistent_read(true)
                 .set_exclusive_start_key(start)
                 .send()
@@ -197,7 +179,7 @@ impl Store {
             for item in out.items() {
                 let malformed = |e: &dyn std::fmt::Display| StoreError::Malformed(e.to_string());
                 let cancelled_at = get_s(item, "cancelled_at")?;
-                due.push(ReturnDue {
+                due.push(GiveBackDue {
                     user: UserId::parse(&get_s(item, "user_id")?).map_err(|e| malformed(&e))?,
                     order_id: OrderId::parse(&get_s(item, "order_id")?).map_err(|e| malformed(&e))?,
                     ticket_no: get_n(item, "ticket_no")?,
@@ -213,145 +195,14 @@ impl Store {
     }
 
     /// Redis has the number back: the marker goes.
-    pub async fn return_done(&self, event: &EventId, order_id: &OrderId) -> Result<(), StoreError> {
+    pub async fn give_back_done(&self, event: &EventId, order_id: &OrderId) -> Result<(), StoreError> {
         self.client
             .delete_item()
             .table_name(&self.table)
-            .key(attr::PK, s(key::returning(event)))
+            .key(attr::PK, s(key::give_back_marker(event)))
             .key(attr::SK, s(format!("{}{order_id}", key::RETURN_SK_PREFIX)))
             .send()
             .await?;
         Ok(())
-    }
-
-    /// Checks in the ticket a pass names (event, number, order): its ticket item, read
-    /// consistently, must name that order (else the order was cancelled and the number passed on,
-    /// or freed), and tells whose order it is; then [`Self::check_in`].
-    pub async fn check_in_ticket(
-        &self,
-        event: &EventId,
-        ticket_no: u32,
-        order_id: &OrderId,
-        now: OffsetDateTime,
-    ) -> Result<CheckIn, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(attr::PK, s(key::ticket(event, ticket_no)))
-            .key(attr::SK, s(key::TICKET_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        let Some(ticket) = out.item else { return Ok(CheckIn::Void(OrderStatus::Cancelled)) };
-        if get_s(&ticket, "order_id")? != order_id.as_str() {
-            return Ok(CheckIn::Void(OrderStatus::Cancelled));
-        }
-        let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
-        self.check_in(event, &user, order_id, now).await
-    }
-
-    /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning
-    /// the same pass let one person in.
-    pub async fn check_in(
-        &self,
-        event: &EventId,
-        user: &UserId,
-        order_id: &OrderId,
-        now: OffsetDateTime,
-    ) -> Result<CheckIn, StoreError> {
-        let at = rfc3339(now);
-        let result = self
-            .client
-            .update_item()
-            .table_name(&self.table)
-            .key(attr::PK, s(key::order(event, user)))
-            .key(attr::SK, s(key::ORDER_SK))
-            .update_expression("SET checked_in_at = :now")
-            .condition_expression("order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)")
-            .expression_attribute_names("#status", "status")
-            .expression_attribute_values(":order", s(order_id))
-            .expression_attribute_values(":confirmed", s(OrderStatus::Confirmed.as_str()))
-            .expression_attribute_values(":now", s(&at))
-            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-            .send()
-            .await;
-        let err = match result {
-            Ok(_) => return Ok(CheckIn::Admitted { at }),
-            Err(e) => e,
-        };
-        let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() else {
-            return Err(err.into());
-        };
-        let old = match failed.item() {
-            Some(item) => Some(item.clone()),
-            None => self.order_record(event, user).await?,
-        };
-        let Some(old) = old else { return Ok(CheckIn::Unknown) };
-        let view = order_from_item(&old)?;
-        if view.order_id != *order_id {
-            return Ok(CheckIn::Unknown);
-        }
-        Ok(match (view.status, view.checked_in_at) {
-            (OrderStatus::Confirmed, Some(at)) => CheckIn::AlreadyCheckedIn { at },
-            (status, _) => CheckIn::Void(status),
-        })
-    }
-
-    /// Every ticket item of the event (number -> the order id it names), read consistently: the
-    /// audit compares them with the orders. One batch read per 100 numbers of the capacity.
-    pub async fn ticket_items(
-        &self,
-        event: &EventId,
-        capacity: u32,
-    ) -> Result<std::collections::HashMap<u32, String>, StoreError> {
-        let numbers: Vec<u32> = (1..=capacity).collect();
-        let batches: Vec<&[u32]> = numbers.chunks(100).collect();
-        let mut tickets = std::collections::HashMap::new();
-        // Eight batches at a time.
-        for group in batches.chunks(8) {
-            let found = futures::future::try_join_all(group.iter().map(|b| self.ticket_batch(event, b))).await?;
-            tickets.extend(found.into_iter().flatten());
-        }
-        Ok(tickets)
-    }
-
-    async fn ticket_batch(&self, event: &EventId, numbers: &[u32]) -> Result<Vec<(u32, String)>, StoreError> {
-        use aws_sdk_dynamodb::types::KeysAndAttributes;
-        let mut keys: Vec<Item> = numbers
-            .iter()
-            .map(|n| {
-                Item::from([(attr::PK.to_owned(), s(key::ticket(event, *n))), (attr::SK.to_owned(), s(key::TICKET_SK))])
-            })
-            .collect();
-        let mut found = Vec::new();
-        while !keys.is_empty() {
-            let request = built(KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build())?;
-            let out = self.client.batch_get_item().request_items(&self.table, request).send().await?;
-            for item in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
-                let n: u32 = get_s(item, attr::PK)?
-                    .rsplit('#')
-                    .next()
-                    .and_then(|n| n.parse().ok())
-                    .ok_or_else(|| StoreError::Malformed("ticket key".into()))?;
-                found.push((n, get_s(item, "order_id")?));
-            }
-            keys = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
-        }
-        Ok(found)
-    }
-
-    /// The ids of every stored order of an event (reconcile's drift check).
-    pub async fn order_ids(&self, event: &EventId) -> Result<std::collections::HashSet<String>, StoreError> {
-        self.event_order_items(event).await?.iter().map(|item| get_s(item, "order_id")).collect()
-    }
-
-    /// Every stored order of an event (confirmed, rejected and cancelled), by ticket number: the
-    /// organiser's report.
-    pub async fn all_orders(&self, event: &EventId) -> Result<Vec<AttendeeRow>, StoreError> {
-        let mut rows =
-            self.event_order_items(event).await?.iter().map(AttendeeRow::from_item).collect::<Result<Vec<_>, _>>()?;
-        rows.sort_by(|a, b| (a.ticket_no, &a.order_id).cmp(&(b.ticket_no, &b.order_id)));
-        Ok(rows)
     }
 }

@@ -18,7 +18,7 @@ pub enum GaveBack {
     Freed,
     /// Nobody waited, after the sale's end: the number is held for the next user who joins the
     /// waitlist (until `cancel_until`; unsold after that).
-    Returned,
+    HeldBack,
     /// Given back before (this is a retry): nothing done.
     Gone,
     /// The event's cache is missing, or predates a failover: rebuild it, then give back again.
@@ -72,7 +72,7 @@ impl Gate {
             }
             _ => match reply.as_str() {
                 "FREED" => GaveBack::Freed,
-                "RETURNED" => GaveBack::Returned,
+                "RETURNED" => GaveBack::HeldBack,
                 "GONE" => GaveBack::Gone,
                 "NOT_FOUND" | "STALE" => GaveBack::NotCached,
                 _ => return Err(GateError::Protocol(format!("give-back reply {reply:?}"))),

@@ -10,7 +10,7 @@ use shared::{
     domain::{EventId, UserId},
     gate::{GaveBack, keys},
     http::routes::Function,
-    store::after_sale::{Cancellation, ReturnDue},
+    store::cancellations::{Cancellation, GiveBackDue},
 };
 use time::{Duration, OffsetDateTime};
 
@@ -367,9 +367,9 @@ async fn two_give_backs_of_one_number_promote_once() {
         .cancel_order(&event, &UserId::parse("ada").unwrap(), &order, OffsetDateTime::now_utc())
         .await;
     assert!(matches!(cancelled, Ok(Cancellation::Cancelled(_))));
-    assert_eq!(app.functions.store.returns_due(&event).await.unwrap().len(), 1);
+    assert_eq!(app.functions.store.give_backs_due(&event).await.unwrap().len(), 1);
 
-    let due = ReturnDue {
+    let due = GiveBackDue {
         user: UserId::parse("ada").unwrap(),
         order_id: order.order_id.clone(),
         ticket_no: order.ticket_no,
@@ -377,14 +377,14 @@ async fn two_give_backs_of_one_number_promote_once() {
     };
     let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
     let courier = shared::delivery::Courier::new(app.functions.gate.clone(), queue, app.settings.seal.clone());
-    let returns = shared::returns::TicketReturns::new(app.functions.gate.clone(), app.functions.store.clone(), courier);
+    let returns = shared::give_back::GiveBacks::new(app.functions.gate.clone(), app.functions.store.clone(), courier);
     let tries = (0..8).map(|_| returns.give_back(&event, &due));
     let results: Vec<GaveBack> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
     let promoted: Vec<_> = results.iter().filter(|r| matches!(r, GaveBack::Promoted { .. })).collect();
     assert_eq!(promoted.len(), 1, "{results:?}");
     assert_eq!(results.iter().filter(|r| **r == GaveBack::Gone).count(), 7);
     assert_eq!(app.waitlist(&event, "cy").await.body["position"], 1, "one place taken");
-    assert!(app.functions.store.returns_due(&event).await.unwrap().is_empty());
+    assert!(app.functions.store.give_backs_due(&event).await.unwrap().is_empty());
     assert_eq!(app.deliver_all().await, 1);
     assert_eq!(app.order_of(&event, "bob").await.body["status"], "CONFIRMED");
 }

@@ -3,7 +3,7 @@
 //! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`).
 //!
 //! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
-//! return marker), then Redis takes the number back in one script: to the head of the waitlist as
+//! give-back marker), then Redis takes the number back in one script: to the head of the waitlist as
 //! a normal order message (so mail, the outbox and reconcile need no new path), or to the free
 //! numbers. A crash between the two is finished by reconcile from the marker.
 
@@ -21,25 +21,25 @@ use crate::{
         order::{OrderView, WaitHead},
     },
     gate::{Gate, GateError, GaveBack, Join, WaitlistPlace, Waitlisted},
+    give_back::GiveBacks,
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, json_body},
         routes::Endpoint,
     },
     recovery::{Rebuild, Rebuilder},
-    returns::TicketReturns,
     store::{
         Store,
-        after_sale::{Cancellation, ReturnDue},
+        cancellations::{Cancellation, GiveBackDue},
     },
 };
 
 #[derive(Clone)]
-pub struct AfterSale {
+pub struct CancelAndWait {
     store: Store,
     gate: Gate,
     courier: Courier,
-    returns: TicketReturns,
+    returns: GiveBacks,
     rebuilder: Rebuilder,
     hash: HashSettings,
     limiter: super::limit::Limiter,
@@ -51,12 +51,12 @@ struct JoinBody {
     hash: String,
 }
 
-impl AfterSale {
+impl CancelAndWait {
     pub fn new(
         store: Store,
         gate: Gate,
         courier: Courier,
-        returns: TicketReturns,
+        returns: GiveBacks,
         rebuilder: Rebuilder,
         hash: HashSettings,
         limits: UserLimits,
@@ -117,7 +117,7 @@ impl AfterSale {
         }
         match self.store.cancel_order(id, &caller.user, &order, now).await? {
             Cancellation::Cancelled(view) => {
-                let due = ReturnDue {
+                let due = GiveBackDue {
                     user: caller.user.clone(),
                     order_id: view.order_id.clone(),
                     ticket_no: view.ticket_no,
@@ -134,7 +134,7 @@ impl AfterSale {
 
     /// The cancellation is durable: the number goes back now if it can, else reconcile does it
     /// from the marker. Nothing here changes the caller's reply.
-    async fn give_back(&self, event: &Event, due: &ReturnDue) {
+    async fn give_back(&self, event: &Event, due: &GiveBackDue) {
         for attempt in 0..2 {
             match self.returns.give_back(&event.id, due).await {
                 Ok(GaveBack::NotCached) if attempt == 0 => match self.rebuilder.rebuild(event).await {

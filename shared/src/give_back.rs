@@ -14,11 +14,11 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{EventId, OrderId, OrderMessage, event::epoch_ms, event::rfc3339},
     gate::{Gate, GateError, GaveBack, GiveBack},
-    store::{Store, StoreError, after_sale::ReturnDue},
+    store::{Store, StoreError, cancellations::GiveBackDue},
 };
 
 #[derive(Debug, thiserror::Error)]
-pub enum ReturnError {
+pub enum GiveBackError {
     #[error(transparent)]
     Gate(#[from] GateError),
     #[error(transparent)]
@@ -26,13 +26,13 @@ pub enum ReturnError {
 }
 
 #[derive(Clone)]
-pub struct TicketReturns {
+pub struct GiveBacks {
     gate: Gate,
     store: Store,
     courier: Courier,
 }
 
-impl TicketReturns {
+impl GiveBacks {
     pub fn new(gate: Gate, store: Store, courier: Courier) -> Self {
         Self { gate, store, courier }
     }
@@ -40,7 +40,7 @@ impl TicketReturns {
     /// Gives `due`'s number back and sends the promotion it made, if any; its marker goes once
     /// nothing of it can be lost (above). `GaveBack::NotCached` leaves the marker: the cache is
     /// rebuilt first.
-    pub async fn give_back(&self, event: &EventId, due: &ReturnDue) -> Result<GaveBack, ReturnError> {
+    pub async fn give_back(&self, event: &EventId, due: &GiveBackDue) -> Result<GaveBack, GiveBackError> {
         let promotion = OrderId::generate();
         let now = rfc3339(OffsetDateTime::now_utc());
         let give = GiveBack {
@@ -59,14 +59,14 @@ impl TicketReturns {
                     Delivery { event: event.clone(), order_id: order_id.clone(), message: message.clone(), written };
                 self.courier.deliver(&delivery).await
             }
-            GaveBack::Freed | GaveBack::Returned => true,
+            GaveBack::Freed | GaveBack::HeldBack => true,
             // A retry: the promotion an earlier try made may still be only in the outbox of this
             // primary. The marker waits until the consumer has it (reconcile re-drives the outbox).
             GaveBack::Gone => !self.promotion_pending(event, due.ticket_no).await?,
             GaveBack::NotCached => false,
         };
         if settled {
-            self.store.return_done(event, &due.order_id).await?;
+            self.store.give_back_done(event, &due.order_id).await?;
         }
         tracing::info!(
             event_id = %event,
@@ -75,7 +75,7 @@ impl TicketReturns {
             outcome = match &gave {
                 GaveBack::Promoted { .. } => "PROMOTED",
                 GaveBack::Freed => "FREED",
-                GaveBack::Returned => "RETURNED",
+                GaveBack::HeldBack => "RETURNED",
                 GaveBack::Gone => "GONE",
                 GaveBack::NotCached => "NOT_CACHED",
             },
@@ -86,7 +86,7 @@ impl TicketReturns {
     }
 
     /// Whether the outbox still holds a promotion of this number (not yet stored by the consumer).
-    async fn promotion_pending(&self, event: &EventId, ticket_no: u32) -> Result<bool, ReturnError> {
+    async fn promotion_pending(&self, event: &EventId, ticket_no: u32) -> Result<bool, GiveBackError> {
         Ok(self
             .gate
             .outbox(event)
