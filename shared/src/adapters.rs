@@ -48,6 +48,11 @@ impl Adapters {
         Store::new(aws_sdk_dynamodb::Client::new(&self.sdk), &settings.table_name)
     }
 
+    /// [`Self::store`] with the function's `TABLE_NAME`.
+    pub fn store_from_env(&self) -> Result<Store, ConfigError> {
+        Ok(self.store(&StoreSettings::from_env()?))
+    }
+
     /// Redis, without connecting (a cold start never fails because Redis is down).
     pub fn gate(&self, settings: &GateSettings) -> Result<Gate, GateError> {
         Gate::new(settings)
@@ -72,6 +77,11 @@ impl Adapters {
     /// The exact rebuild of a lost cache, with the queue it waits on.
     pub fn rebuilder(&self, store: &Store, gate: &Gate, queue: &QueueSettings, settings: RebuildSettings) -> Rebuilder {
         Rebuilder::new(store.clone(), gate.clone(), self.orders_queue(queue), settings)
+    }
+
+    /// [`Self::rebuilder`] with the function's queue and rebuild settings.
+    pub fn rebuilder_from_env(&self, store: &Store, gate: &Gate) -> Result<Rebuilder, ConfigError> {
+        Ok(self.rebuilder(store, gate, &QueueSettings::from_env()?, RebuildSettings::from_env()?))
     }
 
     /// SES, tried once per send within the send timeout; `endpoint` overrides where it is reached

@@ -15,7 +15,7 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::{PassKeyRingSource, StoreSettings},
+    config::PassKeyRingSource,
     domain::{EventId, event::rfc3339},
     http::{
         ApiError, Caller, json,
@@ -45,7 +45,7 @@ impl Door {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
-        let store = adapters.store(&StoreSettings::from_env()?);
+        let store = adapters.store_from_env()?;
         Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())))
     }
 

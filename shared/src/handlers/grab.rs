@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::{GrabPolicy, HashSettings, QueueSettings, StoreSettings, UserLimits},
+    config::{GrabPolicy, HashSettings, QueueSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
@@ -94,7 +94,7 @@ impl Grab {
             adapters.gate_from_env().await?,
             adapters.grab_queue(&queue),
             crate::config::seal_key(adapters.sdk()).await?,
-            adapters.store(&StoreSettings::from_env()?),
+            adapters.store_from_env()?,
             HashSettings::load(adapters.sdk()).await?,
             GrabPolicy::from_env()?,
             crate::config::RebuildSettings::from_env()?,

@@ -15,7 +15,6 @@ use tracing::Instrument;
 
 use crate::{
     adapters::Adapters,
-    config::StoreSettings,
     domain::{
         ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, confirmation,
         order::BadMessage,
@@ -120,7 +119,7 @@ impl Mail {
             tracing::error!(error = %e, "the public pass key could not be published");
         }
         Ok(Self::new(
-            adapters.store(&StoreSettings::from_env()?),
+            adapters.store_from_env()?,
             adapters.gate_from_env().await?,
             adapters.mailer(&settings, None),
             crate::config::seal_key(sdk).await?,

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::{
     adapters::Adapters,
-    config::{PassKeyRingSource, QueueSettings, StoreSettings, UserLimits},
+    config::{PassKeyRingSource, UserLimits},
     domain::{
         Event, EventId, OrderStatus,
         audit::{AuditRow, Ledger, Report, csv_cell},
@@ -75,10 +75,9 @@ impl Query {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
-        let store = adapters.store(&StoreSettings::from_env()?);
+        let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
-        let rebuilder =
-            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
+        let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
         let pass = PassKeyRingSource::deployment(adapters.sdk().clone());
         Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
     }

@@ -8,7 +8,7 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::{QueueSettings, StoreSettings},
+    config::QueueSettings,
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
     gate::{Gate, GaveBack},
     give_back::GiveBacks,
@@ -137,7 +137,7 @@ impl Reconcile {
         let rebuild = crate::config::RebuildSettings::from_env()?;
         let adapters = Adapters::from_env().await;
         Ok(Self::new(
-            adapters.store(&StoreSettings::from_env()?),
+            adapters.store_from_env()?,
             adapters.gate_from_env().await?,
             adapters.orders_queue(&QueueSettings::from_env()?),
             crate::config::seal_key(adapters.sdk()).await?,

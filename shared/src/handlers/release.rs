@@ -10,7 +10,6 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::{QueueSettings, StoreSettings},
     domain::{Event, EventDraft, InvalidEvent},
     gate::{Gate, GateError},
     http::{ApiError, Caller, apigw, json, reply::json_body, serve},
@@ -63,10 +62,9 @@ impl Release {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
-        let store = adapters.store(&StoreSettings::from_env()?);
+        let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
-        let rebuilder =
-            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
+        let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
         Ok(Self::new(store, gate, rebuilder))
     }
 

@@ -7,7 +7,7 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::{HashSettings, QueueSettings, StoreSettings, UserLimits},
+    config::{HashSettings, UserLimits},
     domain::event::{epoch_ms, from_epoch_ms, rfc3339},
     gate::{Gate, Window},
     http::{ApiError, Caller, json, reply::event_id, serve},
@@ -30,11 +30,10 @@ impl VerifyHash {
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
-        let store = adapters.store(&StoreSettings::from_env()?);
+        let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
         let hash = HashSettings::load(adapters.sdk()).await?;
-        let rebuilder =
-            adapters.rebuilder(&store, &gate, &QueueSettings::from_env()?, crate::config::RebuildSettings::from_env()?);
+        let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
         Ok(Self::new(gate, hash, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?))
     }
 

@@ -143,16 +143,7 @@ impl Store {
 
     /// The user's order item as stored, read consistently (a cancellation decides on it).
     pub async fn order_record(&self, event: &EventId, user: &UserId) -> Result<Option<Item>, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(attr::PK, s(key::order(event, user)))
-            .key(attr::SK, s(key::ORDER_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        Ok(out.item)
+        self.order_item_of(event, user, true).await
     }
 
     /// The user's durable order, read consistently.
@@ -162,36 +153,21 @@ impl Store {
 
     /// Cancelled orders whose numbers Redis has not taken back yet (a crash, a lost cache).
     pub async fn give_backs_due(&self, event: &EventId) -> Result<Vec<GiveBackDue>, StoreError> {
-        let mut due = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_values(":pk", s(key::give_back_marker(event)))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            for item in out.items() {
-                let malformed = |e: &dyn std::fmt::Display| StoreError::Malformed(e.to_string());
+        let malformed = |e: &dyn std::fmt::Display| StoreError::Malformed(e.to_string());
+        self.partition(key::give_back_marker(event), None)
+            .await?
+            .iter()
+            .map(|item| {
                 let cancelled_at = get_s(item, "cancelled_at")?;
-                due.push(GiveBackDue {
+                Ok(GiveBackDue {
                     user: UserId::parse(&get_s(item, "user_id")?).map_err(|e| malformed(&e))?,
                     order_id: OrderId::parse(&get_s(item, "order_id")?).map_err(|e| malformed(&e))?,
                     ticket_no: get_n(item, "ticket_no")?,
                     cancelled_at: OffsetDateTime::parse(&cancelled_at, &time::format_description::well_known::Rfc3339)
                         .map_err(|e| malformed(&e))?,
-                });
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(due);
-            }
-        }
+                })
+            })
+            .collect()
     }
 
     /// Redis has the number back: the marker goes.

@@ -78,3 +78,35 @@ impl Store {
 fn built<T, E: std::fmt::Display>(r: Result<T, E>) -> Result<T, StoreError> {
     r.map_err(|e| StoreError::Dynamo(e.to_string()))
 }
+
+impl Store {
+    /// Every item of one partition, read consistently page after page; with `status`, only the
+    /// items whose `status` is that.
+    async fn partition(&self, pk: String, status: Option<&str>) -> Result<Vec<codec::Item>, StoreError> {
+        let mut all = Vec::new();
+        let mut start = None;
+        loop {
+            let mut query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", schema::attr::PK)
+                .expression_attribute_values(":pk", codec::s(&pk))
+                .consistent_read(true)
+                .set_exclusive_start_key(start);
+            if let Some(status) = status {
+                query = query
+                    .filter_expression("#status = :status")
+                    .expression_attribute_names("#status", "status")
+                    .expression_attribute_values(":status", codec::s(status));
+            }
+            let out = query.send().await?;
+            all.extend(out.items().iter().cloned());
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(all);
+            }
+        }
+    }
+}

@@ -372,15 +372,26 @@ impl Store {
 
     /// The durable order of one user for one event.
     pub async fn get_order(&self, event: &EventId, user: &UserId) -> Result<Option<OrderView>, StoreError> {
+        self.order_item_of(event, user, false).await?.map(|item| order_from_item(&item)).transpose()
+    }
+
+    /// The user's order item, read consistently or not.
+    pub(super) async fn order_item_of(
+        &self,
+        event: &EventId,
+        user: &UserId,
+        consistent: bool,
+    ) -> Result<Option<Item>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
             .key(attr::PK, s(key::order(event, user)))
             .key(attr::SK, s(key::ORDER_SK))
+            .consistent_read(consistent)
             .send()
             .await?;
-        out.item.map(|item| order_from_item(&item)).transpose()
+        Ok(out.item)
     }
 
     /// Loads orders already decided elsewhere as `CONFIRMED` (their order and ticket items), 25 per

@@ -97,31 +97,8 @@ impl Store {
     /// The places still `WAITING` (their users may hold an order meanwhile), by place, read
     /// consistently.
     pub async fn waiters(&self, event: &EventId) -> Result<Vec<Waiter>, StoreError> {
-        let mut all = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_values(":pk", s(key::waitlist(event)))
-                .filter_expression("#status = :waiting")
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_values(":waiting", s(WaiterStatus::Waiting.as_str()))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            for item in out.items() {
-                all.push(waiter_from(item)?);
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                break;
-            }
-        }
+        let items = self.partition(key::waitlist(event), Some(WaiterStatus::Waiting.as_str())).await?;
+        let mut all = items.iter().map(waiter_from).collect::<Result<Vec<_>, _>>()?;
         all.sort_by_key(|w: &Waiter| w.place);
         Ok(all)
     }
