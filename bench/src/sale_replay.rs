@@ -136,7 +136,8 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
         .map(|i| {
             let user = UserId::parse(&format!("replay-user-{i:06}"))?;
             let email = Email::parse(&format!("replay-{run}-{i}@example.com"))?;
-            Ok(MessageHead::new(&OrderId::generate(), &event.id, &user, &email, &created_at).complete(i as u32 + 1))
+            Ok(MessageHead::new(&OrderId::generate(), &event.id, &user, &email, &created_at)
+                .complete(shared::domain::TicketNo::new(i as u32 + 1)))
         })
         .collect::<Result<_, Failure>>()?;
     // Every mail is the confirmation of the first order: the same size and parts for each, composed

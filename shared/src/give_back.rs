@@ -12,7 +12,7 @@ use time::OffsetDateTime;
 
 use crate::{
     delivery::{Courier, Delivery},
-    domain::{EventId, OrderId, OrderMessage, event::epoch_ms, event::rfc3339},
+    domain::{EventId, OrderId, OrderMessage, TicketNo, event::epoch_ms, event::rfc3339},
     gate::{Gate, GateError, GaveBack, GiveBack},
     store::{Store, StoreError, cancellations::GiveBackDue},
 };
@@ -71,7 +71,7 @@ impl GiveBacks {
         tracing::info!(
             event_id = %event,
             order_id = %due.order_id,
-            ticket_no = due.ticket_no,
+            ticket_no = %due.ticket_no,
             outcome = match &gave {
                 GaveBack::Promoted { .. } => "PROMOTED",
                 GaveBack::Freed => "FREED",
@@ -86,7 +86,7 @@ impl GiveBacks {
     }
 
     /// Whether the outbox still holds a promotion of this number (not yet stored by the consumer).
-    async fn promotion_pending(&self, event: &EventId, ticket_no: u32) -> Result<bool, GiveBackError> {
+    async fn promotion_pending(&self, event: &EventId, ticket_no: TicketNo) -> Result<bool, GiveBackError> {
         Ok(self
             .gate
             .outbox(event)

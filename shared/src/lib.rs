@@ -1,13 +1,18 @@
 //! # ticket-grab: the shared crate
 //!
-//! Every Lambda function of the product is a ~20-line `main.rs` that builds its dependencies once
-//! and hands each request to a handler here. A request reads top to bottom:
+//! Every Lambda function of the product is a dozen-line `main.rs` that builds its dependencies once
+//! and hands each request to a handler here. The contract, and a table of where each kind of change
+//! goes, is `docs/DESIGN.md` (sections 6-11 and 16). A request reads top to bottom:
 //!
-//! - [`http`]: the API Gateway edge: the caller's claims, routes, JSON in, `problem+json` out (the
-//!   one mapping of outcomes to statuses and codes lives in [`http::problem`]);
-//! - [`handlers`]: one file per function: parse, call the domain and adapters, map the outcome;
-//! - [`domain`]: events, tickets, orders and the verify hash; pure, no I/O;
-//! - [`gate`]: Redis: the grab script (`gate/grab.lua`) and the typed calls around it;
+//! - [`http`]: the API Gateway edge: the caller's claims, the route table ([`http::routes`], whose
+//!   `Endpoint` handlers match on), JSON in, `problem+json` out (the one mapping of outcomes to
+//!   statuses and codes lives in [`http::problem`]);
+//! - [`handlers`]: one file per function: parse, call the domain and adapters, map the outcome
+//!   (the grab function's cancel and waitlist routes: `handlers::cancel_and_wait`);
+//! - [`domain`]: events, tickets, orders, ids (newtypes to the bottom), the verify hash, seals,
+//!   passes and the audit; pure, no I/O;
+//! - [`gate`]: Redis: the keys and their layout ([`gate::keys`]), the scripts that decide (grab,
+//!   admit, give-back, wait), the outbox, the stock, warming and the exact rebuild;
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`delivery`]: an order from the outbox to the queue, durable on the queue or on a replica;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`give_back`]: giving a cancelled ticket

@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, UserId, Waiter,
+        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, TicketNo, UserId, Waiter,
         event::{epoch_ms, rfc3339},
         order::WaitHead,
     },
@@ -200,7 +200,7 @@ fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: 
             c.give_back_pending = true;
         }
     }
-    let mut last_cancelled: HashMap<u32, i64> = HashMap::new();
+    let mut last_cancelled: HashMap<TicketNo, i64> = HashMap::new();
     for c in h.cancelled.iter().filter(|c| !c.give_back_pending) {
         let at = last_cancelled.entry(c.ticket_no).or_insert(c.at_ms);
         *at = (*at).max(c.at_ms);
@@ -252,7 +252,7 @@ mod tests {
         Cancelled {
             user: user(u),
             order: OrderId::generate(),
-            ticket_no: n,
+            ticket_no: TicketNo::new(n),
             at_ms: epoch_ms(at),
             give_back_pending: false,
         }
@@ -265,8 +265,8 @@ mod tests {
     #[test]
     fn a_rebuild_keeps_every_returned_number_for_the_waitlist() {
         let mut h = Holdings::default();
-        h.held.insert(1);
-        h.buyers.push(Buyer { user: user("a"), order: OrderId::generate(), ticket_no: 1 });
+        h.held.insert(TicketNo::new(1));
+        h.buyers.push(Buyer { user: user("a"), order: OrderId::generate(), ticket_no: TicketNo::new(1) });
         // 2: cancelled during the sale, given back: on sale again. 3: cancelled after the end,
         // given back: held for the waitlist. 4: cancelled after the end, its give-back pending.
         h.cancelled.push(cancelled("b", 2, "2026-11-25T10:30:00Z"));
@@ -275,16 +275,16 @@ mod tests {
         let due = GiveBackDue {
             user: user("d"),
             order_id: h.cancelled[2].order.clone(),
-            ticket_no: 4,
+            ticket_no: TicketNo::new(4),
             cancelled_at: OffsetDateTime::now_utc(),
         };
         let mut plain = h.clone();
         reserve(&mut plain, std::slice::from_ref(&due), vec![waiter("a", 1)], &event(), "2026-11-25T11:30:00Z");
         assert!(
-            plain.cancelled[2].give_back_pending && plain.held.contains(&4),
+            plain.cancelled[2].give_back_pending && plain.held.contains(&TicketNo::new(4)),
             "the pending give-back keeps its number"
         );
-        assert_eq!(plain.returned.iter().copied().collect::<Vec<_>>(), vec![3]);
+        assert_eq!(plain.returned.iter().copied().collect::<Vec<_>>(), vec![TicketNo::new(3)]);
         assert!(plain.waiting.is_empty(), "a holder is not waiting");
         assert!(plain.promotions.is_empty());
 
@@ -299,7 +299,7 @@ mod tests {
         assert!(h.returned.is_empty());
         assert_eq!(h.promotions.len(), 1);
         let m = OrderMessage::parse(&h.promotions[0].1).unwrap();
-        assert_eq!((m.user_id.as_str(), m.ticket_no, m.promoted), ("w1", 3, true));
+        assert_eq!((m.user_id.as_str(), m.ticket_no, m.promoted), ("w1", TicketNo::new(3), true));
         assert_eq!(h.waiting.iter().map(|w| w.user.as_str()).collect::<Vec<_>>(), vec!["w2"]);
     }
 }

@@ -407,7 +407,7 @@ async fn reconcile_gives_back_what_a_crash_left() {
     let report = app.functions.reconcile.run().await;
     assert_eq!(report.returned, 1, "{report:?}");
     assert_eq!(report.drift, 0, "{report:?}");
-    assert_eq!(app.free_numbers(&event).await, BTreeSet::from([order.ticket_no]));
+    assert_eq!(app.free_numbers(&event).await, BTreeSet::from([order.ticket_no.get()]));
     assert_eq!(app.grab(&event, "ada").await.code(), "ORDER_CANCELLED");
     // The next run finds nothing to do.
     assert_eq!(app.functions.reconcile.run().await.returned, 0);
@@ -473,7 +473,7 @@ async fn a_lecture_with_cancellations_a_waitlist_and_the_door() {
 
     // Every number held by one user; mails: one per order that was ever confirmed.
     let rows = app.functions.store.all_orders(&event).await.unwrap();
-    let held: Vec<u32> = rows.iter().filter(|r| r.status.as_str() == "CONFIRMED").map(|r| r.ticket_no).collect();
+    let held: Vec<u32> = rows.iter().filter(|r| r.status.as_str() == "CONFIRMED").map(|r| r.ticket_no.get()).collect();
     assert_eq!(held.iter().collect::<HashSet<_>>().len(), 100);
     assert_eq!(held.len(), 100);
     let mail = app.sent_mail().await;
@@ -526,7 +526,7 @@ pub(crate) fn sold(event: &EventId, user: &str, ticket_no: u32) -> String {
         event_id: event.clone(),
         user_id: UserId::parse(user).unwrap(),
         email: shared::domain::Email::parse(&format!("{user}@example.com")).unwrap(),
-        ticket_no,
+        ticket_no: shared::domain::TicketNo::new(ticket_no),
         created_at: shared::domain::event::rfc3339(OffsetDateTime::now_utc()),
         promoted: false,
     })
@@ -762,7 +762,11 @@ async fn the_public_pass_keys_are_published_by_mail_and_survive_a_rotation() {
 
     publish_pass_key_to(&app.sdk, &name, &old).await.unwrap();
     assert_eq!((read().await.current, read().await.previous), (old.public(), None));
-    let pass = Pass { event: fresh_event_id(), order: shared::domain::OrderId::generate(), ticket_no: 7 };
+    let pass = Pass {
+        event: fresh_event_id(),
+        order: shared::domain::OrderId::generate(),
+        ticket_no: shared::domain::TicketNo::new(7),
+    };
     let mailed_before = old.issue(&pass);
 
     publish_pass_key_to(&app.sdk, &name, &new).await.unwrap();

@@ -68,7 +68,7 @@ async fn outcome(
     }
     let rows = store.all_orders(event).await.unwrap();
     let confirmed: Vec<u32> =
-        rows.iter().filter(|r| r.status == shared::domain::OrderStatus::Confirmed).map(|r| r.ticket_no).collect();
+        rows.iter().filter(|r| r.status == shared::domain::OrderStatus::Confirmed).map(|r| r.ticket_no.get()).collect();
     let distinct: HashSet<u32> = confirmed.iter().copied().collect();
     let mut r = app.redis.clone();
     let seats: Vec<u32> = r.lrange(keys::seats(event), 0, -1).await.unwrap();

@@ -6,7 +6,7 @@ use std::{collections::HashSet, time::Duration};
 use redis::AsyncCommands;
 use shared::{
     config::GrabPolicy,
-    domain::{Email, EventId, Holding, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    domain::{Email, EventId, Holding, OrderId, TicketNo, UserId, event::epoch_ms, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
     http::routes::Function,
 };
@@ -47,7 +47,7 @@ async fn a_grab_pops_a_number_records_the_holding_and_writes_the_outbox() {
     else {
         panic!("expected OK");
     };
-    assert_eq!(ticket_no, 1);
+    assert_eq!(ticket_no, TicketNo::new(1));
     let cache = app.cache(&event).await;
     assert_eq!(cache.seats, [2, 3]);
     assert_eq!(cache.holdings.into_iter().collect::<Vec<_>>(), [("u1".to_owned(), (order_id.to_string(), 1))]);
@@ -264,7 +264,7 @@ async fn a_100k_ticket_event_is_warmed_whole_and_pops_distinct_numbers() {
     let mut popped = HashSet::new();
     for outcome in futures::future::join_all(grabs).await {
         let GrabOutcome::Granted { holding: Holding { ticket_no, .. }, .. } = outcome else { panic!("{outcome:?}") };
-        assert!(popped.insert(ticket_no), "ticket {ticket_no} handed out twice");
+        assert!(popped.insert(ticket_no.get()), "ticket {ticket_no} handed out twice");
     }
     let left: Vec<u32> = r.lrange(keys::seats(&event), 0, -1).await.unwrap();
     assert_eq!(left.len(), 98_000);
@@ -313,7 +313,7 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
         event: &'a EventId,
         user: &'a UserId,
         holding: &'a OrderId,
-        n: u32,
+        n: TicketNo,
         promotion: &'a OrderId,
     ) -> GiveBack<'a> {
         // Cancelled during the sale (before its end): a number nobody waits for goes back on sale.
@@ -341,11 +341,11 @@ async fn the_give_back_script_acts_once_in_waitlist_order() {
     let message: serde_json::Value = serde_json::from_str(&message).unwrap();
     assert_eq!(
         (message["ticket_no"].as_u64(), message["promoted"].as_bool()),
-        (Some(u64::from(ticket_no)), Some(true))
+        (Some(u64::from(ticket_no.get())), Some(true))
     );
     let cache = app.cache(&event).await;
     assert_eq!(cache.cancelled.get("ada"), Some(&order_id.to_string()));
-    assert_eq!(cache.holdings["cy"], (promotion.to_string(), ticket_no));
+    assert_eq!(cache.holdings["cy"], (promotion.to_string(), ticket_no.get()));
     assert!(cache.outbox.contains_key(promotion.as_str()));
     assert!(cache.seats.is_empty());
     // Again: gone; ada grabbing again is told she cancelled.
@@ -414,11 +414,11 @@ async fn the_wait_script_keeps_one_place_per_user_within_the_window() {
     let _: () = r.del(keys::wait(&event)).await.unwrap();
     let dee = UserId::parse("dee").unwrap();
     let dee_head = WaitHead::new(&event, &dee, &Email::parse("dee@example.com").unwrap());
-    assert_eq!(join(&dee, &dee_head, end).await, Waitlisted::Promoted { ticket_no: 1 });
+    assert_eq!(join(&dee, &dee_head, end).await, Waitlisted::Promoted { ticket_no: TicketNo::new(1) });
     let cache = app.cache(&event).await;
     assert_eq!(cache.holdings["dee"], (promotion.to_string(), 1));
     let message = shared::domain::OrderMessage::parse(&cache.outbox[promotion.as_str()]).unwrap();
-    assert_eq!((message.user_id, message.ticket_no, message.promoted), (dee, 1, true));
+    assert_eq!((message.user_id, message.ticket_no, message.promoted), (dee, TicketNo::new(1), true));
     assert_eq!(r.llen::<_, u64>(keys::returned(&event)).await.unwrap(), 0);
 }
 
@@ -436,7 +436,7 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
     else {
         panic!("granted")
     };
-    let order = |user: &str, order_id: &OrderId, ticket_no: u32| OrderMessage {
+    let order = |user: &str, order_id: &OrderId, ticket_no: TicketNo| OrderMessage {
         v: 1,
         order_id: order_id.clone(),
         event_id: event.clone(),
@@ -450,13 +450,13 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
     let before = app.cache(&event).await;
     assert_eq!(gate.admit(&ada).await.unwrap(), Admitted::Counted);
     // Another order of ada's, even on a free number: she holds one already.
-    assert_eq!(gate.admit(&order("ada", &OrderId::generate(), 3)).await.unwrap(), Admitted::Uncounted);
+    assert_eq!(gate.admit(&order("ada", &OrderId::generate(), TicketNo::new(3))).await.unwrap(), Admitted::Uncounted);
     assert_eq!(app.cache(&event).await, before, "a second order writes nothing");
     // bob, holding nothing, with ada's number: to be rejected, and bob's field names that order.
     let bob = order("bob", &OrderId::generate(), ticket_no);
     assert_eq!(gate.admit(&bob).await.unwrap(), Admitted::Taken);
     let taken = app.cache(&event).await;
-    assert_eq!(taken.holdings["bob"], (bob.order_id.to_string(), ticket_no));
+    assert_eq!(taken.holdings["bob"], (bob.order_id.to_string(), ticket_no.get()));
     assert_eq!(taken.seats, before.seats, "no number moved");
     assert_eq!(gate.admit(&bob).await.unwrap(), Admitted::Counted, "its redelivery finds it stored");
 
@@ -464,7 +464,7 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
     let mut r = app.redis.clone();
     let _: () = r.hset(keys::meta(&event), "=cy", format!("#{:015}:1", now_ms() + 1_000)).await.unwrap();
     let free = before.seats[1];
-    let cy = order("cy", &OrderId::generate(), free);
+    let cy = order("cy", &OrderId::generate(), TicketNo::new(free));
     assert_eq!(gate.admit(&cy).await.unwrap(), Admitted::Adopted);
     let after = app.cache(&event).await;
     assert_eq!(after.holdings["cy"], (cy.order_id.to_string(), free));
@@ -477,9 +477,9 @@ async fn the_admit_script_counts_what_the_cache_holds_and_takes_in_only_a_free_n
     // Another history's cache, or none: no answer, nothing written.
     let _: () = r.hdel(keys::meta(&event), gate.opening(&event).await.unwrap()).await.unwrap();
     let stale = app.cache(&event).await;
-    let dee = order("dee", &OrderId::generate(), before.seats[0]);
+    let dee = order("dee", &OrderId::generate(), TicketNo::new(before.seats[0]));
     assert_eq!(gate.admit(&dee).await.unwrap(), Admitted::NotCached);
     assert_eq!(app.cache(&event).await, stale);
-    let gone = order("dee", &OrderId::generate(), 1);
+    let gone = order("dee", &OrderId::generate(), TicketNo::new(1));
     assert_eq!(gate.admit(&OrderMessage { event_id: fresh_event_id(), ..gone }).await.unwrap(), Admitted::NotCached);
 }

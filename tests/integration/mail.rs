@@ -48,7 +48,7 @@ async fn ticket_holder(app: &TestApp, event: &EventId, ticket: u32) -> Option<St
         .client()
         .get_item()
         .table_name(app.functions.store.table())
-        .key(attr::PK, AttributeValue::S(key::ticket(event, ticket)))
+        .key(attr::PK, AttributeValue::S(key::ticket(event, shared::domain::TicketNo::new(ticket))))
         .key(attr::SK, AttributeValue::S(key::TICKET_SK.into()))
         .consistent_read(true)
         .send()
@@ -63,7 +63,7 @@ fn drifted(body: &str, user: &str, ticket_no: u32) -> String {
     m.user_id = shared::domain::UserId::parse(user).unwrap();
     m.email = shared::domain::Email::parse(&format!("{user}@example.com")).unwrap();
     m.order_id = OrderId::generate();
-    m.ticket_no = ticket_no;
+    m.ticket_no = shared::domain::TicketNo::new(ticket_no);
     serde_json::to_string(&m).unwrap()
 }
 
@@ -120,12 +120,12 @@ async fn a_ticket_already_held_rejects_the_new_order_and_a_second_order_is_dropp
     let first = OrderMessage::parse(&body).unwrap();
 
     // Redis drifted and handed u2 the same ticket number.
-    let clash = drifted(&body, "u2", first.ticket_no);
+    let clash = drifted(&body, "u2", first.ticket_no.get());
     counted_by_the_drifted_cache(&app, &clash).await;
     assert_eq!(app.deliver(&clash).await.unwrap(), Handled::Rejected);
     assert_eq!(app.deliver(&clash).await.unwrap(), Handled::AlreadyDone, "a redelivery changes nothing");
     assert_eq!(
-        ticket_holder(&app, &event, first.ticket_no).await.as_deref(),
+        ticket_holder(&app, &event, first.ticket_no.get()).await.as_deref(),
         Some(first.order_id.as_str()),
         "never oversold"
     );
@@ -391,7 +391,7 @@ async fn a_sealed_order_for_an_unknown_event_or_a_ticket_beyond_capacity_writes_
     let beyond = forged_body(&event, "beyond", 101);
     assert!(matches!(
         app.deliver(&beyond).await,
-        Err(MessageError::TicketOutOfRange { ticket_no: 101, capacity: 100 })
+        Err(MessageError::TicketOutOfRange { ticket_no, capacity: 100 }) if ticket_no.get() == 101
     ));
     let unknown = forged_body(&fresh_event_id(), "nowhere", 1);
     assert!(matches!(app.deliver(&unknown).await, Err(MessageError::UnknownEvent(_))));
@@ -498,7 +498,7 @@ async fn an_order_the_rebuilt_cache_never_counted_never_takes_a_number_sold_agai
     let event = app.open_event(3).await;
     let late = grabbed(&app, &event, "late").await;
     let free_late = grabbed(&app, &event, "free-late").await;
-    let ticket = |body: &str| OrderMessage::parse(body).unwrap().ticket_no;
+    let ticket = |body: &str| OrderMessage::parse(body).unwrap().ticket_no.get();
 
     // Lost, and rebuilt exactly from DynamoDB, which never saw either order.
     let mut r = app.redis.clone();

@@ -269,7 +269,7 @@ async fn the_csv_report_of_a_100_000_ticket_event_comes_in_pages_under_the_respo
             event_id: event.id.clone(),
             user_id: shared::domain::UserId::parse(&format!("attendee-{n:06}")).unwrap(),
             email: shared::domain::Email::parse(&format!("attendee-{n:06}@example.com")).unwrap(),
-            ticket_no: n,
+            ticket_no: shared::domain::TicketNo::new(n),
             created_at: rfc3339(now),
             promoted: false,
         })

@@ -5,14 +5,14 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::{EventId, OrderStatus};
+use super::{EventId, OrderId, OrderStatus, TicketNo, UserId};
 
 /// One stored order, as the audit needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRow {
-    pub ticket_no: u32,
-    pub order_id: String,
-    pub user_id: String,
+    pub ticket_no: TicketNo,
+    pub order_id: OrderId,
+    pub user_id: UserId,
     pub status: OrderStatus,
     /// The confirmation mail went out (`mail_status` `SENT`).
     pub mailed: bool,
@@ -25,9 +25,9 @@ pub struct AuditRow {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ledger {
     /// Ticket items: number -> the order id that holds it.
-    pub tickets: HashMap<u32, String>,
+    pub tickets: HashMap<TicketNo, OrderId>,
     /// Numbers of cancelled orders whose give-back has not run (`RETURN#` markers).
-    pub give_backs_pending: Vec<u32>,
+    pub give_backs_pending: Vec<TicketNo>,
     /// The cache, read in one step; `None` when it is not there (expired after the event, or lost).
     pub cache: Option<CacheView>,
 }
@@ -35,11 +35,11 @@ pub struct Ledger {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CacheView {
     /// Numbers on sale.
-    pub on_sale: Vec<u32>,
+    pub on_sale: Vec<TicketNo>,
     /// Numbers returned after the sale's end, held for the waitlist.
-    pub returned: Vec<u32>,
+    pub returned: Vec<TicketNo>,
     /// Orders in the outbox: order id and number (stored ones among them are counted once).
-    pub outbox: Vec<(String, u32)>,
+    pub outbox: Vec<(OrderId, TicketNo)>,
     /// Users waiting.
     pub waiting: u64,
 }
@@ -80,18 +80,18 @@ pub struct Report {
 pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Report {
     let count = |f: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| f(r)).count() as u64;
     let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();
-    let stored: HashSet<&str> = rows.iter().map(|r| r.order_id.as_str()).collect();
-    let in_flight: Vec<u32> = ledger
+    let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
+    let in_flight: Vec<TicketNo> = ledger
         .cache
         .iter()
         .flat_map(|c| &c.outbox)
-        .filter(|(order, _)| !stored.contains(order.as_str()))
+        .filter(|(order, _)| !stored.contains(order))
         .map(|(_, n)| *n)
         .collect();
 
     let mut numbers = HashSet::new();
-    let twice: Vec<u32> = confirmed.iter().filter(|r| !numbers.insert(r.ticket_no)).map(|r| r.ticket_no).collect();
-    let out_of_range = confirmed.iter().filter(|r| r.ticket_no == 0 || r.ticket_no > capacity).count();
+    let twice: Vec<TicketNo> = confirmed.iter().filter(|r| !numbers.insert(r.ticket_no)).map(|r| r.ticket_no).collect();
+    let out_of_range = confirmed.iter().filter(|r| r.ticket_no.get() == 0 || r.ticket_no.get() > capacity).count();
     let unmailed = confirmed.iter().filter(|r| !r.mailed).count();
     let promoted = rows.iter().filter(|r| r.promoted && r.status != OrderStatus::Rejected).count();
     let cancelled = count(&|r| r.status == OrderStatus::Cancelled);
@@ -148,12 +148,12 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
 /// Every number is in exactly one place: on sale, held for the waitlist, held by a confirmed
 /// order, on its way in an order not yet stored, or in a give-back not yet run. A number in none
 /// was lost (a give-back that never happened, a cache write lost); in two, it can be sold twice.
-fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: &Ledger) -> Check {
+fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], ledger: &Ledger) -> Check {
     let name = "numbers_accounted";
     let Some(cache) = &ledger.cache else {
         return Check { name, passed: true, detail: "the cache is not there (expired, or lost): not checked".into() };
     };
-    let mut seen: HashMap<u32, u32> = HashMap::new();
+    let mut seen: HashMap<TicketNo, u32> = HashMap::new();
     let places = cache
         .on_sale
         .iter()
@@ -164,10 +164,10 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: 
     for n in places {
         *seen.entry(*n).or_default() += 1;
     }
-    let lost: Vec<u32> = (1..=capacity).filter(|n| !seen.contains_key(n)).collect();
-    let mut doubled: Vec<u32> = seen.iter().filter(|&(_, c)| *c > 1).map(|(n, _)| *n).collect();
+    let lost: Vec<TicketNo> = (1..=capacity).map(TicketNo::new).filter(|n| !seen.contains_key(n)).collect();
+    let mut doubled: Vec<TicketNo> = seen.iter().filter(|&(_, c)| *c > 1).map(|(n, _)| *n).collect();
     doubled.sort_unstable();
-    let show = |v: &[u32]| format!("{:?}{}", &v[..v.len().min(20)], if v.len() > 20 { " ..." } else { "" });
+    let show = |v: &[TicketNo]| format!("{:?}{}", &v[..v.len().min(20)], if v.len() > 20 { " ..." } else { "" });
     Check {
         name,
         passed: lost.is_empty() && doubled.is_empty(),
@@ -190,11 +190,11 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[u32], ledger: 
 /// Each ticket item names the confirmed order that holds its number, and each confirmed order's
 /// number has its ticket item: a cancellation that left the item, or a confirmation without it,
 /// shows here.
-fn tickets_agree(confirmed: &[&AuditRow], tickets: &HashMap<u32, String>) -> Check {
-    let holder: HashMap<u32, &str> = confirmed.iter().map(|r| (r.ticket_no, r.order_id.as_str())).collect();
-    let mut wrong: Vec<u32> = tickets
+fn tickets_agree(confirmed: &[&AuditRow], tickets: &HashMap<TicketNo, OrderId>) -> Check {
+    let holder: HashMap<TicketNo, &OrderId> = confirmed.iter().map(|r| (r.ticket_no, &r.order_id)).collect();
+    let mut wrong: Vec<TicketNo> = tickets
         .iter()
-        .filter(|&(n, order)| holder.get(n) != Some(&order.as_str()))
+        .filter(|&(n, order)| holder.get(n) != Some(&order))
         .map(|(n, _)| *n)
         .chain(holder.keys().filter(|n| !tickets.contains_key(n)).copied())
         .collect();
@@ -224,11 +224,22 @@ pub fn csv_cell(value: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A ticket number, briefly.
+    fn t(n: u32) -> TicketNo {
+        TicketNo::new(n)
+    }
+
+    /// The order id of `user`'s order in these tests: one per user, the same each time.
+    fn o(user: &str) -> OrderId {
+        let tag: String = user.bytes().map(|b| format!("{b:02x}")).collect();
+        OrderId::parse(&format!("0199a0b0-0000-7000-8000-{tag:0>12}")).unwrap()
+    }
+
     fn row(n: u32, user: &str, status: OrderStatus, mailed: bool) -> AuditRow {
         AuditRow {
-            ticket_no: n,
-            order_id: format!("o-{user}"),
-            user_id: user.into(),
+            ticket_no: t(n),
+            order_id: o(user),
+            user_id: UserId::parse(user).unwrap(),
             status,
             mailed,
             promoted: false,
@@ -239,12 +250,12 @@ mod tests {
     /// A ledger that agrees with `rows`: ticket items for the confirmed, the rest of 1..=capacity
     /// on sale.
     fn ledger(rows: &[AuditRow], capacity: u32) -> Ledger {
-        let tickets: HashMap<u32, String> = rows
+        let tickets: HashMap<TicketNo, OrderId> = rows
             .iter()
             .filter(|r| r.status == OrderStatus::Confirmed)
             .map(|r| (r.ticket_no, r.order_id.clone()))
             .collect();
-        let on_sale = (1..=capacity).filter(|n| !tickets.contains_key(n)).collect();
+        let on_sale = (1..=capacity).map(t).filter(|n| !tickets.contains_key(n)).collect();
         Ledger { tickets, give_backs_pending: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
     }
 
@@ -282,24 +293,24 @@ mod tests {
 
         let twice = vec![a.clone(), row(1, "b", OrderStatus::Confirmed, true)];
         let mut l = ledger(&clean, 5);
-        l.tickets.insert(1, "o-b".into());
+        l.tickets.insert(t(1), o("b"));
         assert!(failed(&twice, &l, 5).contains(&"no_ticket_number_twice"));
 
         assert!(failed(&clean, &ledger(&clean, 5), 1).contains(&"held_within_capacity"));
 
         // A give-back that never ran and left no marker: the number is nowhere.
         let mut lost = ledger(&clean, 5);
-        lost.cache.as_mut().unwrap().on_sale.retain(|n| *n != 4);
+        lost.cache.as_mut().unwrap().on_sale.retain(|n| *n != t(4));
         assert_eq!(failed(&clean, &lost, 5), ["numbers_accounted"]);
         // A number both on sale and held: it can be sold twice.
         let mut doubled = ledger(&clean, 5);
-        doubled.cache.as_mut().unwrap().on_sale.push(2);
+        doubled.cache.as_mut().unwrap().on_sale.push(t(2));
         assert_eq!(failed(&clean, &doubled, 5), ["numbers_accounted"]);
         // Numbers on their way count once: an order still in the outbox, a pending give-back.
         let mut moving = ledger(&clean, 5);
-        moving.cache.as_mut().unwrap().on_sale.retain(|n| *n != 4 && *n != 5);
-        moving.cache.as_mut().unwrap().outbox = vec![("o-x".into(), 4), ("o-a".into(), 1)];
-        moving.give_backs_pending = vec![5];
+        moving.cache.as_mut().unwrap().on_sale.retain(|n| *n != t(4) && *n != t(5));
+        moving.cache.as_mut().unwrap().outbox = vec![(o("x"), t(4)), (o("a"), t(1))];
+        moving.give_backs_pending = vec![t(5)];
         assert!(failed(&clean, &moving, 5).is_empty());
 
         let mut promoted = clean.clone();
@@ -308,12 +319,12 @@ mod tests {
 
         // A cancellation that left its ticket item behind; a confirmed order without one.
         let mut stale = ledger(&clean, 5);
-        stale.tickets.insert(3, "o-gone".into());
-        stale.cache.as_mut().unwrap().on_sale.retain(|n| *n != 3);
-        stale.give_backs_pending = vec![3];
+        stale.tickets.insert(t(3), o("gone"));
+        stale.cache.as_mut().unwrap().on_sale.retain(|n| *n != t(3));
+        stale.give_backs_pending = vec![t(3)];
         assert_eq!(failed(&clean, &stale, 5), ["tickets_agree_with_orders"]);
         let mut missing = ledger(&clean, 5);
-        missing.tickets.remove(&2);
+        missing.tickets.remove(&t(2));
         assert_eq!(failed(&clean, &missing, 5), ["tickets_agree_with_orders"]);
 
         let unmailed = vec![a, row(2, "b", OrderStatus::Confirmed, false)];

@@ -109,7 +109,7 @@ pub fn waitlist_closed(event: &Event) -> Confirmation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::EventId;
+    use crate::domain::{EventId, TicketNo};
     use time::macros::datetime;
 
     fn event(venue: Option<&str>) -> Event {
@@ -137,7 +137,7 @@ mod tests {
             event_id: crate::domain::EventId::parse("ev1").unwrap(),
             user_id: crate::domain::UserId::parse("u1").unwrap(),
             email: crate::domain::Email::parse("u1@example.com").unwrap(),
-            ticket_no: 42,
+            ticket_no: TicketNo::new(42),
             created_at: "2026-12-01T09:00:01Z".into(),
             promoted: false,
         }
@@ -150,7 +150,7 @@ mod tests {
         let pass = crate::domain::ticket_pass::PassKeyRing::from(key.public())
             .verify(&mail.pass)
             .expect("the mail's pass is signed");
-        assert_eq!((pass.ticket_no, pass.order.as_str()), (42, "0199a0b0-0000-7000-8000-000000000001"));
+        assert_eq!((pass.ticket_no, pass.order.as_str()), (TicketNo::new(42), "0199a0b0-0000-7000-8000-000000000001"));
         assert!(mail.text.contains(&mail.pass) && mail.html.contains("cid:ticket-pass"));
         assert!(mail.pass_png.as_deref().is_some_and(|png| png.starts_with(b"\x89PNG")));
         assert_eq!(mail.subject, "Your ticket #42 for Rust <on> Lambda");

@@ -101,6 +101,43 @@ string_id!(
     Email
 );
 
+/// A ticket number: 1 up to the event's capacity (the order message's check, and the gate's list,
+/// keep it there). A number, so `Copy` and ordered like one.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct TicketNo(u32);
+
+/// Shown as the number it is (the report lists numbers with `{:?}`).
+impl fmt::Debug for TicketNo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl TicketNo {
+    pub const fn new(n: u32) -> Self {
+        Self(n)
+    }
+
+    pub const fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for TicketNo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for TicketNo {
+    type Err = std::num::ParseIntError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        s.parse().map(Self)
+    }
+}
+
 impl EventId {
     pub const MAX_LEN: usize = 64;
 

@@ -11,7 +11,7 @@ pub mod ticket_pass;
 pub mod verify_hash;
 
 pub use event::{Event, EventDraft, InvalidEvent};
-pub use ids::{Email, EventId, InvalidId, OrderId, UserId};
+pub use ids::{Email, EventId, InvalidId, OrderId, TicketNo, UserId};
 pub use order::{
     Buyer, Cancelled, ClosedNotice, Holding, Holdings, MailStatus, OrderMessage, OrderStatus, QueueMessage, Waiter,
 };

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::{Email, EventId, OrderId, UserId};
+use super::ids::{Email, EventId, OrderId, TicketNo, UserId};
 
 /// The order message of docs/DESIGN.md section 7. It is built by the grab script (which alone knows the
 /// ticket number), stored verbatim as the outbox entry (keyed by its order id) and sent verbatim as
@@ -14,7 +14,7 @@ pub struct OrderMessage {
     pub event_id: EventId,
     pub user_id: UserId,
     pub email: Email,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     pub created_at: String,
     /// The order went to a user from the waitlist (a returned ticket), not to a grab.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -30,7 +30,7 @@ pub enum BadMessage {
     #[error("unknown message version {0}")]
     Version(u32),
     #[error("ticket number {0} out of range")]
-    TicketOutOfRange(u32),
+    TicketOutOfRange(TicketNo),
 }
 
 impl OrderMessage {
@@ -40,7 +40,7 @@ impl OrderMessage {
         if m.v != 1 {
             return Err(BadMessage::Version(m.v));
         }
-        if m.ticket_no == 0 || m.ticket_no > super::event::MAX_CAPACITY {
+        if m.ticket_no.get() == 0 || m.ticket_no.get() > super::event::MAX_CAPACITY {
             return Err(BadMessage::TicketOutOfRange(m.ticket_no));
         }
         Ok(m)
@@ -76,7 +76,7 @@ impl MessageHead {
     }
 
     /// The whole message, exactly as the script writes it into the outbox: also the SQS body.
-    pub fn complete(&self, ticket_no: u32) -> String {
+    pub fn complete(&self, ticket_no: TicketNo) -> String {
         format!("{},\"ticket_no\":{ticket_no}}}", self.0)
     }
 }
@@ -121,7 +121,7 @@ impl WaitHead {
     }
 
     /// The promoted order's whole message, exactly as the scripts write it into the outbox.
-    pub fn complete(&self, tail: &str, ticket_no: u32) -> String {
+    pub fn complete(&self, tail: &str, ticket_no: TicketNo) -> String {
         format!("{}{tail},\"ticket_no\":{ticket_no}}}", self.0)
     }
 }
@@ -184,7 +184,7 @@ pub struct Waiter {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Holding {
     pub order: OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
 }
 
 /// A user holding a ticket number through an order.
@@ -192,7 +192,7 @@ pub struct Holding {
 pub struct Buyer {
     pub user: UserId,
     pub order: OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
 }
 
 impl Buyer {
@@ -206,7 +206,7 @@ impl Buyer {
 pub struct Cancelled {
     pub user: UserId,
     pub order: OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     /// When it was cancelled (epoch ms): a number returned after the sale's end is held for the
     /// waitlist, not put back on sale.
     pub at_ms: i64,
@@ -230,11 +230,11 @@ pub struct Holdings {
     pub buyers: Vec<Buyer>,
     /// Ticket numbers held: by confirmed orders, by orders on their way (the outbox), and by
     /// cancelled orders still to be given back.
-    pub held: std::collections::HashSet<u32>,
+    pub held: std::collections::HashSet<TicketNo>,
     /// Cancelled orders given back: their users may not grab again.
     pub cancelled: Vec<Cancelled>,
     /// Free numbers held for the waitlist: returned after the sale's end with nobody waiting.
-    pub returned: std::collections::BTreeSet<u32>,
+    pub returned: std::collections::BTreeSet<TicketNo>,
     /// The waitlist, by place: users still waiting (holding no order).
     pub waiting: Vec<Waiter>,
     /// Orders the rebuild itself made: a returned number and a waiting user found together (a
@@ -316,7 +316,7 @@ impl OrderStatus {
 pub struct OrderView {
     pub order_id: OrderId,
     pub event_id: EventId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     pub status: OrderStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -356,7 +356,7 @@ mod tests {
             message[key] = garbage;
             if let Ok(m) = OrderMessage::parse(&message.to_string()) {
                 proptest::prop_assert_eq!(m.v, 1);
-                proptest::prop_assert!(m.ticket_no >= 1 && m.ticket_no <= crate::domain::event::MAX_CAPACITY);
+                proptest::prop_assert!(m.ticket_no.get() >= 1 && m.ticket_no.get() <= crate::domain::event::MAX_CAPACITY);
                 proptest::prop_assert!(EventId::parse(m.event_id.as_str()).is_ok() && UserId::parse(m.user_id.as_str()).is_ok());
                 proptest::prop_assert!(OrderId::parse(m.order_id.as_str()).is_ok() && Email::parse(m.email.as_str()).is_ok());
             }
@@ -371,7 +371,7 @@ mod tests {
         let email = Email::parse("ada@example.org").unwrap();
         let head = MessageHead::new(&order, &event, &user, &email, "2026-11-23T10:00:00Z");
         assert!(!head.as_str().ends_with('}'));
-        let message = OrderMessage::parse(&head.complete(42)).expect("a valid order message");
+        let message = OrderMessage::parse(&head.complete(TicketNo::new(42))).expect("a valid order message");
         assert_eq!(
             message,
             OrderMessage {
@@ -380,12 +380,15 @@ mod tests {
                 event_id: event.clone(),
                 user_id: user.clone(),
                 email: email.clone(),
-                ticket_no: 42,
+                ticket_no: TicketNo::new(42),
                 created_at: "2026-11-23T10:00:00Z".into(),
                 promoted: false,
             }
         );
-        assert!(!head.complete(42).contains("promoted"), "a grab's message says nothing of the waitlist");
+        assert!(
+            !head.complete(TicketNo::new(42)).contains("promoted"),
+            "a grab's message says nothing of the waitlist"
+        );
     }
 
     #[test]
@@ -395,9 +398,9 @@ mod tests {
         let user = UserId::parse("u2").unwrap();
         let email = Email::parse("grace@example.org").unwrap();
         let head = WaitHead::new(&event, &user, &email);
-        let body = head.complete(&WaitHead::tail(&order, "2026-11-24T10:00:00Z"), 7);
+        let body = head.complete(&WaitHead::tail(&order, "2026-11-24T10:00:00Z"), TicketNo::new(7));
         let message = OrderMessage::parse(&body).expect("a valid order message");
-        assert_eq!((message.user_id, message.ticket_no, message.promoted), (user, 7, true));
+        assert_eq!((message.user_id, message.ticket_no, message.promoted), (user, TicketNo::new(7), true));
         assert_eq!(message.order_id, order);
     }
 

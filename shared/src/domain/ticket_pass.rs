@@ -16,7 +16,7 @@ use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{EventId, OrderId, UserId};
+use super::{EventId, OrderId, TicketNo, UserId};
 
 const PREFIX: &str = "TP2.";
 const CONTEXT: &[u8] = b"ticket-pass-v2\n";
@@ -30,7 +30,7 @@ pub const MAX_PASS_LEN: usize = 1_024;
 pub struct Pass {
     pub event: EventId,
     pub order: OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
 }
 
 /// The signed payload of a `TP2` pass.
@@ -44,7 +44,7 @@ struct Payload {
     #[serde(rename = "o")]
     order: OrderId,
     #[serde(rename = "n")]
-    ticket_no: u32,
+    ticket_no: TicketNo,
 }
 
 /// The signed payload of a `TP1` pass (mailed before key ids).
@@ -58,7 +58,7 @@ struct PayloadV1 {
     #[serde(rename = "u")]
     _user: UserId,
     #[serde(rename = "n")]
-    ticket_no: u32,
+    ticket_no: TicketNo,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -228,7 +228,7 @@ mod tests {
         Pass {
             event: EventId::parse("lecture-1").unwrap(),
             order: OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap(),
-            ticket_no: 42,
+            ticket_no: TicketNo::new(42),
         }
     }
 

@@ -38,7 +38,7 @@ impl Gate {
             .key(keys::seats(e))
             .arg(keys::user_field(&order.user_id))
             .arg(keys::holding(&Holding { order: order.order_id.clone(), ticket_no: order.ticket_no }))
-            .arg(order.ticket_no)
+            .arg(order.ticket_no.get())
             .arg(opening)
             .invoke_async(&mut conn)
             .await?;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::AsyncCommands;
 
 use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_on, script_time};
-use crate::domain::{Event, EventId, Holdings, event::epoch_ms, order::WaitHead};
+use crate::domain::{Event, EventId, Holdings, TicketNo, event::epoch_ms, order::WaitHead};
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
 
@@ -123,12 +123,13 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
     for key in [keys::seats(e), keys::meta(e), keys::returned(e), keys::wait(e), keys::waiting(e)] {
         pipe.del(key).ignore();
     }
-    let on_sale: Vec<u32> =
-        (1..=event.capacity).filter(|n| !holdings.held.contains(n) && !holdings.returned.contains(n)).collect();
+    let on_sale: Vec<u32> = (1..=event.capacity)
+        .filter(|&n| !holdings.held.contains(&TicketNo::new(n)) && !holdings.returned.contains(&TicketNo::new(n)))
+        .collect();
     for chunk in on_sale.chunks(WARM_CHUNK as usize) {
         pipe.rpush(keys::seats(e), chunk).ignore();
     }
-    let returned: Vec<u32> = holdings.returned.iter().copied().collect();
+    let returned: Vec<u32> = holdings.returned.iter().map(|n| n.get()).collect();
     for chunk in returned.chunks(WARM_CHUNK as usize) {
         pipe.rpush(keys::returned(e), chunk).ignore();
     }

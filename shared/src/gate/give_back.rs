@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use super::{Gate, GateError, Written, cache_script, keys, opening_arg};
-use crate::domain::{EventId, Holding, OrderId, OrderMessage, UserId, order::WaitHead};
+use crate::domain::{EventId, Holding, OrderId, OrderMessage, TicketNo, UserId, order::WaitHead};
 
 static GIVE_BACK_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua", opening = ARGV[6])));
@@ -30,7 +30,7 @@ pub struct GiveBack<'a> {
     pub event: &'a EventId,
     pub user: &'a UserId,
     pub order_id: &'a OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     /// When the order was cancelled (epoch ms): at or after the sale's end, a number nobody waits
     /// for is held for the waitlist instead of going back on sale.
     pub cancelled_ms: i64,
@@ -56,7 +56,7 @@ impl Gate {
             .key(keys::returned(e))
             .arg(keys::user_field(g.user))
             .arg(keys::holding(&Holding { order: g.order_id.clone(), ticket_no: g.ticket_no }))
-            .arg(g.ticket_no)
+            .arg(g.ticket_no.get())
             .arg(g.promotion.as_str())
             .arg(WaitHead::tail(g.promotion, g.now))
             .arg(opening)

@@ -65,7 +65,7 @@ pub struct GrabAttempt<'a> {
     /// The order message the script completes with the ticket number.
     pub head: &'a MessageHead,
     /// The caller's clock (epoch ms): it decides the sale window unless a boundary is within
-    /// [`CLOCK_TRUST`], where the script asks Redis's `TIME` instead.
+    /// [`super::CLOCK_TRUST`], where the script asks Redis's `TIME` instead.
     pub clock_ms: i64,
 }
 
@@ -140,7 +140,7 @@ fn parse_grab_reply(reply: &str, attempt: &GrabAttempt<'_>, policy: GrabPolicy) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::GrabPolicy;
+    use crate::{config::GrabPolicy, domain::TicketNo};
 
     #[test]
     fn every_reply_of_the_script_reads_as_its_outcome() {
@@ -156,13 +156,13 @@ mod tests {
         assert_eq!(
             read("OK:17").unwrap(),
             GrabOutcome::Granted {
-                holding: Holding { order: order.clone(), ticket_no: 17 },
-                message: head.complete(17)
+                holding: Holding { order: order.clone(), ticket_no: TicketNo::new(17) },
+                message: head.complete(TicketNo::new(17))
             }
         );
         assert_eq!(
             read(&format!("ALREADY:{other}:3")).unwrap(),
-            GrabOutcome::Already(Holding { order: other.clone(), ticket_no: 3 })
+            GrabOutcome::Already(Holding { order: other.clone(), ticket_no: TicketNo::new(3) })
         );
         assert_eq!(read("RATE_LIMITED:250").unwrap(), GrabOutcome::RateLimited { retry_after_ms: 250 });
         assert_eq!(read("RATE_LIMITED:-5").unwrap(), GrabOutcome::RateLimited { retry_after_ms: 1 });

@@ -15,7 +15,7 @@ pub(super) const LAYOUT: &str = "v4: =<user> holds <order id>:<ticket no>, #<win
                       !<cancelled order id>; closed: the waitlist is closed";
 
 /// The event and its users, one hash: `capacity`, `start`, `end`, `cancel_until` (epoch ms),
-/// `state`, `wait_max`, `closed` (the waitlist is closed), `layout` ([`LAYOUT`]), the opening
+/// `state`, `wait_max`, `closed` (the waitlist is closed), `layout` (`LAYOUT`), the opening
 /// field ([`opening`]) and `open_until` (the span where the caller's clock decides, in the
 /// scripts' time format), and one field per user ([`user_field`]).
 pub fn meta(e: &EventId) -> String {

@@ -4,7 +4,7 @@
 use redis::AsyncCommands;
 
 use super::{Gate, GateError, keys, opening_on, split_holding};
-use crate::domain::{Buyer, EventId, Holding, UserId};
+use crate::domain::{Buyer, EventId, Holding, OrderId, TicketNo, UserId};
 
 /// The sale window as Redis holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,14 +110,15 @@ impl Gate {
     pub async fn holdings_and_outbox(
         &self,
         event: &EventId,
-    ) -> Result<(Vec<Buyer>, std::collections::HashSet<String>), GateError> {
+    ) -> Result<(Vec<Buyer>, std::collections::HashSet<OrderId>), GateError> {
         let (meta, outbox): (Vec<(String, String)>, Vec<String>) = redis::pipe()
             .atomic()
             .hgetall(keys::meta(event))
             .hkeys(keys::outbox(event))
             .query_async(&mut self.link.conn().await?)
             .await?;
-        Ok((buyers_in(meta)?, outbox.into_iter().collect()))
+        // Only the scripts write outbox keys, each an order id they were given.
+        Ok((buyers_in(meta)?, outbox.iter().filter_map(|key| OrderId::parse(key).ok()).collect()))
     }
 
     /// What the audit needs of the cache, read in one step (`MULTI`): the numbers on sale and held
@@ -142,10 +143,17 @@ impl Gate {
         let outbox = outbox
             .into_iter()
             .filter_map(|(order, message)| {
+                let order = OrderId::parse(&order).ok()?;
                 crate::domain::OrderMessage::parse(&message).ok().map(|m| (order, m.ticket_no))
             })
             .collect();
-        Ok(Some(crate::domain::audit::CacheView { on_sale, returned, outbox, waiting }))
+        let numbers = |v: Vec<u32>| v.into_iter().map(TicketNo::new).collect();
+        Ok(Some(crate::domain::audit::CacheView {
+            on_sale: numbers(on_sale),
+            returned: numbers(returned),
+            outbox,
+            waiting,
+        }))
     }
 }
 

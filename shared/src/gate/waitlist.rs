@@ -4,7 +4,7 @@
 use std::sync::LazyLock;
 
 use super::{Gate, GateError, Written, cache_script, keys, opening_arg, split_holding};
-use crate::domain::{EventId, Holding, OrderId, UserId, order::WaitHead};
+use crate::domain::{EventId, Holding, OrderId, TicketNo, UserId, order::WaitHead};
 
 static WAIT_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("wait.lua", opening = ARGV[5])));
@@ -26,7 +26,7 @@ pub enum Waitlisted {
     },
     /// A number returned while nobody waited is the user's at once: a new order, in the outbox.
     Promoted {
-        ticket_no: u32,
+        ticket_no: TicketNo,
     },
     /// The user holds an order (a grab, or a promotion): nothing to wait for.
     Holds(Holding),
@@ -181,12 +181,12 @@ mod tests {
     fn every_reply_of_the_wait_script_reads_as_its_outcome() {
         assert_eq!(parse_wait_reply("JOINED:3:7").unwrap(), Waitlisted::Joined { position: 3, place: 7 });
         assert_eq!(parse_wait_reply("WAITING:1:2").unwrap(), Waitlisted::Waiting { position: 1, place: 2 });
-        assert_eq!(parse_wait_reply("PROMOTED:12").unwrap(), Waitlisted::Promoted { ticket_no: 12 });
+        assert_eq!(parse_wait_reply("PROMOTED:12").unwrap(), Waitlisted::Promoted { ticket_no: TicketNo::new(12) });
         assert_eq!(
             parse_wait_reply("HOLDS:0199a0b0-0000-7000-8000-000000000001:4").unwrap(),
             Waitlisted::Holds(Holding {
                 order: OrderId::parse("0199a0b0-0000-7000-8000-000000000001").unwrap(),
-                ticket_no: 4
+                ticket_no: TicketNo::new(4)
             })
         );
         assert_eq!(parse_wait_reply("STALE").unwrap(), Waitlisted::NotCached);

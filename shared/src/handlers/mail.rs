@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::{
     adapters::Adapters,
     domain::{
-        ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, confirmation,
+        ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, TicketNo, confirmation,
         order::BadMessage,
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
         ticket_pass::PassKey,
@@ -44,7 +44,7 @@ pub enum MessageError {
     #[error("the order's event {0} is not stored")]
     UnknownEvent(String),
     #[error("ticket number {ticket_no} is outside the event's 1..{capacity}")]
-    TicketOutOfRange { ticket_no: u32, capacity: u32 },
+    TicketOutOfRange { ticket_no: TicketNo, capacity: u32 },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -178,7 +178,7 @@ impl Mail {
             QueueMessage::WaitlistClosed(notice) => return self.notice_once(&notice).await,
         };
         let event = self.event(&order.event_id).await?;
-        if order.ticket_no > event.capacity {
+        if order.ticket_no.get() > event.capacity {
             return Err(MessageError::TicketOutOfRange { ticket_no: order.ticket_no, capacity: event.capacity });
         }
         let now = OffsetDateTime::now_utc();
@@ -208,7 +208,7 @@ impl Mail {
             }
             Persisted::Rejected { held_by } => {
                 tracing::warn!(
-                    order_id = %order.order_id, held_by = ?held_by.as_ref().map(|o| o.as_str()), ticket_no = order.ticket_no, event_id = %order.event_id,
+                    order_id = %order.order_id, held_by = ?held_by.as_ref().map(|o| o.as_str()), ticket_no = %order.ticket_no, event_id = %order.event_id,
                     "order rejected: its ticket number is held by another order (the cache drifted)"
                 );
                 Ok(Handled::Rejected)
@@ -329,7 +329,7 @@ impl Mail {
             Admitted::Taken => "order rejected: it arrived after a rebuild that sold its number again",
             Admitted::Uncounted => "order dropped: it arrived after a rebuild and its user holds another order",
         };
-        tracing::warn!(order_id = %order.order_id, event_id = %order.event_id, ticket_no = order.ticket_no, "{said}");
+        tracing::warn!(order_id = %order.order_id, event_id = %order.event_id, ticket_no = %order.ticket_no, "{said}");
         admitted
     }
 

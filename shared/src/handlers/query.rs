@@ -246,8 +246,8 @@ impl Query {
                 mailed: r.mail_status.as_deref() == Some("SENT"),
                 promoted: r.promoted,
                 checked_in: r.checked_in_at.is_some(),
-                order_id: r.order_id.to_string(),
-                user_id: r.user_id.to_string(),
+                order_id: r.order_id,
+                user_id: r.user_id,
                 status: r.status,
             })
             .collect();

@@ -292,10 +292,9 @@ impl Reconcile {
             return Ok(0);
         }
         let stored = self.store.order_ids(event).await?;
-        let lost: Vec<_> =
-            held.iter().filter(|b| !outbox.contains(b.order.as_str()) && !stored.contains(b.order.as_str())).collect();
+        let lost: Vec<_> = held.iter().filter(|b| !outbox.contains(&b.order) && !stored.contains(&b.order)).collect();
         for b in lost.iter().take(10) {
-            tracing::error!(event_id = %event, order_id = %b.order, ticket_no = b.ticket_no, "drift: a ticket Redis holds for an order that is nowhere");
+            tracing::error!(event_id = %event, order_id = %b.order, ticket_no = %b.ticket_no, "drift: a ticket Redis holds for an order that is nowhere");
         }
         Ok(lost.len() as u64)
     }

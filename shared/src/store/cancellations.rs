@@ -13,7 +13,7 @@ use super::{
     orders::order_from_item,
     schema::{attr, key},
 };
-use crate::domain::{EventId, OrderId, OrderStatus, UserId, event::rfc3339, order::OrderView};
+use crate::domain::{EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339, order::OrderView};
 
 /// What cancelling found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub enum Cancellation {
 pub struct GiveBackDue {
     pub user: UserId,
     pub order_id: OrderId,
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     /// When the order was cancelled: after the sale's end a number nobody waits for is held for
     /// the waitlist.
     pub cancelled_at: OffsetDateTime,

@@ -10,7 +10,7 @@ use super::{
     orders::order_from_item,
     schema::{attr, key},
 };
-use crate::domain::{EventId, OrderId, OrderStatus, UserId, event::rfc3339};
+use crate::domain::{EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
 
 /// What a scan at the door found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,7 +32,7 @@ impl Store {
     pub async fn check_in_ticket(
         &self,
         event: &EventId,
-        ticket_no: u32,
+        ticket_no: TicketNo,
         order_id: &OrderId,
         now: OffsetDateTime,
     ) -> Result<CheckIn, StoreError> {

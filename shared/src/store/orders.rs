@@ -14,7 +14,7 @@ use super::{
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
-    Buyer, Cancelled, Email, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, UserId,
+    Buyer, Cancelled, Email, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, TicketNo, UserId,
     event::{epoch_ms, rfc3339},
     order::OrderView,
 };
@@ -464,7 +464,7 @@ impl Store {
         }
         let mut rows = Vec::new();
         // The lowest last number among the shards whose read stopped before their end.
-        let mut frontier: Option<u32> = None;
+        let mut frontier: Option<TicketNo> = None;
         for out in outs {
             let out = out?;
             let mut last = None;
@@ -528,7 +528,7 @@ impl Store {
 /// One line of the attendee list. The e-mail is included: the organiser needs it at the door.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AttendeeRow {
-    pub ticket_no: u32,
+    pub ticket_no: TicketNo,
     pub order_id: OrderId,
     pub user_id: UserId,
     pub email: Email,

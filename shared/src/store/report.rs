@@ -6,7 +6,7 @@ use super::{
     orders::AttendeeRow,
     schema::{attr, key},
 };
-use crate::domain::EventId;
+use crate::domain::{EventId, OrderId, TicketNo};
 
 impl Store {
     /// Every ticket item of the event (number -> the order id it names), read consistently: the
@@ -15,9 +15,9 @@ impl Store {
         &self,
         event: &EventId,
         capacity: u32,
-    ) -> Result<std::collections::HashMap<u32, String>, StoreError> {
-        let numbers: Vec<u32> = (1..=capacity).collect();
-        let batches: Vec<&[u32]> = numbers.chunks(100).collect();
+    ) -> Result<std::collections::HashMap<TicketNo, OrderId>, StoreError> {
+        let numbers: Vec<TicketNo> = (1..=capacity).map(TicketNo::new).collect();
+        let batches: Vec<&[TicketNo]> = numbers.chunks(100).collect();
         let mut tickets = std::collections::HashMap::new();
         // Eight batches at a time.
         for group in batches.chunks(8) {
@@ -27,7 +27,11 @@ impl Store {
         Ok(tickets)
     }
 
-    async fn ticket_batch(&self, event: &EventId, numbers: &[u32]) -> Result<Vec<(u32, String)>, StoreError> {
+    async fn ticket_batch(
+        &self,
+        event: &EventId,
+        numbers: &[TicketNo],
+    ) -> Result<Vec<(TicketNo, OrderId)>, StoreError> {
         use aws_sdk_dynamodb::types::KeysAndAttributes;
         let mut keys: Vec<Item> = numbers
             .iter()
@@ -40,12 +44,15 @@ impl Store {
             let request = built(KeysAndAttributes::builder().set_keys(Some(keys)).consistent_read(true).build())?;
             let out = self.client.batch_get_item().request_items(&self.table, request).send().await?;
             for item in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
-                let n: u32 = get_s(item, attr::PK)?
+                let n: TicketNo = get_s(item, attr::PK)?
                     .rsplit('#')
                     .next()
                     .and_then(|n| n.parse().ok())
                     .ok_or_else(|| StoreError::Malformed("ticket key".into()))?;
-                found.push((n, get_s(item, "order_id")?));
+                found.push((
+                    n,
+                    OrderId::parse(&get_s(item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?,
+                ));
             }
             keys = out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
         }
@@ -53,8 +60,12 @@ impl Store {
     }
 
     /// The ids of every stored order of an event (reconcile's drift check).
-    pub async fn order_ids(&self, event: &EventId) -> Result<std::collections::HashSet<String>, StoreError> {
-        self.event_order_items(event).await?.iter().map(|item| get_s(item, "order_id")).collect()
+    pub async fn order_ids(&self, event: &EventId) -> Result<std::collections::HashSet<OrderId>, StoreError> {
+        self.event_order_items(event)
+            .await?
+            .iter()
+            .map(|item| OrderId::parse(&get_s(item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string())))
+            .collect()
     }
 
     /// Every stored order of an event (confirmed, rejected and cancelled), by ticket number: the

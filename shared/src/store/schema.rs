@@ -12,7 +12,7 @@ pub const EVENTS_PARTITION: &str = "EVENTS";
 /// The items' key values, built here and nowhere else (tests included).
 pub mod key {
     use super::GSI2_SHARDS;
-    use crate::domain::{EventId, UserId};
+    use crate::domain::{EventId, TicketNo, UserId};
 
     pub const EVENT_SK: &str = "META";
     pub const ORDER_SK: &str = "ORDER";
@@ -26,7 +26,7 @@ pub mod key {
         format!("ORDER#{e}#{u}")
     }
     /// One holder per ticket number: the key is the rule.
-    pub fn ticket(e: &EventId, n: u32) -> String {
+    pub fn ticket(e: &EventId, n: TicketNo) -> String {
         format!("TICKET#{e}#{n}")
     }
     /// GSI1: a user's orders.
@@ -34,8 +34,8 @@ pub mod key {
         format!("USER#{u}")
     }
     /// GSI2: the attendee list's partition of ticket `n`.
-    pub fn attendee_shard(e: &EventId, n: u32) -> String {
-        event_shard(e, n % GSI2_SHARDS)
+    pub fn attendee_shard(e: &EventId, n: TicketNo) -> String {
+        event_shard(e, n.get() % GSI2_SHARDS)
     }
     pub fn event_shard(e: &EventId, shard: u32) -> String {
         format!("EVENT#{e}#{shard}")
