@@ -208,30 +208,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let (d_us, p_us) = (med(&design, |r| r.usec_per_call), med(&previous, |r| r.usec_per_call));
     println!("grab.lua takes {:.2}x the previous layout's server time per call", d_us / p_us);
-    let (ratio, lo, hi) = ratio_to(&design, &unchecked);
-    println!(
-        "failover detection: grab.lua takes {ratio:.3}x the server time of the same script without the history check (per-round ratios {lo:.3}-{hi:.3})"
-    );
-    if args.callgrind.is_some() {
-        let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
-        println!(
-            "failover detection: {:+.0} instructions per call ({:+.2}%)",
-            ins(&design) - ins(&unchecked),
-            (ins(&design) / ins(&unchecked) - 1.0) * 100.0
-        );
-    }
-    let (ratio, lo, hi) = ratio_to(&design, &standalone);
-    println!(
-        "the preamble: grab.lua (preamble.lua joined) takes {ratio:.3}x the server time of the same script written out whole (per-round ratios {lo:.3}-{hi:.3})"
-    );
-    if args.callgrind.is_some() {
-        let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
-        println!(
-            "the preamble: {:+.0} instructions per call ({:+.2}%)",
-            ins(&design) - ins(&standalone),
-            (ins(&design) / ins(&standalone) - 1.0) * 100.0
-        );
-    }
+    // grab.lua beside a variant of itself, same run: what one change to the script costs.
+    let beside = |what: &str, variant: &str, other: &[Round]| {
+        let (ratio, lo, hi) = ratio_to(&design, other);
+        println!("{what}: grab.lua takes {ratio:.3}x the server time of {variant} (per-round ratios {lo:.3}-{hi:.3})");
+        if args.callgrind.is_some() {
+            let ins = |v: &[Round]| med(v, |r| r.instructions_per_call.unwrap_or_default());
+            println!(
+                "{what}: {:+.0} instructions per call ({:+.2}%)",
+                ins(&design) - ins(other),
+                (ins(&design) / ins(other) - 1.0) * 100.0
+            );
+        }
+    };
+    beside("failover detection", "the same script without the history check", &unchecked);
+    beside("the preamble", "the same script written out whole, without preamble.lua", &standalone);
     for (kind, rounds) in [
         (Kind::Seeds, &seeds),
         (Kind::Design, &design),
