@@ -7,8 +7,9 @@
 //!
 //! - [`api`]: the routes, as a client calls them;
 //! - [`run`]: the phases of one sale and the checks;
-//! - [`report`]: what was measured, for people and as JSON.
+//! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG.
 
 pub mod api;
+pub mod chart;
 pub mod report;
 pub mod run;

@@ -62,9 +62,13 @@ struct Cli {
     /// follows. Local runner only.
     #[arg(long)]
     hold_mail: bool,
-    /// Write the report as JSON here too.
+    /// Write the report as JSON here too (and the sale's chart beside it, as `.svg`).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Draw the sale here (SVG): grabs per second by outcome, latency percentiles, the drain.
+    /// By default beside `--json`.
+    #[arg(long)]
+    chart: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -116,6 +120,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     print!("{}", report.render());
     if let Some(path) = &cli.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    if let Some(path) = cli.chart.clone().or_else(|| cli.json.as_ref().map(|j| j.with_extension("svg"))) {
+        let title = format!(
+            "{}: {} users, {} tickets ({}, {})",
+            report.scenario, report.users, report.tickets, report.started_at, report.base_url
+        );
+        loadgen::chart::draw(&report.timeline, &title, &path)?;
+        println!("chart: {}", path.display());
     }
     if !report.passed {
         std::process::exit(1);

@@ -103,6 +103,10 @@ pub struct Report {
     pub confirmation: Confirmation,
     pub checks: Vec<Check>,
     pub passed: bool,
+    /// Every grab request and every order's confirmation and mail, in time: the chart's input
+    /// (not in the JSON: a red packet has 30,000 requests).
+    #[serde(skip)]
+    pub timeline: crate::chart::Timeline,
 }
 
 impl Report {

@@ -13,6 +13,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use crate::{
     api::{Answer, Api, Attendee},
+    chart::Sample,
     report::{Check, Confirmation, GrabPhase, HashPhase, Latency, Report},
 };
 
@@ -101,8 +102,9 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         .map(|token| {
             let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
             async move {
-                let (last, latencies, _) = with_retries(|| api.verify_hash(token, &event)).await;
+                let (last, samples, _) = with_retries(started, || api.verify_hash(token, &event)).await;
                 bar.inc(1);
+                let latencies = samples.iter().map(|s| Duration::from_secs_f64(s.latency_ms / 1000.0)).collect();
                 (last.body["hash"].as_str().unwrap_or_default().to_owned(), latencies)
             }
         })
@@ -137,18 +139,19 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let first_grab = SystemTime::now();
     let started = Instant::now();
     let hot = plan.grabs_per_user > 1;
-    let answers: Vec<(usize, Answer, Vec<Duration>, Vec<String>)> = futures::stream::iter(jobs)
+    let answers: Vec<(usize, Answer, Vec<Sample>, Vec<String>)> = futures::stream::iter(jobs)
         .map(|u| {
             let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
             let (token, hash) = (&users.tokens[u], &hashes[u]);
             async move {
                 // The hot user's 429s are the point of that scenario: counted, not retried.
                 let (last, latencies, retried) = if hot {
+                    let at_s = started.elapsed().as_secs_f64();
                     let a = api.grab(token, &event, hash).await;
-                    let l = a.latency;
-                    (a, vec![l], Vec::new())
+                    let sample = Sample { at_s, latency_ms: ms(a.latency), outcome: a.outcome() };
+                    (a, vec![sample], Vec::new())
                 } else {
-                    with_retries(|| api.grab(token, &event, hash)).await
+                    with_retries(started, || api.grab(token, &event, hash)).await
                 };
                 bar.inc(1);
                 (u, last, latencies, retried)
@@ -170,8 +173,9 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let mut told: HashMap<usize, Told> = HashMap::new();
     let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
     let (mut all, mut won, mut refused) = (Vec::new(), Vec::new(), Vec::new());
-    for (u, last, latencies, retried) in &answers {
-        all.extend(latencies.iter().copied());
+    for (u, last, samples, retried) in &answers {
+        all.extend(samples.iter().map(|s| Duration::from_secs_f64(s.latency_ms / 1000.0)));
+        report.timeline.grabs.extend(samples.iter().cloned());
         for code in retried {
             *grabs.retried.entry(code.clone()).or_default() += 1;
         }
@@ -200,6 +204,10 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let winners: HashMap<String, usize> =
         told.iter().flat_map(|(u, t)| t.orders.iter().map(move |o| (o.clone(), *u))).collect();
     let (rows, confirmation) = wait_for_confirmation(api, users, plan, &event, &winners, first_grab).await?;
+    let since_first = |stamp: &Option<String>| seconds_after(stamp.as_deref()?, first_grab);
+    let confirmed = rows.iter().filter(|r| r.status == "CONFIRMED");
+    report.timeline.confirmed_s = confirmed.clone().filter_map(|r| since_first(&r.confirmed_at)).collect();
+    report.timeline.mailed_s = confirmed.filter_map(|r| since_first(&r.mailed_at)).collect();
     report.confirmation = Confirmation { mail_held_until_s: held_until, ..confirmation };
 
     // 5. the invariants
@@ -220,9 +228,9 @@ async fn switch_mail_consumer(api: &Api, users: &Users, enabled: bool) -> Result
 }
 
 /// Asks until the answer is final (not 503, 429, a transport failure or "not started yet"),
-/// waiting as `Retry-After` says (capped). Returns the final answer, every request's latency and
-/// the outcomes that were retried.
-async fn with_retries<F, Fut>(mut ask: F) -> (Answer, Vec<Duration>, Vec<String>)
+/// waiting as `Retry-After` says (capped). Returns the final answer, every request (when it was
+/// sent, after `origin`; its latency and outcome) and the outcomes that were retried.
+async fn with_retries<F, Fut>(origin: Instant, mut ask: F) -> (Answer, Vec<Sample>, Vec<String>)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Answer>,
@@ -230,8 +238,9 @@ where
     let mut latencies = Vec::new();
     let mut retried = Vec::new();
     loop {
+        let at_s = origin.elapsed().as_secs_f64();
         let answer = ask().await;
-        latencies.push(answer.latency);
+        latencies.push(Sample { at_s, latency_ms: ms(answer.latency), outcome: answer.outcome() });
         if !answer.retryable() || latencies.len() >= MAX_ATTEMPTS {
             return (answer, latencies, retried);
         }
@@ -297,11 +306,7 @@ async fn wait_for_confirmation(
         None => api.attendees(&users.admin, event).await?,
     };
     spinner.finish_and_clear();
-    let after = |stamp: &Option<String>| -> Option<f64> {
-        let t = OffsetDateTime::parse(stamp.as_deref()?, &Rfc3339).ok()?;
-        let first = OffsetDateTime::from(first_grab);
-        Some((t - first).as_seconds_f64())
-    };
+    let after = |stamp: &Option<String>| seconds_after(stamp.as_deref()?, first_grab);
     let confirmed: Vec<&Attendee> = rows.iter().filter(|r| r.status == "CONFIRMED").collect();
     let mut rejected = 0;
     // Winners missing from the list: their own order query says whether they were rejected.
@@ -336,7 +341,7 @@ async fn check(
     users: &Users,
     plan: &Plan,
     event: &str,
-    answers: &[(usize, Answer, Vec<Duration>, Vec<String>)],
+    answers: &[(usize, Answer, Vec<Sample>, Vec<String>)],
     told: &HashMap<usize, Told>,
     rows: &[Attendee],
     confirmation: &Confirmation,
@@ -447,4 +452,14 @@ fn progress(len: u64, what: &str) -> ProgressBar {
     }
     bar.set_prefix(what.to_owned());
     bar
+}
+
+/// An RFC 3339 time as seconds after `first`.
+fn seconds_after(stamp: &str, first: SystemTime) -> Option<f64> {
+    let t = OffsetDateTime::parse(stamp, &Rfc3339).ok()?;
+    Some((t - OffsetDateTime::from(first)).as_seconds_f64())
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
