@@ -45,6 +45,15 @@ const BUCKETS: f64 = 60.0;
 /// How many moments the drain's curves are counted at.
 const DRAIN_POINTS: usize = 400;
 
+/// Axis labels: seconds to a tenth, counts and milliseconds whole.
+fn seconds(v: &f64) -> String {
+    format!("{v:.1}")
+}
+
+fn whole(v: &f64) -> String {
+    format!("{v:.0}")
+}
+
 /// Draws the sale into `path` (SVG).
 pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartError> {
     let root = SVGBackend::new(path, (960, 1080)).into_drawing_area();
@@ -68,7 +77,13 @@ pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartEr
         .x_label_area_size(32)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..(buckets as f64 * width), 0.0..top * 1.1)?;
-    chart.configure_mesh().x_desc("seconds since the first grab").y_desc("requests/s").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first grab")
+        .y_desc("requests/s")
+        .x_label_formatter(&seconds)
+        .y_label_formatter(&whole)
+        .draw()?;
     for (i, (outcome, rates)) in by_outcome.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         let points = rates.iter().enumerate().map(|(b, r)| ((b as f64 + 0.5) * width, *r));
@@ -95,7 +110,13 @@ pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartEr
         .x_label_area_size(32)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..(buckets as f64 * width), 0.0..slowest * 1.1)?;
-    chart.configure_mesh().x_desc("seconds since the first grab (when sent)").y_desc("ms").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first grab (when sent)")
+        .y_desc("ms")
+        .x_label_formatter(&seconds)
+        .y_label_formatter(&whole)
+        .draw()?;
     for (i, (name, q)) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)].into_iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         let points: Vec<(f64, f64)> = latencies
@@ -130,7 +151,13 @@ pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartEr
         .x_label_area_size(32)
         .y_label_area_size(64)
         .build_cartesian_2d(0.0..end * 1.02, 0.0..orders * 1.1)?;
-    chart.configure_mesh().x_desc("seconds since the first grab").y_desc("orders").draw()?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the first grab")
+        .y_desc("orders")
+        .x_label_formatter(&seconds)
+        .y_label_formatter(&whole)
+        .draw()?;
     for (i, (name, times)) in
         [("confirmed", &timeline.confirmed_s), ("mailed", &timeline.mailed_s)].into_iter().enumerate()
     {

@@ -122,9 +122,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }
     if let Some(path) = cli.chart.clone().or_else(|| cli.json.as_ref().map(|j| j.with_extension("svg"))) {
+        // The start to the second (RFC 3339 without the fraction).
+        let started = report.started_at.split('.').next().unwrap_or_default().trim_end_matches('Z');
         let title = format!(
-            "{}: {} users, {} tickets ({}, {})",
-            report.scenario, report.users, report.tickets, report.started_at, report.base_url
+            "{}: {} users, {} tickets ({started}Z, {})",
+            report.scenario, report.users, report.tickets, report.base_url
         );
         loadgen::chart::draw(&report.timeline, &title, &path)?;
         println!("chart: {}", path.display());
