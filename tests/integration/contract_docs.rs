@@ -9,6 +9,9 @@ use std::{
 
 use regex_lite::Regex;
 
+/// The path of the folder beside the repository, spelled in two pieces so that this file does not hold it.
+const BESIDE: &str = concat!("..", "/shared/");
+
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
@@ -97,7 +100,12 @@ fn broken_references() -> Vec<String> {
                     continue;
                 }
                 let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
-                let resolved = if path.is_empty() { Some(PathBuf::from(file)) } else { normalise(&dir.join(path)) };
+                let resolved = match path {
+                    "" => Some(PathBuf::from(file)),
+                    // From the repository's root, as GitHub reads a link that starts with `/`.
+                    _ if path.starts_with('/') => normalise(Path::new(path.trim_start_matches('/'))),
+                    _ => normalise(&dir.join(path)),
+                };
                 let Some(resolved) = resolved else {
                     broken.push(format!("{file}: {target} leaves the repository"));
                     continue;
@@ -115,6 +123,12 @@ fn broken_references() -> Vec<String> {
         }
         // This file's own samples are what the check must refuse.
         let own = file.ends_with("contract_docs.rs");
+        // The first contract lived in the folder beside the repository, also named `shared`: a path
+        // spelled that way reads as that folder wherever it leads, so the crate is linked from the
+        // root instead (`/shared/...`).
+        if !own && text.contains(BESIDE) {
+            broken.push(format!("{file}: names {BESIDE}, the folder beside the repository; link /shared/... instead"));
+        }
         for m in climbing.find_iter(&text).filter(|_| !own) {
             // `.../waitlist` is an elided path in prose, not a relative one.
             if text[..m.start()].ends_with('.') {
@@ -160,11 +174,11 @@ fn every_reference_lands_inside_the_repository() {
 
 #[test]
 fn the_check_catches_what_it_is_for() {
-    let sample = "see [the old contract](../../shared/DESIGN.md) and ## 3. Identity";
+    let sample = "see [the old contract](../../elsewhere/DESIGN.md) and ## 3. Identity";
     let link = Regex::new(r"\]\(([^)\s]+)\)").unwrap();
     let target = &link.captures(sample).unwrap()[1];
     assert_eq!(normalise(&Path::new("docs").join(target)), None, "a link above the root must be refused");
-    assert_eq!(normalise(Path::new("tests/integration/../../shared/src")), Some(PathBuf::from("shared/src")));
+    assert_eq!(normalise(Path::new("tests/integration/../../bench/src")), Some(PathBuf::from("bench/src")));
     assert_eq!(slug("13. Invariants and the audit"), "13-invariants-and-the-audit");
     assert_eq!(slug("`sam local`: every function in a container"), "sam-local-every-function-in-a-container");
     assert!(sections("## 6. Redis\n### 6.1 Cost\n").contains("6"));
