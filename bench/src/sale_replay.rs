@@ -113,7 +113,7 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
     let adapters = shared::adapters::Adapters::new(sdk.clone());
     let mailer = adapters.mailer(&settings.mail, None);
     // Grab's client: its timeouts and retry, the runner's send budget.
-    let queue = adapters.grab_queue(&settings.queue(&queue_url)?);
+    let queue = adapters.grab_queue(&shared::config::QueueSettings::for_queue(queue_url.clone())?);
 
     let now = OffsetDateTime::now_utc();
     let event = Event {

@@ -11,7 +11,7 @@ use plotters::prelude::*;
 pub struct Sample {
     /// When it was sent, in seconds since the first grab.
     pub at_s: f64,
-    pub latency_ms: f64,
+    pub latency: std::time::Duration,
     /// Its outcome: the status and the stable code (`202`, `409 SOLD_OUT`, ...).
     pub outcome: String,
 }
@@ -54,82 +54,50 @@ fn whole(v: &f64) -> String {
     format!("{v:.0}")
 }
 
+/// One named curve of a panel.
+type Curve = (String, Vec<(f64, f64)>);
+
 /// Draws the sale into `path` (SVG).
 pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartError> {
     let root = SVGBackend::new(path, (960, 1080)).into_drawing_area();
     root.fill(&WHITE)?;
     let root = root.titled(title, ("sans-serif", 22))?;
     let panels = root.split_evenly((3, 1));
-    let grab_end = timeline.grabs.iter().map(|s| s.at_s + s.latency_ms / 1000.0).fold(0.0, f64::max);
+    let grab_end = timeline.grabs.iter().map(|s| s.at_s + s.latency.as_secs_f64()).fold(0.0, f64::max);
     let width = (grab_end / BUCKETS).max(0.05);
     let buckets = (grab_end / width).ceil().max(1.0) as usize;
     let bucket = |t: f64| ((t / width) as usize).min(buckets - 1);
+    let middle = |b: usize| (b as f64 + 0.5) * width;
 
     // 1. grabs per second by outcome
     let mut by_outcome: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for s in &timeline.grabs {
         by_outcome.entry(s.outcome.as_str()).or_insert_with(|| vec![0.0; buckets])[bucket(s.at_s)] += 1.0 / width;
     }
-    let top = by_outcome.values().flatten().copied().fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&panels[0])
-        .caption(PANELS[0], ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(32)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..(buckets as f64 * width), 0.0..top * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the first grab")
-        .y_desc("requests/s")
-        .x_label_formatter(&seconds)
-        .y_label_formatter(&whole)
-        .draw()?;
-    for (i, (outcome, rates)) in by_outcome.iter().enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
-        let points = rates.iter().enumerate().map(|(b, r)| ((b as f64 + 0.5) * width, *r));
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
-            .label(*outcome)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    let rates: Vec<Curve> = by_outcome
+        .iter()
+        .map(|(outcome, rates)| (outcome.to_string(), rates.iter().enumerate().map(|(b, r)| (middle(b), *r)).collect()))
+        .collect();
+    let grab_span = buckets as f64 * width;
+    panel(&panels[0], PANELS[0], "seconds since the first grab", "requests/s", grab_span, &rates)?;
 
     // 2. latency percentiles by the bucket a request was sent in
     let mut latencies: Vec<Vec<f64>> = vec![Vec::new(); buckets];
     for s in &timeline.grabs {
-        latencies[bucket(s.at_s)].push(s.latency_ms);
+        latencies[bucket(s.at_s)].push(s.latency.as_secs_f64() * 1000.0);
     }
     for l in &mut latencies {
         l.sort_by(f64::total_cmp);
     }
     let quantile = |l: &Vec<f64>, q: f64| l.get(((l.len() as f64 - 1.0) * q).round() as usize).copied();
-    let slowest = latencies.iter().filter_map(|l| l.last().copied()).fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&panels[1])
-        .caption(PANELS[1], ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(32)
-        .y_label_area_size(64)
-        .build_cartesian_2d(0.0..(buckets as f64 * width), 0.0..slowest * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds since the first grab (when sent)")
-        .y_desc("ms")
-        .x_label_formatter(&seconds)
-        .y_label_formatter(&whole)
-        .draw()?;
-    for (i, (name, q)) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)].into_iter().enumerate() {
-        let colour = Palette99::pick(i).to_rgba();
-        let points: Vec<(f64, f64)> = latencies
-            .iter()
-            .enumerate()
-            .filter_map(|(b, l)| quantile(l, q).map(|v| ((b as f64 + 0.5) * width, v)))
-            .collect();
-        chart
-            .draw_series(LineSeries::new(points, colour.stroke_width(2)))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
-    }
-    chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
+    let percentiles: Vec<Curve> = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)]
+        .into_iter()
+        .map(|(name, q)| {
+            let points = latencies.iter().enumerate().filter_map(|(b, l)| quantile(l, q).map(|v| (middle(b), v)));
+            (name.to_owned(), points.collect())
+        })
+        .collect();
+    panel(&panels[1], PANELS[1], "seconds since the first grab (when sent)", "ms", grab_span, &percentiles)?;
 
     // 3. the drain: how many orders were confirmed, and mailed, by each moment (counted at a few
     // hundred moments: a red packet's 20,000 steps each would make a megabyte of SVG)
@@ -144,31 +112,47 @@ pub fn draw(timeline: &Timeline, title: &str, path: &Path) -> Result<(), ChartEr
             })
             .collect()
     };
-    let orders = timeline.confirmed_s.len().max(timeline.mailed_s.len()).max(1) as f64;
-    let mut chart = ChartBuilder::on(&panels[2])
-        .caption(PANELS[2], ("sans-serif", 18))
+    let drain: Vec<Curve> = vec![
+        ("confirmed".to_owned(), cumulative(&timeline.confirmed_s)),
+        ("mailed".to_owned(), cumulative(&timeline.mailed_s)),
+    ];
+    panel(&panels[2], PANELS[2], "seconds since the first grab", "orders", end * 1.02, &drain)?;
+    root.present()?;
+    Ok(())
+}
+
+/// One panel: its title, axes from 0 (x up to `x_max`, y a tenth above the highest point), and
+/// each curve in its own colour with its name in the legend.
+fn panel(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    x_max: f64,
+    curves: &[Curve],
+) -> Result<(), ChartError> {
+    let y_max = curves.iter().flat_map(|(_, points)| points.iter().map(|p| p.1)).fold(1.0, f64::max);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
         .margin(12)
         .x_label_area_size(32)
         .y_label_area_size(64)
-        .build_cartesian_2d(0.0..end * 1.02, 0.0..orders * 1.1)?;
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max * 1.1)?;
     chart
         .configure_mesh()
-        .x_desc("seconds since the first grab")
-        .y_desc("orders")
+        .x_desc(x_desc)
+        .y_desc(y_desc)
         .x_label_formatter(&seconds)
         .y_label_formatter(&whole)
         .draw()?;
-    for (i, (name, times)) in
-        [("confirmed", &timeline.confirmed_s), ("mailed", &timeline.mailed_s)].into_iter().enumerate()
-    {
+    for (i, (name, points)) in curves.iter().enumerate() {
         let colour = Palette99::pick(i).to_rgba();
         chart
-            .draw_series(LineSeries::new(cumulative(times), colour.stroke_width(2)))?
+            .draw_series(LineSeries::new(points.iter().copied(), colour.stroke_width(2)))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
     chart.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw()?;
-    root.present()?;
     Ok(())
 }
 
@@ -181,7 +165,8 @@ mod tests {
         let mut grabs = Vec::new();
         for i in 0..300 {
             let outcome = if i < 100 { "202" } else { "409 SOLD_OUT" };
-            grabs.push(Sample { at_s: i as f64 / 100.0, latency_ms: 5.0 + (i % 7) as f64, outcome: outcome.into() });
+            let latency = std::time::Duration::from_millis(5 + i % 7);
+            grabs.push(Sample { at_s: i as f64 / 100.0, latency, outcome: outcome.into() });
         }
         let timeline = Timeline {
             grabs,

@@ -104,7 +104,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
             async move {
                 let (last, samples, _) = with_retries(started, || api.verify_hash(token, &event)).await;
                 bar.inc(1);
-                let latencies = samples.iter().map(|s| Duration::from_secs_f64(s.latency_ms / 1000.0)).collect();
+                let latencies = samples.iter().map(|s| s.latency).collect();
                 (last.body["hash"].as_str().unwrap_or_default().to_owned(), latencies)
             }
         })
@@ -148,7 +148,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
                 let (last, latencies, retried) = if hot {
                     let at_s = started.elapsed().as_secs_f64();
                     let a = api.grab(token, &event, hash).await;
-                    let sample = Sample { at_s, latency_ms: ms(a.latency), outcome: a.outcome() };
+                    let sample = Sample { at_s, latency: a.latency, outcome: a.outcome() };
                     (a, vec![sample], Vec::new())
                 } else {
                     with_retries(started, || api.grab(token, &event, hash)).await
@@ -174,7 +174,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
     let (mut all, mut won, mut refused) = (Vec::new(), Vec::new(), Vec::new());
     for (u, last, samples, retried) in &answers {
-        all.extend(samples.iter().map(|s| Duration::from_secs_f64(s.latency_ms / 1000.0)));
+        all.extend(samples.iter().map(|s| s.latency));
         report.timeline.grabs.extend(samples.iter().cloned());
         for code in retried {
             *grabs.retried.entry(code.clone()).or_default() += 1;
@@ -240,7 +240,7 @@ where
     loop {
         let at_s = origin.elapsed().as_secs_f64();
         let answer = ask().await;
-        latencies.push(Sample { at_s, latency_ms: ms(answer.latency), outcome: answer.outcome() });
+        latencies.push(Sample { at_s, latency: answer.latency, outcome: answer.outcome() });
         if !answer.retryable() || latencies.len() >= MAX_ATTEMPTS {
             return (answer, latencies, retried);
         }
@@ -458,8 +458,4 @@ fn progress(len: u64, what: &str) -> ProgressBar {
 fn seconds_after(stamp: &str, first: SystemTime) -> Option<f64> {
     let t = OffsetDateTime::parse(stamp, &Rfc3339).ok()?;
     Some((t - OffsetDateTime::from(first)).as_seconds_f64())
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }

@@ -2,7 +2,7 @@
 
 use shared::{
     adapters::Adapters,
-    config::PassKeyRingSource,
+    config::{PassKeyRingSource, QueueSettings},
     gate::Gate,
     handlers::{
         StartError, door::Door, grab::Grab, mail::Mail, query::Query, reconcile::Reconcile, release::Release,
@@ -36,11 +36,11 @@ impl Functions {
     pub async fn build(settings: &LocalSettings, queue_url: &str) -> Result<Self, StartError> {
         // The very constructors the functions' `from_env` call, with the runner's settings.
         let adapters = Adapters::new(settings.sdk_config().await);
-        let gate = adapters.gate(&settings.gate)?;
+        let gate = Gate::new(&settings.gate)?;
         let store = adapters.store(&settings.store);
-        let queue_settings = settings.queue(queue_url)?;
+        let queue_settings = QueueSettings::for_queue(queue_url.to_owned())?;
         let queue = adapters.orders_queue(&queue_settings);
-        let rebuilder = adapters.rebuilder(&store, &gate, &queue_settings, settings.rebuild);
+        let rebuilder = adapters.rebuilder(&store, &gate, queue.clone(), settings.rebuild);
         Ok(Self {
             release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
             door: Door::new(store.clone(), PassKeyRingSource::ready(settings.pass.public().into())),

@@ -3,8 +3,8 @@
 
 use shared::{
     config::{
-        ConfigError, GateSettings, GrabPolicy, HashSettings, MailSettings, QueueSettings, RebuildSettings,
-        ReconcileSettings, StoreSettings, UserLimits, text_or,
+        ConfigError, GateSettings, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings,
+        StoreSettings, UserLimits, text_or,
     },
     domain::{order_seal::SealKey, ticket_pass::PassKey},
 };
@@ -96,11 +96,6 @@ impl LocalSettings {
             rebuild: RebuildSettings::from_env()?,
             reconcile,
         })
-    }
-
-    /// The orders queue the runner provisioned, with the functions' queue settings.
-    pub fn queue(&self, url: &str) -> Result<QueueSettings, ConfigError> {
-        QueueSettings::for_queue(url.to_owned())
     }
 
     /// Where the runner may listen: anywhere with a secret of one's own, only on loopback with the

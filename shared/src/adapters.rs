@@ -53,15 +53,10 @@ impl Adapters {
         Ok(self.store(&StoreSettings::from_env()?))
     }
 
-    /// Redis, without connecting (a cold start never fails because Redis is down).
-    pub fn gate(&self, settings: &GateSettings) -> Result<Gate, GateError> {
-        Gate::new(settings)
-    }
-
-    /// [`Self::gate`] with the settings of the function's environment (its AUTH token read from
-    /// Secrets Manager when the deployment names one).
+    /// Redis ([`Gate::new`], which does not connect) with the settings of the function's
+    /// environment: its AUTH token read from Secrets Manager when the deployment names one.
     pub async fn gate_from_env(&self) -> Result<Gate, StartError> {
-        Ok(self.gate(&GateSettings::load(&self.sdk).await?)?)
+        Ok(Gate::new(&GateSettings::load(&self.sdk).await?)?)
     }
 
     /// The orders queue, as reconcile and a rebuild send to it.
@@ -74,14 +69,15 @@ impl Adapters {
         OrderQueue::for_grab(&self.sdk, &settings.orders_queue_url, settings.grab_send_budget)
     }
 
-    /// The exact rebuild of a lost cache, with the queue it waits on.
-    pub fn rebuilder(&self, store: &Store, gate: &Gate, queue: &QueueSettings, settings: RebuildSettings) -> Rebuilder {
-        Rebuilder::new(store.clone(), gate.clone(), self.orders_queue(queue), settings)
+    /// The exact rebuild of a lost cache, with the queue it waits on (the function's own orders
+    /// queue client, where it has one: no second client for it).
+    pub fn rebuilder(&self, store: &Store, gate: &Gate, queue: OrderQueue, settings: RebuildSettings) -> Rebuilder {
+        Rebuilder::new(store.clone(), gate.clone(), queue, settings)
     }
 
     /// [`Self::rebuilder`] with the function's queue and rebuild settings.
     pub fn rebuilder_from_env(&self, store: &Store, gate: &Gate) -> Result<Rebuilder, ConfigError> {
-        Ok(self.rebuilder(store, gate, &QueueSettings::from_env()?, RebuildSettings::from_env()?))
+        Ok(self.rebuilder(store, gate, self.orders_queue(&QueueSettings::from_env()?), RebuildSettings::from_env()?))
     }
 
     /// SES, tried once per send within the send timeout; `endpoint` overrides where it is reached

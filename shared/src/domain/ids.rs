@@ -103,7 +103,7 @@ string_id!(
 
 /// A ticket number: 1 up to the event's capacity (the order message's check, and the gate's list,
 /// keep it there). A number, so `Copy` and ordered like one.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(transparent)]
 pub struct TicketNo(u32);
 

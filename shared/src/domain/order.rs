@@ -34,6 +34,11 @@ pub enum BadMessage {
 }
 
 impl OrderMessage {
+    /// What its user holds once it is counted: this order and its number.
+    pub fn holding(&self) -> Holding {
+        Holding { order: self.order_id.clone(), ticket_no: self.ticket_no }
+    }
+
     /// Reads and validates a message body: every id checked as at the HTTP edge.
     pub fn parse(body: &str) -> Result<Self, BadMessage> {
         let m: Self = serde_json::from_str(body).map_err(|e| BadMessage::Invalid(e.to_string()))?;

@@ -3,7 +3,7 @@
 use std::sync::LazyLock;
 
 use super::{Gate, GateError, cache_script, keys};
-use crate::domain::{Holding, OrderMessage};
+use crate::domain::OrderMessage;
 
 static ADMIT_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("admit.lua", opening = ARGV[4])));
@@ -37,7 +37,7 @@ impl Gate {
             .key(keys::meta(e))
             .key(keys::seats(e))
             .arg(keys::user_field(&order.user_id))
-            .arg(keys::holding(&Holding { order: order.order_id.clone(), ticket_no: order.ticket_no }))
+            .arg(keys::holding(&order.holding()))
             .arg(order.ticket_no.get())
             .arg(opening)
             .invoke_async(&mut conn)

@@ -27,7 +27,6 @@ pub use admit::Admitted;
 pub use cache::RebuildLock;
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
-pub use keys::LAYOUT_VERSION;
 pub use link::Connection;
 use link::{Link, LinkConn};
 pub use outbox::OutboxEntry;

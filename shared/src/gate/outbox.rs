@@ -55,13 +55,13 @@ impl Gate {
                 .query_async(&mut conn)
                 .await?;
             for (key, message) in page {
-                let Some(entry) = entry(key.clone(), message) else {
+                let Ok(order_id) = OrderId::parse(&key) else {
                     tracing::error!(event_id = %event, "outbox entry under a key that is no order id removed");
                     let _: u32 = conn.hdel(keys::outbox(event), &key).await?;
                     continue;
                 };
-                if entry.order_id.created_ms().is_none_or(|ms| ms <= cutoff) {
-                    due.push(entry);
+                if order_id.created_ms().is_none_or(|ms| ms <= cutoff) {
+                    due.push(OutboxEntry { order_id, message });
                 }
             }
             cursor = next;

@@ -124,10 +124,10 @@ impl Query {
                     }
                     let event = event_id(&req)?;
                     // A malformed cursor is refused whatever the format (JSON has no pages).
-                    cursor(&req)?;
+                    let after = cursor(&req)?;
                     match query_param(&req, "format") {
                         None | Some("json") => json(StatusCode::OK, &self.report(&event).await?),
-                        Some("csv") => self.attendees_csv(&req, &event).await?,
+                        Some("csv") => self.attendees_csv(&event, after).await?,
                         Some(_) => return Err(ApiError::BadRequest("format must be json or csv".into())),
                     }
                 }
@@ -260,9 +260,9 @@ impl Query {
     /// [`CSV_PAGE`] rows and [`CSV_PAGE_BYTES`] a page (Lambda's response limit is 6 MB), each page a
     /// CSV with its header, the next page's address in a `Link: <...>; rel="next"` header
     /// (RFC 8288) while there is one.
-    async fn attendees_csv(&self, req: &Request, event: &EventId) -> Result<Response<Body>, ApiError> {
+    /// The page after ticket `after` (0: the first).
+    async fn attendees_csv(&self, event: &EventId, after: u32) -> Result<Response<Body>, ApiError> {
         self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
-        let after = cursor(req)?;
         let page = self.store.list_orders(event, after, CSV_PAGE).await?;
         let mut csv = String::from(
             "ticket_no,order_id,user_id,email,created_at,confirmed_at,mail_status,promoted,checked_in_at\r\n",

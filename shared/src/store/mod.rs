@@ -102,7 +102,7 @@ impl Store {
                     .expression_attribute_values(":status", codec::s(status));
             }
             let out = query.send().await?;
-            all.extend(out.items().iter().cloned());
+            all.extend(out.items.unwrap_or_default());
             start = out.last_evaluated_key;
             if start.is_none() {
                 return Ok(all);
