@@ -18,6 +18,8 @@ pub struct AuditRow {
     pub mailed: bool,
     pub promoted: bool,
     pub checked_in: bool,
+    /// Offline admissions of its pass after it was already checked in (another door's).
+    pub check_in_conflicts: u32,
 }
 
 /// Where each ticket number is besides the orders: the ticket items, the numbers whose give-back
@@ -61,6 +63,10 @@ pub struct Report {
     /// Orders that went to a user from the waitlist (any status now).
     pub promoted: u64,
     pub checked_in: u64,
+    /// Passes a door let in offline when another door had already checked them in: the same pass
+    /// in at two doors (docs/DESIGN.md section 11). Counted, not a failed check: an offline door
+    /// cannot know, and the organiser decides what to do.
+    pub check_in_conflicts: u64,
     /// Confirmation mails sent (cancelled orders whose mail went out before they were cancelled
     /// count too: the mail was sent).
     pub mails_sent: u64,
@@ -136,6 +142,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         cancelled,
         promoted: count(&|r| r.promoted),
         checked_in: count(&|r| r.checked_in),
+        check_in_conflicts: rows.iter().map(|r| u64::from(r.check_in_conflicts)).sum(),
         mails_sent: count(&|r| r.mailed),
         waiting: ledger.cache.as_ref().map(|c| c.waiting),
         unsold: u64::from(capacity).saturating_sub(on_the_way as u64),
@@ -244,6 +251,7 @@ mod tests {
             mailed,
             promoted: false,
             checked_in: false,
+            check_in_conflicts: 0,
         }
     }
 

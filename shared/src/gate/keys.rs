@@ -76,6 +76,16 @@ pub fn returned(e: &EventId) -> String {
 pub fn cache(e: &EventId) -> [String; 6] {
     [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e)]
 }
+/// The grab outcomes counted in one minute of the event (`<unix second>:<code>` -> count), for
+/// the organiser's live page: written by the grab environments' tallies about once a second, read
+/// by `live`, gone after [`TALLY_KEPT`]. Its hash tag is not the event's (`{tally:<event>}`), so in
+/// cluster mode its writes land on another slot than the sale's scripts, and it is no part of the
+/// cache ([`cache`]): a rebuild neither needs nor restores it.
+pub fn grab_tally(e: &EventId, unix_minute: i64) -> String {
+    format!("tally:{{tally:{e}}}:{unix_minute}")
+}
+/// How long a minute's tally is kept.
+pub const TALLY_KEPT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
 pub fn lost_since(e: &EventId) -> String {
     format!("ev:{{{e}}}:lost")

@@ -6,6 +6,7 @@
 //! - `outbox`: orders decided but not yet stored; `stock`: what the cache says of a sale;
 //! - `cache`: warming, the exact rebuild and its lock; `returns`: giving a number back;
 //!   `waitlist`: joining, places, closing; `limits`: the per-user request counters;
+//! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
 //! - `link`: the connection, and the history (primary or node) it serves.
 //!
 //! Every script that reads an event's cache begins with `preamble.lua` (the opening field and the
@@ -20,6 +21,8 @@ mod grab;
 pub mod keys;
 mod limits;
 mod link;
+mod live;
+mod tally;
 mod outbox;
 mod stock;
 mod waitlist;
@@ -28,6 +31,8 @@ pub use cache::RebuildLock;
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
 pub use link::Connection;
+pub use live::{GrabCounts, SaleNow};
+pub use tally::GrabTally;
 use link::{Link, LinkConn};
 pub use outbox::OutboxEntry;
 pub use stock::Window;

@@ -22,7 +22,10 @@ use crate::{
         reply::{event_id, json_body},
         serve,
     },
-    store::{EventBook, Store, check_in::CheckIn},
+    store::{
+        EventBook, Store,
+        check_in::{Admitted, CheckIn},
+    },
 };
 
 #[derive(Clone)]
@@ -36,7 +39,13 @@ pub struct Door {
 #[serde(deny_unknown_fields)]
 struct CheckInBody {
     pass: String,
+    /// A door without the network let the pass in at this time (RFC 3339) and syncs it now.
+    #[serde(default)]
+    admitted_offline_at: Option<String>,
 }
+
+/// How far ahead of the function's clock a door's offline time may be (its clock drifts).
+const DOOR_CLOCK_SKEW: time::Duration = time::Duration::seconds(60);
 
 impl Door {
     pub fn new(store: Store, keys: PassKeyRingSource) -> Self {
@@ -70,8 +79,24 @@ impl Door {
             return Err(ApiError::BadPass);
         }
         let now = OffsetDateTime::now_utc();
-        self.within_window(&event, now).await?;
-        match self.store.check_in_ticket(&event, pass.ticket_no, &pass.order, now).await? {
+        let admitted = match body.admitted_offline_at.as_deref() {
+            None => Admitted::Now(now),
+            Some(at) => match OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339) {
+                Ok(at) if at <= now + DOOR_CLOCK_SKEW => Admitted::Offline(at.to_offset(time::UtcOffset::UTC)),
+                _ => {
+                    return Err(ApiError::BadRequest(
+                        "admitted_offline_at must be an RFC 3339 time, not in the future".into(),
+                    ));
+                }
+            },
+        };
+        // An offline admission counts at the time it happened: a door that syncs after the
+        // window closed still records who came in.
+        let at = match admitted {
+            Admitted::Now(at) | Admitted::Offline(at) => at,
+        };
+        self.within_window(&event, at).await?;
+        match self.store.check_in_ticket(&event, pass.ticket_no, &pass.order, admitted).await? {
             CheckIn::Admitted { at } => Ok((
                 json(
                     StatusCode::OK,
@@ -79,7 +104,7 @@ impl Door {
                 ),
                 "CHECKED_IN",
             )),
-            CheckIn::AlreadyCheckedIn { at } => Err(ApiError::AlreadyCheckedIn { at }),
+            CheckIn::AlreadyCheckedIn { at } | CheckIn::TwoDoors { at } => Err(ApiError::AlreadyCheckedIn { at }),
             CheckIn::Void(_) => Err(ApiError::TicketCancelled),
             // Signed by this deployment, but the order is not (or no longer) stored: refused
             // like a pass of no ticket.

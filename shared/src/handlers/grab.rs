@@ -21,7 +21,7 @@ use crate::{
         order::MessageHead,
         order_seal::SealKey,
     },
-    gate::{Gate, GrabAttempt, GrabOutcome},
+    gate::{Gate, GrabAttempt, GrabOutcome, GrabTally},
     give_back::GiveBacks,
     handlers::cancel_and_wait::CancelAndWait,
     http::{
@@ -44,6 +44,8 @@ pub struct Grab {
     policy: GrabPolicy,
     rebuilder: Rebuilder,
     cancel_and_wait: CancelAndWait,
+    /// The outcomes this environment counts for the organiser's live page.
+    tally: GrabTally,
 }
 
 /// A grab decided: the reply, and the order still to be sent when the grab was granted.
@@ -84,7 +86,8 @@ impl Grab {
             hash.clone(),
             limits,
         );
-        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait }
+        let tally = GrabTally::new(gate.clone());
+        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait, tally }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -107,15 +110,33 @@ impl Grab {
             if endpoint(&req) != Some(Endpoint::Grab) {
                 return self.cancel_and_wait.route(req).await;
             }
-            let decided = self.decide(req).await?;
-            if let Some(order) = &decided.delivery
-                && !self.deliver(order).await
-            {
-                return Err(ApiError::Busy);
+            let event = event_id(&req).ok();
+            let answered = self.grab(req).await;
+            if let Some(event) = event {
+                let code = match &answered {
+                    Ok((_, code)) => code,
+                    Err(e) => e.code(),
+                };
+                self.tally.count(&event, code, OffsetDateTime::now_utc().unix_timestamp());
             }
-            Ok((decided.response, decided.code))
+            answered
         })
         .await
+    }
+
+    async fn grab(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
+        let decided = self.decide(req).await?;
+        if let Some(order) = &decided.delivery
+            && !self.deliver(order).await
+        {
+            return Err(ApiError::Busy);
+        }
+        Ok((decided.response, decided.code))
+    }
+
+    /// The outcomes counted for the live page (tests write them at once with `flush`).
+    pub fn tally(&self) -> &GrabTally {
+        &self.tally
     }
 
     /// The decision alone: claims, verify hash, the grab script. A granted grab is durable in the

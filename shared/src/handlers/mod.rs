@@ -5,6 +5,7 @@ pub mod cancel_and_wait;
 pub mod door;
 pub mod grab;
 pub mod limit;
+pub mod live;
 pub mod mail;
 pub mod query;
 pub mod reconcile;

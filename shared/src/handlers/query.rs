@@ -10,7 +10,7 @@ use crate::{
     config::{PassKeyRingSource, UserLimits},
     domain::{
         Event, EventId, OrderStatus,
-        audit::{AuditRow, Ledger, Report, csv_cell},
+        audit::{Report, csv_cell},
         order::OrderView,
     },
     gate::Gate,
@@ -20,6 +20,7 @@ use crate::{
         routes::Endpoint,
         serve,
     },
+    handlers::live::{Auditor, DEFAULT_MINUTES, Live, MAX_MINUTES},
     recovery::{Rebuild, Rebuilder},
     store::{AttendeeRow, Store, StoredEvent},
 };
@@ -34,6 +35,8 @@ pub struct Query {
     rebuilder: Rebuilder,
     limiter: super::limit::Limiter,
     pass: PassKeyRingSource,
+    auditor: Auditor,
+    live: Live,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -70,7 +73,9 @@ pub enum StockSource {
 impl Query {
     pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PassKeyRingSource) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        Self { store, gate, rebuilder, limiter, pass }
+        let auditor = Auditor::new(store.clone(), gate.clone());
+        let live = Live::new(gate.clone(), auditor.clone());
+        Self { store, gate, rebuilder, limiter, pass, auditor, live }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -130,6 +135,17 @@ impl Query {
                         Some("csv") => self.attendees_csv(&event, after).await?,
                         Some(_) => return Err(ApiError::BadRequest("format must be json or csv".into())),
                     }
+                }
+                Some(Endpoint::Live) => {
+                    if !caller.admin {
+                        return Err(ApiError::Forbidden);
+                    }
+                    let event = event_id(&req)?;
+                    let minutes = minutes(&req)?;
+                    let known = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
+                    let mut reply = json(StatusCode::OK, &self.live.view(&known, minutes).await?);
+                    reply.headers_mut().insert("cache-control", lambda_http::http::HeaderValue::from_static("no-store"));
+                    reply
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };
@@ -215,45 +231,10 @@ impl Query {
 }
 
 impl Query {
-    /// The organiser's audit, computed from the durable record (every stored order and ticket
-    /// item, the pending give-backs) and the cache (read first, in one step, so an order it shows
-    /// on its way is stored by the time DynamoDB is read). A failed check is read again once, all
-    /// of it: a grab or a cancellation between the reads, or an index not yet caught up, can make
-    /// one reading disagree; a real fault disagrees twice.
+    /// The organiser's audit of the event (`handlers::live::Auditor`).
     async fn report(&self, event: &EventId) -> Result<Report, ApiError> {
         let stored = self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
-        let first = self.audit(event, stored.event.capacity).await?;
-        if first.passed {
-            return Ok(first);
-        }
-        self.audit(event, stored.event.capacity).await
-    }
-
-    async fn audit(&self, event: &EventId, capacity: u32) -> Result<Report, ApiError> {
-        // The cache is optional: without it the report goes on, that check says so.
-        let cache = self.gate.audit_view(event).await.unwrap_or_else(|e| {
-            tracing::warn!(event_id = %event, error = %e, "cache unreadable; the audit goes on without it");
-            None
-        });
-        let returning = self.store.give_backs_due(event).await?.into_iter().map(|d| d.ticket_no).collect();
-        let rows: Vec<AuditRow> = self
-            .store
-            .all_orders(event)
-            .await?
-            .into_iter()
-            .map(|r| AuditRow {
-                ticket_no: r.ticket_no,
-                mailed: r.mail_status.as_deref() == Some("SENT"),
-                promoted: r.promoted,
-                checked_in: r.checked_in_at.is_some(),
-                order_id: r.order_id,
-                user_id: r.user_id,
-                status: r.status,
-            })
-            .collect();
-        let tickets = self.store.ticket_items(event, capacity).await?;
-        let ledger = Ledger { tickets, give_backs_pending: returning, cache };
-        Ok(crate::domain::audit::report(event, capacity, &rows, &ledger))
+        self.auditor.report(event, stored.event.capacity).await
     }
 
     /// The attendee list (confirmed orders) as CSV, for the organiser's spreadsheet: at most
@@ -323,6 +304,15 @@ fn cursor(req: &Request) -> Result<u32, ApiError> {
     match c.parse() {
         Ok(n) if digits && (c == "0" || !c.starts_with('0')) => Ok(n),
         _ => Err(ApiError::BadRequest("cursor must be a cursor this API issued".into())),
+    }
+}
+
+/// The live view's window in minutes: 1 to [`MAX_MINUTES`], [`DEFAULT_MINUTES`] when not given.
+fn minutes(req: &Request) -> Result<u32, ApiError> {
+    let Some(m) = query_param(req, "minutes") else { return Ok(DEFAULT_MINUTES) };
+    match m.parse::<u32>() {
+        Ok(n) if (1..=MAX_MINUTES).contains(&n) && !m.starts_with(['0', '+']) => Ok(n),
+        _ => Err(ApiError::BadRequest(format!("minutes must be a whole number from 1 to {MAX_MINUTES}"))),
     }
 }
 

@@ -91,6 +91,8 @@ pub enum Endpoint {
     CheckIn,
     /// `GET /admin/events/{id}/report`
     Report,
+    /// `GET /admin/events/{id}/live`
+    Live,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +136,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 13] = [
+pub const ROUTES: [Route; 14] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -225,6 +227,15 @@ pub const ROUTES: [Route; 13] = [
         endpoint: Endpoint::Report,
         method: "GET",
         path: "/admin/events/{id}/report",
+        function: Function::Query,
+        limit: Limit::Staff,
+    },
+    // Polled every second by the organiser's page: O(1) reads of the cache, the audit at most
+    // every `LIVE_AUDIT_EVERY_MS` per environment.
+    Route {
+        endpoint: Endpoint::Live,
+        method: "GET",
+        path: "/admin/events/{id}/live",
         function: Function::Query,
         limit: Limit::Staff,
     },

@@ -1,16 +1,30 @@
 //! Check-in at the door, in DynamoDB: the ticket item names the order, and one conditional write
-//! on the order lets its holder in exactly once.
+//! on the order lets its holder in exactly once. A door that let a pass in offline syncs it later
+//! with the time it did; when another door had checked the pass in first, the conflict is recorded
+//! on the order.
 
-use aws_sdk_dynamodb::{operation::update_item::UpdateItemError, types::ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::{
+    operation::update_item::UpdateItemError,
+    types::{AttributeValue, ReturnValuesOnConditionCheckFailure},
+};
 use time::OffsetDateTime;
 
 use super::{
     Store, StoreError,
     codec::{get_s, s},
-    orders::order_from_item,
+    orders::{CHECK_IN_CONFLICTS, order_from_item},
     schema::{attr, key},
 };
 use crate::domain::{EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
+
+/// When the door let the pass in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// Now, online: the door waits for this answer.
+    Now(OffsetDateTime),
+    /// Earlier, at this time, by a door without the network, synced now.
+    Offline(OffsetDateTime),
+}
 
 /// What a scan at the door found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,6 +33,9 @@ pub enum CheckIn {
     Admitted { at: String },
     /// Scanned before, at this time.
     AlreadyCheckedIn { at: String },
+    /// A door let it in offline, and another door had checked it in before, at this time: the
+    /// conflict is recorded on the order (the audit counts it).
+    TwoDoors { at: String },
     /// The order was cancelled (or rejected): the pass is void.
     Void(OrderStatus),
     /// No such order for this user and event (a pass of another deployment, or a replaced order).
@@ -34,7 +51,7 @@ impl Store {
         event: &EventId,
         ticket_no: TicketNo,
         order_id: &OrderId,
-        now: OffsetDateTime,
+        admitted: Admitted,
     ) -> Result<CheckIn, StoreError> {
         let out = self
             .client
@@ -50,7 +67,41 @@ impl Store {
             return Ok(CheckIn::Void(OrderStatus::Cancelled));
         }
         let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
-        self.check_in(event, &user, order_id, now).await
+        let (at, offline) = match admitted {
+            Admitted::Now(at) => (at, false),
+            Admitted::Offline(at) => (at, true),
+        };
+        match self.check_in(event, &user, order_id, at).await? {
+            // The same scan synced again (its reply was lost) finds its own time: no conflict.
+            CheckIn::AlreadyCheckedIn { at: first } if offline && first != rfc3339(at) => {
+                self.record_two_doors(event, &user, order_id, &rfc3339(at)).await?;
+                Ok(CheckIn::TwoDoors { at: first })
+            }
+            other => Ok(other),
+        }
+    }
+
+    /// Adds an offline admission to the order's conflicts (a set: a retried sync adds nothing).
+    async fn record_two_doors(
+        &self,
+        event: &EventId,
+        user: &UserId,
+        order_id: &OrderId,
+        offline_at: &str,
+    ) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::order(event, user)))
+            .key(attr::SK, s(key::ORDER_SK))
+            .update_expression("ADD #conflicts :at")
+            .condition_expression("order_id = :order")
+            .expression_attribute_names("#conflicts", CHECK_IN_CONFLICTS)
+            .expression_attribute_values(":at", AttributeValue::Ss(vec![offline_at.to_owned()]))
+            .expression_attribute_values(":order", s(order_id))
+            .send()
+            .await?;
+        Ok(())
     }
 
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning

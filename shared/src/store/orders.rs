@@ -544,6 +544,9 @@ pub struct AttendeeRow {
     /// The order came from the waitlist.
     pub promoted: bool,
     pub checked_in_at: Option<String>,
+    /// Doors that let this pass in offline after another door had already checked it in (each
+    /// counted once, however often its sync was retried).
+    pub check_in_conflicts: u32,
 }
 
 impl AttendeeRow {
@@ -562,9 +565,17 @@ impl AttendeeRow {
             mail_unanswered: opt_n(item, "mail_unanswered")?.unwrap_or(0),
             promoted: matches!(item.get("promoted"), Some(AttributeValue::Bool(true))),
             checked_in_at: opt_s(item, "checked_in_at"),
+            check_in_conflicts: match item.get(CHECK_IN_CONFLICTS) {
+                Some(AttributeValue::Ss(offline)) => offline.len() as u32,
+                _ => 0,
+            },
         })
     }
 }
+
+/// The order's attribute that records offline admissions in conflict: a string set of the times
+/// the doors let the pass in offline (a set, so a retried sync adds nothing).
+pub(super) const CHECK_IN_CONFLICTS: &str = "check_in_conflicts";
 
 pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
     let status = get_s(item, "status")?;

@@ -1,0 +1,79 @@
+//! What the organiser's live page reads of a sale (docs/DESIGN.md section 12): the cache's three
+//! counters in one round trip, and the grab outcomes the tallies wrote. Nothing here runs a
+//! script or touches a user's field: the grab path pays nothing for it.
+
+use std::collections::BTreeMap;
+
+use super::{Gate, GateError, keys, opening_on};
+use crate::domain::EventId;
+
+/// The sale now, as the cache says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SaleNow {
+    /// Numbers on sale.
+    pub remaining: u64,
+    /// Orders decided and not yet stored (the outbox): the queue's depth as the gate sees it.
+    pub in_flight: u64,
+    /// Users on the waitlist.
+    pub waiting: u64,
+}
+
+/// Grab outcomes by second: unix second -> outcome code -> count.
+pub type GrabCounts = BTreeMap<i64, BTreeMap<String, u64>>;
+
+impl Gate {
+    /// `None` when the event is not cached in this history (not released, expired, or lost).
+    pub async fn sale_now(&self, event: &EventId) -> Result<Option<SaleNow>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let opening = opening_on(&mut conn, event).await?;
+        let (cached, remaining, in_flight, waiting): (bool, u64, u64, u64) = redis::pipe()
+            .hexists(keys::meta(event), &opening)
+            .llen(keys::seats(event))
+            .hlen(keys::outbox(event))
+            .zcard(keys::wait(event))
+            .query_async(&mut conn)
+            .await?;
+        Ok(cached.then_some(SaleNow { remaining, in_flight, waiting }))
+    }
+
+    /// Adds counted outcomes to their minutes' tallies: one `HINCRBY` per (second, code) and an
+    /// expiry per minute, in one pipeline per minute key.
+    pub async fn add_grab_counts(&self, event: &EventId, counts: &GrabCounts) -> Result<(), GateError> {
+        let mut conn = self.link.conn().await?;
+        let mut by_minute: BTreeMap<i64, Vec<(String, u64)>> = BTreeMap::new();
+        for (second, codes) in counts {
+            for (code, n) in codes {
+                by_minute.entry(second.div_euclid(60)).or_default().push((format!("{second}:{code}"), *n));
+            }
+        }
+        for (minute, fields) in by_minute {
+            let key = keys::grab_tally(event, minute);
+            let mut pipe = redis::pipe();
+            for (field, n) in &fields {
+                pipe.hincr(&key, field, *n).ignore();
+            }
+            pipe.expire(&key, keys::TALLY_KEPT.as_secs() as i64).ignore();
+            let () = pipe.query_async(&mut conn).await?;
+        }
+        Ok(())
+    }
+
+    /// The outcomes counted in the seconds `from..=until`.
+    pub async fn grab_counts(&self, event: &EventId, from: i64, until: i64) -> Result<GrabCounts, GateError> {
+        let mut conn = self.link.conn().await?;
+        let mut pipe = redis::pipe();
+        for minute in from.div_euclid(60)..=until.div_euclid(60) {
+            pipe.hgetall(keys::grab_tally(event, minute));
+        }
+        let minutes: Vec<Vec<(String, u64)>> = pipe.query_async(&mut conn).await?;
+        let mut counts = GrabCounts::new();
+        for (field, n) in minutes.into_iter().flatten() {
+            let Some((second, code)) = field.split_once(':') else { continue };
+            let Ok(second) = second.parse::<i64>() else { continue };
+            if (from..=until).contains(&second) {
+                *counts.entry(second).or_default().entry(code.to_owned()).or_default() += n;
+            }
+        }
+        Ok(counts)
+    }
+}
