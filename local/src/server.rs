@@ -32,6 +32,8 @@ pub struct Front {
     pub authorizer: Authorizer,
     /// The mail function's event source mapping, switched by [`MAIL_CONSUMER_PATH`].
     pub mail_consumer: esm::Switch,
+    /// The pages function's handler (no sign-in page of its own here: tokens are pasted).
+    pub pages: pages::Pages,
 }
 
 /// The runner's own route, not the product's: `GET` says whether the mail function's event source
@@ -61,6 +63,15 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
         let (parts, body) = req.into_parts();
         if parts.uri.path() == MAIL_CONSUMER_PATH {
             return to_axum(mail_consumer(&front, &parts, body).await);
+        }
+        // The pages: public files, no authorizer, as the template's `GET /pages/{file}` route.
+        if let Some(file) = parts.uri.path().strip_prefix(pages::PATH_PREFIX)
+            && parts.method == http::Method::GET
+        {
+            return to_axum(match front.pages.answer(file) {
+                Ok((reply, _)) => reply,
+                Err(e) => e.into_response(),
+            });
         }
         let Some((route, params)) = routes::find(parts.method.as_str(), parts.uri.path()) else {
             return to_axum(ApiError::RouteNotFound.into_response());

@@ -41,6 +41,14 @@ fn every_sample_event_parses_and_names_a_real_route() {
         }
         let event: ApiGatewayV2httpRequest = serde_json::from_value(value).unwrap_or_else(|e| panic!("{name}: {e}"));
         let key = event.request_context.route_key.clone().unwrap_or_default();
+        if name.starts_with("pages") {
+            // The pages' route, outside the API's table: a file that is served, or one that is not.
+            assert_eq!(key, pages::ROUTE_KEY, "{name}");
+            let file = &event.path_parameters["file"];
+            assert_eq!(event.raw_path.as_deref(), Some(format!("{}{file}", pages::PATH_PREFIX).as_str()), "{name}");
+            assert_eq!(pages::file(file).is_none(), bad, "{name}");
+            continue;
+        }
         let path = event.raw_path.clone().unwrap_or_default();
         let method = event.request_context.http.method.as_str().to_owned();
         let (route, _) = routes::find(&method, &path.replace("%23", "x"))
@@ -58,7 +66,7 @@ fn every_function_has_a_sample_and_a_bad_one() {
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    for function in ["release", "query", "verify-hash", "grab", "mail", "reconcile"] {
+    for function in ["release", "query", "verify-hash", "grab", "mail", "reconcile", "pages"] {
         let of = |bad: bool| {
             names.iter().any(|n| n.starts_with(function) && (n.contains("bad") || n.contains("no-claims")) == bad)
         };

@@ -28,6 +28,7 @@ pub async fn start_runner_with(
         functions: app.functions.clone(),
         authorizer: Authorizer::new(&app.settings.jwt_secret),
         mail_consumer,
+        pages: pages::Pages::default(),
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server::serve(listener, front, async move {

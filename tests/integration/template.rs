@@ -129,8 +129,13 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
     let mut declared = BTreeMap::new();
     for (name, route) in resources_of_type(&t, "AWS::ApiGatewayV2::Route") {
         let p = &route["Properties"];
-        assert_eq!(p["AuthorizationType"], "JWT", "{name}");
-        assert_eq!(p["AuthorizerId"], json!({"Ref": "JwtAuthorizer"}), "{name}");
+        if p["RouteKey"] == pages::ROUTE_KEY {
+            // The pages are public files, the one route without the authorizer.
+            assert_eq!(p["AuthorizationType"], "NONE", "{name}");
+        } else {
+            assert_eq!(p["AuthorizationType"], "JWT", "{name}");
+            assert_eq!(p["AuthorizerId"], json!({"Ref": "JwtAuthorizer"}), "{name}");
+        }
         let integration =
             p["Target"]["Fn::Sub"].as_str().unwrap().trim_start_matches("integrations/${").trim_end_matches('}');
         let integration = &resources[integration]["Properties"];
@@ -140,7 +145,8 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
         let binary = resources[function]["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
         declared.insert(p["RouteKey"].as_str().unwrap().to_owned(), binary.to_owned());
     }
-    let wanted: BTreeMap<String, String> = ROUTES.iter().map(|r| (r.key(), r.function.name().to_owned())).collect();
+    let mut wanted: BTreeMap<String, String> = ROUTES.iter().map(|r| (r.key(), r.function.name().to_owned())).collect();
+    wanted.insert(pages::ROUTE_KEY.to_owned(), "pages".to_owned());
     assert_eq!(declared, wanted);
     // Each route has its own throttle, so a flood of one route cannot spend another's budget.
     let stage = &resources["HttpApiStage"];
@@ -383,7 +389,7 @@ fn only_mail_holds_the_pass_signing_key() {
     let t = template();
     let functions: Vec<(&String, &Value)> =
         t["Resources"].as_object().unwrap().iter().filter(|(_, r)| r["Type"] == "AWS::Serverless::Function").collect();
-    assert_eq!(functions.len(), 7);
+    assert_eq!(functions.len(), 8);
     for (name, f) in functions {
         let props = &f["Properties"];
         let env = &props["Environment"]["Variables"];

@@ -22,20 +22,20 @@ pub mod keys;
 mod limits;
 mod link;
 mod live;
-mod tally;
 mod outbox;
 mod stock;
+mod tally;
 mod waitlist;
 pub use admit::Admitted;
 pub use cache::RebuildLock;
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
 pub use link::Connection;
-pub use live::{GrabCounts, SaleNow};
-pub use tally::GrabTally;
 use link::{Link, LinkConn};
+pub use live::{GrabCounts, SaleNow};
 pub use outbox::OutboxEntry;
 pub use stock::Window;
+pub use tally::GrabTally;
 pub use waitlist::{Join, WaitlistPlace, Waitlisted};
 
 use crate::{

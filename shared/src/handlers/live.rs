@@ -152,7 +152,10 @@ impl Live {
         let until = now.unix_timestamp();
         let from = until - i64::from(minutes) * 60 + 1;
         // The cache's figures are optional: the audit still answers when Redis cannot.
-        let (sale, counts) = match tokio::try_join!(self.gate.sale_now(&event.id), self.gate.grab_counts(&event.id, from, until)) {
+        let (sale, counts) = match tokio::try_join!(
+            self.gate.sale_now(&event.id),
+            self.gate.grab_counts(&event.id, from, until)
+        ) {
             Ok(read) => read,
             Err(e) => {
                 tracing::warn!(event_id = %event.id, error = %e, "cache unreadable; the live view goes on without it");

@@ -14,13 +14,13 @@ use crate::{
         order::OrderView,
     },
     gate::Gate,
+    handlers::live::{Auditor, DEFAULT_MINUTES, Live, MAX_MINUTES},
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, query_param},
         routes::Endpoint,
         serve,
     },
-    handlers::live::{Auditor, DEFAULT_MINUTES, Live, MAX_MINUTES},
     recovery::{Rebuild, Rebuilder},
     store::{AttendeeRow, Store, StoredEvent},
 };
@@ -143,9 +143,7 @@ impl Query {
                     let event = event_id(&req)?;
                     let minutes = minutes(&req)?;
                     let known = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
-                    let mut reply = json(StatusCode::OK, &self.live.view(&known, minutes).await?);
-                    reply.headers_mut().insert("cache-control", lambda_http::http::HeaderValue::from_static("no-store"));
-                    reply
+                    json(StatusCode::OK, &self.live.view(&known, minutes).await?)
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };
