@@ -46,6 +46,13 @@ ticket-grab local runner on {base}
   curl -s {base}/admin/events/{ev}/orders -H "Authorization: Bearer $ADMIN"
   # the confirmation mail the local SES accepted
   cargo run -q -p local-runner -- mail --full
+
+  # the pages (paste $ADMIN to sign in): the organiser's live page, the door's scanner, the API
+  {base}/pages/organiser.html
+  {base}/pages/door.html
+  {base}/pages/reference.html
+  # a crowd to watch on the organiser's page (it follows the newest event): 2,000 fans, 100 tickets
+  cargo run -q --release -p loadgen -- custom --users 2000 --tickets 100 --base-url {base}
 "#
     );
 }

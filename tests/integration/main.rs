@@ -11,6 +11,7 @@ mod fixtures;
 mod grab_script;
 mod helpers;
 mod late_ses;
+mod live;
 mod logs;
 mod mail;
 mod reconcile;

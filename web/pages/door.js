@@ -177,7 +177,12 @@ function showDevice() {
   const scans = Object.values(stored('scans', '{}'));
   $('pending-count').textContent = scans.filter((s) => !s.synced).length;
   $('scanned-count').textContent = scans.length;
-  $('conflicts').replaceChildren(...scans.filter((s) => s.conflict).map((s) => {
+  const conflicts = scans.filter((s) => s.conflict);
+  $('conflict-alert').classList.toggle('hidden', !conflicts.length);
+  $('conflict-alert').textContent = conflicts.length
+    ? `${conflicts.length} ${conflicts.length === 1 ? 'pass' : 'passes'} let in here offline had been let in elsewhere, or cancelled: see below.`
+    : '';
+  $('conflicts').replaceChildren(...conflicts.map((s) => {
     const tr = document.createElement('tr');
     for (const cell of [s.ticketNo, when(s.at), s.conflict]) tr.append(Object.assign(document.createElement('td'), { textContent: cell }));
     return tr;

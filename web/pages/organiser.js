@@ -1,7 +1,8 @@
 // The organiser's live page: polls GET /admin/events/{id}/live every second and draws the sale:
 // the figures, the stock curve, grabs per second by outcome, the queue's depth, and the audit's
-// checks. The stock and queue curves are the samples this page has seen; the rates come from the
-// tallies the server kept (the last five minutes, whenever the page opened).
+// checks. The queue's curves are the samples this page has seen, the stock's too (walked back by
+// the tallied grants before the first); the rates come from the tallies the server kept (the last
+// five minutes, whenever the page opened).
 
 import { session as open, problem, signInForm } from './sign-in.js';
 
@@ -84,7 +85,7 @@ function render(view) {
   set('rate', Math.round(rate));
   $('audit-state').textContent = a.passed ? 'every check passed' : 'a check failed';
   $('audit-state').className = a.passed ? 'pass' : 'fail';
-  $('audit-as-of').textContent = a.as_of;
+  $('audit-as-of').textContent = new Date(a.as_of).toLocaleTimeString();
   $('audit-as-of').dateTime = a.as_of;
   $('checks').replaceChildren(...a.checks.map((c) => {
     const li = document.createElement('li');
@@ -97,17 +98,21 @@ function render(view) {
     li.append(badge, `${c.name.replace(/_/g, ' ')}: ${c.detail}`);
     return li;
   }));
-  say(view.cache === 'live' ? `Live at ${view.at}` : `The cache cannot be read now; the audit still answers (${view.at}).`, view.cache !== 'live');
+  const at = new Date(view.at).toLocaleTimeString();
+  say(view.cache === 'live' ? `Live at ${at}` : `The cache cannot be read now; the audit still answers (${at}).`, view.cache !== 'live');
 
-  const from = now - WINDOW_S;
-  chart($('stock-chart'), [{ cls: 's0', points: samples.map((s) => [s.t, s.remaining]) }], from, now, view.capacity);
+  // The charts span the sale seen so far (at least a minute, at most the window).
+  const counted = view.grabs.per_second.map((s) => s.second);
+  const first = Math.min(samples.length ? samples[0].t : now, counted.length ? counted[0] : now);
+  const from = Math.max(now - WINDOW_S, Math.min(first - 5, now - 60));
+  chart($('stock-chart'), [{ cls: 's0', points: stockCurve(view, from) }], from, now, view.capacity);
   const outcomes = [...new Set(view.grabs.per_second.flatMap((s) => Object.keys(s.outcomes)))].sort();
   const series = outcomes.map((o, i) => ({
     cls: `s${i % 7}`,
     name: o,
-    points: perSecond(view.grabs, (s) => s.outcomes[o] || 0),
+    points: perSecond(view.grabs, Math.floor(from), (s) => s.outcomes[o] || 0),
   }));
-  chart($('rates-chart'), series, view.grabs.from, view.grabs.until);
+  chart($('rates-chart'), series, from, now);
   $('rates-legend').replaceChildren(...series.map((s) => {
     const li = document.createElement('li');
     li.className = s.cls;
@@ -120,11 +125,29 @@ function render(view) {
   ], from, now);
 }
 
+/**
+ * The stock over the window: the samples this page has seen, and before the first of them the
+ * stock it had, walked back by the grants tallied each second (a page opened mid-sale still draws
+ * the sale's start; numbers given back meanwhile are not in the tallies, so that part is close,
+ * not exact).
+ */
+function stockCurve(view, from) {
+  if (!samples.length) return [];
+  const granted = new Map(view.grabs.per_second.map((s) => [s.second, s.outcomes.OK || 0]));
+  const before = [];
+  let stock = samples[0].remaining;
+  for (let t = Math.floor(samples[0].t) - 1; t >= Math.floor(from); t--) {
+    stock = Math.min(view.capacity, stock + (granted.get(t) || 0));
+    before.unshift([t, stock]);
+  }
+  return before.concat(samples.map((s) => [s.t, s.remaining]));
+}
+
 /** Every second of the window, zero where nothing was counted. */
-function perSecond(grabs, value) {
+function perSecond(grabs, from, value) {
   const at = new Map(grabs.per_second.map((s) => [s.second, s]));
   const points = [];
-  for (let t = grabs.from; t <= grabs.until; t++) points.push([t, at.has(t) ? value(at.get(t)) : 0]);
+  for (let t = Math.max(from, grabs.from); t <= grabs.until; t++) points.push([t, at.has(t) ? value(at.get(t)) : 0]);
   return points;
 }
 
@@ -140,7 +163,9 @@ function el(name, attrs, text) {
 
 /** Lines over time: x from `from` to `to` (unix seconds), y from 0 to the largest value. */
 function chart(svg, series, from, to, yMax) {
-  const top = Math.max(1, yMax ?? Math.max(0, ...series.flatMap((s) => s.points.map((p) => p[1]))));
+  // Whole numbers on the axis: the top is even, so its half is whole too.
+  const highest = Math.ceil(yMax ?? Math.max(0, ...series.flatMap((s) => s.points.map((p) => p[1]))));
+  const top = Math.max(2, highest + (highest % 2));
   const x = (t) => L + ((t - from) / Math.max(1, to - from)) * (W - L - R);
   const y = (v) => H - B - (v / top) * (H - B - T);
   const parts = [];
@@ -149,7 +174,8 @@ function chart(svg, series, from, to, yMax) {
     parts.push(el('text', { x: L - 4, y: y(v) + 4, 'text-anchor': 'end' }, Math.round(v)));
   }
   parts.push(el('line', { class: 'axis', x1: L, x2: L, y1: T, y2: H - B }));
-  parts.push(el('text', { x: L, y: H - 6 }, `−${Math.round((to - from) / 60)} min`));
+  const span = Math.round(to - from);
+  parts.push(el('text', { x: L, y: H - 6 }, span < 120 ? `−${span} s` : `−${Math.round(span / 60)} min`));
   parts.push(el('text', { x: W - R, y: H - 6, 'text-anchor': 'end' }, 'now'));
   for (const s of series) {
     if (!s.points.length) continue;
