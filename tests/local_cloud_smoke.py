@@ -208,6 +208,20 @@ status, body = call("GET", f"/admin/events/{event_id}/report", admin_token)
 expect(status == 200 and body.get("checked_in") == 1 and body.get("cancelled") == 1 and body.get("passed"),
        f"the audit: 1 checked in, 1 cancelled, every check passed (got {status} {body})")
 
+# 6b. The organiser's live view through the API, and the pages through their own route, which has
+#     no authorizer.
+status, body = call("GET", f"/admin/events/{event_id}/live", admin_token)
+expect(status == 200 and body.get("audit", {}).get("checked_in") == 1 and body.get("capacity") == 3,
+       f"the live view -> 200 with the audit (got {status} {str(body)[:200]})")
+status, body = call("GET", f"/admin/events/{event_id}/live", student_token)
+expect(status == 403, f"a student cannot read the live view (got {status})")
+with urllib.request.urlopen(f"{API}/pages/organiser.html", timeout=30) as r:
+    page = r.read().decode()
+    expect(r.status == 200 and "Live sale" in page and r.headers.get("content-type", "").startswith("text/html"),
+           "the organiser's page is served without a token")
+status, body = call("GET", "/pages/no-such-file.html")
+expect(status == 404, f"an unknown page -> 404 (got {status})")
+
 # 7. reconcile on its schedule: its effect, the stock snapshot on the event item, appears.
 def snapshot():
     item = dynamodb.get_item(TableName=TABLE, ConsistentRead=True,

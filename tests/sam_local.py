@@ -352,6 +352,15 @@ status, body = http(invoke("DoorFunction", door))
 expect(status == 403 and body.get("code") == "BAD_PASS", f"door: a tampered pass -> 403 BAD_PASS ({status} {body})")
 
 # 6. reconcile, on its schedule event: a run report; the bad payload refused.
+# 5c. pages: a page is served from the files compiled in; an unknown file is a 404 problem.
+status, body = http(invoke("PagesFunction", sample("pages.json")))
+expect(status == 200 and "Door" in str(body), f"pages: door.html -> 200 ({status})")
+status, body = http(invoke("PagesFunction", sample("pages-bad.json")))
+expect(status == 404 and body.get("code") == "NOT_FOUND", f"pages: an unknown file -> 404 NOT_FOUND ({status} {body})")
+# 5d. query: the organiser's live view of the event.
+status, body = http(invoke("QueryFunction", for_event(sample("live.json"), event_id)))
+expect(status == 200 and body.get("event_id") == event_id and "audit" in body, f"query: the live view -> 200 ({status})")
+
 reply = invoke("ReconcileFunction", sample("reconcile-schedule.json"))
 expect(reply.get("events", 0) >= 1 and reply.get("failures") == 0 and reply.get("outbox_left") == 0,
        f"reconcile (schedule) -> its report: this run's event visited, nothing failed, no outbox left ({reply})")
