@@ -200,7 +200,9 @@ async function scanWithCamera() {
   video.srcObject = stream;
   video.classList.remove('hidden');
   await video.play();
-  const detector = 'BarcodeDetector' in window ? new window.BarcodeDetector({ formats: ['qr_code'] }) : null;
+  // The browser's own detector where it reads QR codes (not every platform's does), else jsQR.
+  const native = 'BarcodeDetector' in window && (await window.BarcodeDetector.getSupportedFormats()).includes('qr_code');
+  const detector = native ? new window.BarcodeDetector({ formats: ['qr_code'] }) : null;
   const canvas = document.createElement('canvas');
   const context = canvas.getContext('2d', { willReadFrequently: true });
   let last = '';
