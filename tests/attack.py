@@ -43,8 +43,8 @@ def redis_snapshot(port, db):
     keys = subprocess.run(cli + ["--scan"], capture_output=True, text=True, check=True).stdout.split()
     snapshot = {}
     for key in sorted(keys):
-        if key.startswith("rl:"):
-            continue  # the per-user request counters of verify-hash and query
+        if key.startswith(("rl:", "tally:")):
+            continue  # the per-user request counters; the grab outcomes tallied for the live page
         kind = subprocess.run(cli + ["TYPE", key], capture_output=True, text=True, check=True).stdout.strip()
         read = {"string": ["GET"], "hash": ["HGETALL"], "list": ["LRANGE", key, "0", "-1"],
                 "set": ["SMEMBERS"], "zset": ["ZRANGE", key, "0", "-1", "WITHSCORES"]}[kind]

@@ -36,7 +36,17 @@ async fn the_live_view_shows_the_cache_the_tallied_outcomes_and_the_audit() {
         app.grab(&event, user).await;
     }
     assert_eq!(app.grab(&event, "ada").await.status, 200, "a retry: ALREADY");
+    // Refused before the gate: a bad hash, and an event nobody released. Neither is a sale's
+    // outcome, and neither may make a key.
+    let forged = with_body(app.grab_event(&event, "fay"), &json!({ "hash": "v1.1.AAAA" }));
+    assert_eq!(app.call(Function::Grab, forged).await.code(), "BAD_HASH");
+    let made_up = fresh_event_id();
+    assert_eq!(app.grab(&made_up, "fay").await.code(), "EVENT_NOT_FOUND");
     app.functions.grab.tally().flush().await;
+    let mut redis = app.redis.clone();
+    let made_up_keys: Vec<String> =
+        redis::AsyncCommands::keys(&mut redis, format!("tally:{{tally:{made_up}}}:*")).await.unwrap();
+    assert!(made_up_keys.is_empty(), "{made_up_keys:?}");
 
     let live = app.live(&event, &[]).await;
     assert_eq!(live.status, 200, "{}", live.body);

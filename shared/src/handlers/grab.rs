@@ -48,6 +48,13 @@ pub struct Grab {
     tally: GrabTally,
 }
 
+/// The outcomes the live page's tally counts: what the gate decided for an event it knows (and a
+/// granted order whose send failed, `BUSY`). A request refused before the gate (a bad hash or body,
+/// an unknown event) says nothing of the sale, and counting it would let anyone make keys for
+/// made-up events.
+const SALE_OUTCOMES: [&str; 8] =
+    ["OK", "ALREADY", "SOLD_OUT", "RATE_LIMITED", "SALE_NOT_STARTED", "SALE_ENDED", "ORDER_CANCELLED", "BUSY"];
+
 /// A grab decided: the reply, and the order still to be sent when the grab was granted.
 pub struct Decided {
     pub response: Response<Body>,
@@ -112,11 +119,13 @@ impl Grab {
             }
             let event = event_id(&req).ok();
             let answered = self.grab(req).await;
-            if let Some(event) = event {
-                let code = match &answered {
-                    Ok((_, code)) => code,
-                    Err(e) => e.code(),
-                };
+            let code = match &answered {
+                Ok((_, code)) => code,
+                Err(e) => e.code(),
+            };
+            if let Some(event) = event
+                && SALE_OUTCOMES.contains(&code)
+            {
                 self.tally.count(&event, code, OffsetDateTime::now_utc().unix_timestamp());
             }
             answered
