@@ -110,6 +110,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         command_timeout: Duration::from_secs(60),
         replica_wait: Duration::from_millis(100),
         auth_token: token.clone(),
+        reader_url: None,
+        sold_out_memory: Duration::ZERO,
     })?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();

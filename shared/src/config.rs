@@ -94,6 +94,13 @@ pub struct GateSettings {
     /// The cache's AUTH token: deployed, the secret `REDIS_AUTH_SECRET_ARN` names (ElastiCache's
     /// AuthToken); locally `REDIS_AUTH_TOKEN` (the local stack's `requirepass`). Never logged.
     pub auth_token: Option<String>,
+    /// Where a refusal of a sold-out event reads the user's field (`REDIS_READER_URL`): the reader
+    /// endpoint (a replica), or in cluster mode the configuration endpoint again (reads go to each
+    /// slot's replicas). Unset: the primary.
+    pub reader_url: Option<String>,
+    /// How long a grab environment remembers an event sold out (`SOLD_OUT_MEMORY_MS`, 1,000; 0:
+    /// never): meanwhile its grabs of that event run no script (docs/DESIGN.md section 6).
+    pub sold_out_memory: Duration,
 }
 
 impl GateSettings {
@@ -131,6 +138,16 @@ impl GateSettings {
             command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
             replica_wait: Duration::from_millis(parsed_or("REDIS_REPLICA_WAIT_MS", 100)?),
             auth_token: env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()),
+            reader_url: match env::var("REDIS_READER_URL").ok().filter(|u| !u.trim().is_empty()) {
+                Some(url) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => {
+                    return Err(ConfigError::Malformed {
+                        name: "REDIS_READER_URL",
+                        reason: "must start with redis:// or rediss://".into(),
+                    });
+                }
+                url => url,
+            },
+            sold_out_memory: Duration::from_millis(parsed_or("SOLD_OUT_MEMORY_MS", 1000)?),
         })
     }
 }

@@ -17,4 +17,5 @@ mod mail;
 mod reconcile;
 mod routes;
 mod runner;
+mod sold_out;
 mod template;

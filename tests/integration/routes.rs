@@ -523,8 +523,13 @@ async fn grab_refuses_malformed_bodies() {
 
 #[tokio::test]
 async fn grab_maps_every_refusal_of_the_script() {
-    let app =
-        TestApp::build(GrabPolicy { rate_limit: 3, rate_window: std::time::Duration::from_secs(60) }, false).await;
+    let policy = GrabPolicy { rate_limit: 3, rate_window: std::time::Duration::from_secs(60) };
+    // Every grab through the script: without the sold-out memory (below, with it).
+    let app = TestApp::for_mail_with(30, |s| {
+        s.policy = policy;
+        s.gate.sold_out_memory = std::time::Duration::ZERO;
+    })
+    .await;
     let now = OffsetDateTime::now_utc();
     let later = app.put_event(10, now + Duration::hours(1), now + Duration::hours(2)).await;
     assert_problem(&app.grab(&later, "u1").await, 403, "SALE_NOT_STARTED");
@@ -546,6 +551,15 @@ async fn grab_maps_every_refusal_of_the_script() {
     assert_problem(&limited, 429, "RATE_LIMITED");
     let retry: u64 = limited.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
+
+    // With the memory (the default), a sold-out event's refusals run no script and count nothing
+    // per user: each is a cheap SOLD_OUT, never limited (docs/DESIGN.md section 6).
+    let remembering = TestApp::build(policy, false).await;
+    let one = remembering.open_event(1).await;
+    assert_eq!(remembering.grab(&one, "u1").await.status, 202);
+    for _ in 0..6 {
+        assert_problem(&remembering.grab(&one, "u2").await, 409, "SOLD_OUT");
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 //! - `cache`: warming, the exact rebuild and its lock; `returns`: giving a number back;
 //!   `waitlist`: joining, places, closing; `limits`: the per-user request counters;
 //! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
+//! - `sold_out`: refusals without the script once an event is sold out, read on a replica;
 //! - `link`: the connection, and the history (primary or node) it serves.
 //!
 //! Every script that reads an event's cache begins with `preamble.lua` (the opening field and the
@@ -23,6 +24,7 @@ mod limits;
 mod link;
 mod live;
 mod outbox;
+mod sold_out;
 mod stock;
 mod tally;
 mod waitlist;
@@ -92,6 +94,10 @@ pub struct Written {
 pub struct Gate {
     link: Link,
     replica_wait: std::time::Duration,
+    /// Where a refusal reads a user's field once the event is sold out (`sold_out`).
+    reader: std::sync::Arc<sold_out::Reader>,
+    sold_out: std::sync::Arc<sold_out::SoldOutMemory>,
+    sold_out_memory: std::time::Duration,
 }
 
 impl Gate {
@@ -116,7 +122,40 @@ impl Gate {
             let client = redis::Client::open(with_token(&settings.redis_url, settings.auth_token.as_deref())?)?;
             Link::primary(client, settings.connect_timeout, settings.command_timeout)
         };
-        Ok(Self { link, replica_wait: settings.replica_wait })
+        let reader = match &settings.reader_url {
+            None => sold_out::Reader::Primary,
+            // The slot's replicas: the cluster client sends READONLY to them and routes reads there.
+            Some(url) if settings.cluster => {
+                let mut builder = redis::cluster::ClusterClient::builder(url.split(',').map(str::trim))
+                    .read_routing_strategy(redis::cluster_read_routing::RandomReplicaStrategy);
+                if let Some(token) = &settings.auth_token {
+                    builder = builder.password(token.clone());
+                }
+                let client = builder
+                    .connection_timeout(settings.connect_timeout)
+                    .response_timeout(settings.command_timeout)
+                    .retries(1)
+                    .build()?;
+                sold_out::Reader::Cluster(Box::new(sold_out::ReplicaReads {
+                    client,
+                    conn: tokio::sync::OnceCell::new(),
+                }))
+            }
+            Some(url) => {
+                let client = redis::Client::open(with_token(url, settings.auth_token.as_deref())?)?;
+                let config = redis::aio::ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(settings.connect_timeout))
+                    .set_response_timeout(Some(settings.command_timeout));
+                sold_out::Reader::Single(redis::aio::ConnectionManager::new_lazy_with_config(client, config)?)
+            }
+        };
+        Ok(Self {
+            link,
+            replica_wait: settings.replica_wait,
+            reader: std::sync::Arc::new(reader),
+            sold_out: std::sync::Arc::default(),
+            sold_out_memory: settings.sold_out_memory,
+        })
     }
 
     /// A connection of its own, for tests and tools that inspect the keys (not bound to a history;

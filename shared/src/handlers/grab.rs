@@ -159,32 +159,26 @@ impl Grab {
         self.hash.secret.verify(&body.hash, &event, &caller.user, epoch_ms(now)).map_err(|_| ApiError::BadHash)?;
         let email = caller.verified_email()?;
 
-        let order_id = OrderId::generate();
-        let head = MessageHead::new(&order_id, &event, &caller.user, email, &rfc3339(now));
-        let attempt = GrabAttempt {
-            event: &event,
-            user: &caller.user,
-            order_id: &order_id,
-            head: &head,
-            clock_ms: epoch_ms(now),
-        };
-        let mut grabbed = self.gate.grab(&attempt, self.policy).await?;
-        if matches!(grabbed.outcome, GrabOutcome::NotFound | GrabOutcome::Stale) {
-            // Unknown, or a cache that was lost or written before a failover: DynamoDB knows which.
-            // Rebuild once and retry.
-            let known = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
-            match self.rebuilder.rebuild(&known).await? {
-                Rebuild::Done | Rebuild::Present => grabbed = self.gate.grab(&attempt, self.policy).await?,
-                Rebuild::Busy => return Err(ApiError::Busy),
-                Rebuild::Ended => return Err(ApiError::SaleEnded),
+        // An event this environment remembers sold out: the user's field, read on a replica,
+        // answers; no script, no write (gate::sold_out).
+        let (outcome, written) = match self.gate.refusal_without_script(&event, &caller.user).await {
+            Some(outcome) => (outcome, None),
+            None => {
+                let grabbed = self.run_script(&event, &caller, email, now).await?;
+                if grabbed.outcome == GrabOutcome::SoldOut {
+                    self.gate.remember_sold_out(&event, &grabbed.written).await;
+                }
+                (grabbed.outcome, Some(grabbed.written))
             }
-        }
-        let code = grabbed.outcome.code();
-        match grabbed.outcome {
+        };
+        let code = outcome.code();
+        match outcome {
             GrabOutcome::Granted { holding, message } => {
+                // A grant comes from the script, which wrote it on this connection.
+                let Some(written) = written else { return Err(ApiError::Busy) };
                 // No `remaining` here: the script does not count the stock (query serves it live).
                 let reply = json!({ "order_id": holding.order, "ticket_no": holding.ticket_no, "status": OrderStatus::Pending });
-                let delivery = Some(Delivery { event, order_id: holding.order, message, written: grabbed.written });
+                let delivery = Some(Delivery { event, order_id: holding.order, message, written });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
             GrabOutcome::Already(held) => {
@@ -201,6 +195,33 @@ impl Grab {
             GrabOutcome::Ended => Err(ApiError::SaleEnded),
             GrabOutcome::SoldOut => Err(ApiError::SoldOut),
         }
+    }
+
+    /// The grab script, with a fresh order id and the message head; on an event unknown to the
+    /// cache or cached before a failover, the exact rebuild and the script again.
+    async fn run_script(
+        &self,
+        event: &EventId,
+        caller: &Caller,
+        email: &crate::domain::Email,
+        now: OffsetDateTime,
+    ) -> Result<crate::gate::Grabbed, ApiError> {
+        let order_id = OrderId::generate();
+        let head = MessageHead::new(&order_id, event, &caller.user, email, &rfc3339(now));
+        let attempt =
+            GrabAttempt { event, user: &caller.user, order_id: &order_id, head: &head, clock_ms: epoch_ms(now) };
+        let mut grabbed = self.gate.grab(&attempt, self.policy).await?;
+        if matches!(grabbed.outcome, GrabOutcome::NotFound | GrabOutcome::Stale) {
+            // Unknown, or a cache that was lost or written before a failover: DynamoDB knows which.
+            // Rebuild once and retry.
+            let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
+            match self.rebuilder.rebuild(&known).await? {
+                Rebuild::Done | Rebuild::Present => grabbed = self.gate.grab(&attempt, self.policy).await?,
+                Rebuild::Busy => return Err(ApiError::Busy),
+                Rebuild::Ended => return Err(ApiError::SaleEnded),
+            }
+        }
+        Ok(grabbed)
     }
 
     /// Sends the order to SQS; says whether the order is durable somewhere, so the user may be told

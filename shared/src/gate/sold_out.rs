@@ -1,0 +1,169 @@
+//! Refusals without the script (docs/DESIGN.md section 6): once the grab script has answered
+//! `SOLD_OUT` for an event and every replica holds what the primary had written by then, this
+//! environment remembers the event sold out for [`crate::config::GateSettings::sold_out_memory`].
+//! Meanwhile a grab of that event reads the user's field once, on the reader (a replica), and is
+//! answered from it: the order they hold (`ALREADY`), the one they cancelled, or `SOLD_OUT`.
+//! Nothing runs on the primary and nothing is written per user.
+//!
+//! Why it is exact: a number only comes back during a sale by a cancellation, which gives it to the
+//! waitlist's first user, or frees it to whoever grabs next; an environment that remembers the
+//! event sold out answers `SOLD_OUT` for at most the memory's span, and the next grab after it runs
+//! the script, which finds the number. No order is lost or sold twice: only the moment a freed
+//! number reaches the crowd moves, by at most the span. A holder's retry reads their field on a
+//! replica that had every holding made before the sell-out (`WAIT` for all of them before the
+//! memory starts); a holding made after it (a freed number grabbed elsewhere, a promotion) reaches
+//! the replica within its lag.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use redis::AsyncCommands;
+
+use super::{Gate, GateError, GrabOutcome, Written, keys, link};
+use crate::domain::{EventId, OrderId, UserId};
+
+/// The events this environment remembers sold out, and until when.
+#[derive(Default)]
+pub(super) struct SoldOutMemory {
+    until: Mutex<HashMap<EventId, Instant>>,
+}
+
+impl SoldOutMemory {
+    fn remembers(&self, event: &EventId) -> bool {
+        let until = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        until.get(event).is_some_and(|t| Instant::now() < *t)
+    }
+
+    fn remember(&self, event: &EventId, span: Duration) {
+        let mut until = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        // Events whose memory passed leave: the map holds the events selling out now.
+        until.retain(|_, t| *t > now);
+        until.insert(event.clone(), now + span);
+    }
+}
+
+impl Gate {
+    /// A grab of an event this environment remembers sold out, answered from the user's field on
+    /// the reader; `None` when the event is not remembered, or the reader cannot say (the script
+    /// decides then).
+    pub async fn refusal_without_script(&self, event: &EventId, user: &UserId) -> Option<GrabOutcome> {
+        if !self.sold_out.remembers(event) {
+            return None;
+        }
+        match self.reader.user_field(&self.link, event, user).await {
+            Ok(field) => Some(refusal(field.as_deref())),
+            Err(e) => {
+                tracing::warn!(event_id = %event, error = %e, "the reader could not answer; the grab script decides");
+                None
+            }
+        }
+    }
+
+    /// After the script answered `SOLD_OUT` on `written`'s connection: remember the event sold out
+    /// once every replica holds what the primary had written by then (so the reader has every
+    /// holding made before the sell-out). A replica that does not catch up within the replica wait
+    /// leaves the event unremembered: the next grab runs the script again.
+    pub async fn remember_sold_out(&self, event: &EventId, written: &Written) {
+        if self.sold_out_memory.is_zero() {
+            return;
+        }
+        match self.all_replicas_hold(written).await {
+            Ok(true) => self.sold_out.remember(event, self.sold_out_memory),
+            Ok(false) => tracing::info!(event_id = %event, "a replica lags; sold out is not remembered yet"),
+            Err(e) => tracing::warn!(event_id = %event, error = %e, "replication unknown; sold out is not remembered"),
+        }
+    }
+
+    async fn all_replicas_hold(&self, written: &Written) -> Result<bool, GateError> {
+        let mut conn = written.conn.clone();
+        let info: String = conn.on_node_of(&written.key, redis::cmd("INFO").arg("replication")).await?;
+        let replicas = link::replicas(&info);
+        if replicas == 0 {
+            return Ok(true);
+        }
+        let timeout = self.replica_wait.as_millis().max(1) as u64;
+        let acked: u32 = conn.on_node_of(&written.key, redis::cmd("WAIT").arg(replicas).arg(timeout)).await?;
+        Ok(acked >= replicas)
+    }
+}
+
+/// The answer a user's field gives once the event is sold out.
+fn refusal(field: Option<&str>) -> GrabOutcome {
+    match field {
+        Some(value) => match (keys::parse_holding(value), value.strip_prefix('!').and_then(|o| OrderId::parse(o).ok()))
+        {
+            (Some(holding), _) => GrabOutcome::Already(holding),
+            (None, Some(cancelled)) => GrabOutcome::Cancelled(cancelled),
+            // A refusal counter (`#...`): no order.
+            (None, None) => GrabOutcome::SoldOut,
+        },
+        None => GrabOutcome::SoldOut,
+    }
+}
+
+/// Where refusals read a user's field: a replica (the reader endpoint; in cluster mode the slot's
+/// replicas), or the primary when no reader is configured.
+pub(super) enum Reader {
+    Primary,
+    Single(redis::aio::ConnectionManager),
+    Cluster(Box<ReplicaReads>),
+}
+
+/// A cluster client that reads from each slot's replicas, connected on first use.
+pub(super) struct ReplicaReads {
+    pub(super) client: redis::cluster::ClusterClient,
+    pub(super) conn: tokio::sync::OnceCell<redis::cluster_async::ClusterConnection>,
+}
+
+impl Reader {
+    async fn user_field(
+        &self,
+        primary: &link::Link,
+        event: &EventId,
+        user: &UserId,
+    ) -> Result<Option<String>, GateError> {
+        let (meta, field) = (keys::meta(event), keys::user_field(user));
+        Ok(match self {
+            Self::Primary => primary.conn().await?.hget(meta, field).await?,
+            Self::Single(conn) => conn.clone().hget(meta, field).await?,
+            Self::Cluster(reads) => {
+                let conn = reads.conn.get_or_try_init(|| reads.client.get_async_connection()).await?;
+                conn.clone().hget(meta, field).await?
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Holding;
+
+    #[test]
+    fn a_users_field_answers_a_sold_out_grab() {
+        let order = OrderId::generate();
+        let held = keys::holding(&Holding { order: order.clone(), ticket_no: crate::domain::TicketNo::new(7) });
+        assert_eq!(
+            refusal(Some(&held)),
+            GrabOutcome::Already(Holding { order: order.clone(), ticket_no: crate::domain::TicketNo::new(7) })
+        );
+        assert_eq!(refusal(Some(&keys::cancelled(&order))), GrabOutcome::Cancelled(order));
+        assert_eq!(refusal(Some("#000001795619000000:3")), GrabOutcome::SoldOut);
+        assert_eq!(refusal(None), GrabOutcome::SoldOut);
+    }
+
+    #[test]
+    fn the_memory_holds_for_its_span_only() {
+        let memory = SoldOutMemory::default();
+        let event = EventId::parse("lecture").unwrap();
+        assert!(!memory.remembers(&event));
+        memory.remember(&event, Duration::from_millis(50));
+        assert!(memory.remembers(&event));
+        std::thread::sleep(Duration::from_millis(60));
+        assert!(!memory.remembers(&event), "forgotten after its span");
+    }
+}

@@ -1,0 +1,116 @@
+//! Refusals without the script (docs/DESIGN.md section 6), on a primary and its replica of the
+//! test's own: once the script has said `SOLD_OUT` and the replica holds every holding, a grab is
+//! answered from the user's field read on the replica (the holder gets their order, a user who
+//! cancelled is told so, everyone else `SOLD_OUT`) with nothing run or written on the primary; a
+//! number freed meanwhile waits for the memory's end, then sells; a lagging replica keeps the
+//! script deciding.
+
+use std::time::{Duration, Instant};
+
+use crate::{failover::Pair, faults::*, helpers::*};
+
+/// How often a command ran on a server since its counters were reset (`INFO commandstats`).
+async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
+    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await.unwrap();
+}
+
+const MEMORY: Duration = Duration::from_secs(6);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_primary() {
+    logs_when_asked();
+    let pair = Pair::start().await;
+    let replica_url = pair.replica.url();
+    let app = app_on_redis_with(pair.endpoint.url(), 30, move |s| {
+        s.gate.reader_url = Some(replica_url);
+        s.gate.sold_out_memory = MEMORY;
+    })
+    .await;
+    let (mut primary, mut replica) = (pair.direct(&pair.primary).await, pair.direct(&pair.replica).await);
+    let event = app.open_event(2).await;
+    let ada = app.grab(&event, "ada").await;
+    assert_eq!(ada.status, 202);
+    assert_eq!(app.grab(&event, "bob").await.status, 202);
+    app.deliver_all().await;
+    // The script says SOLD_OUT; the replica holds everything: the memory starts.
+    assert_eq!(app.grab(&event, "cy").await.code(), "SOLD_OUT");
+    let remembered_at = Instant::now();
+
+    reset(&mut primary).await;
+    reset(&mut replica).await;
+    let crowd: Vec<String> = (0..40).map(|i| format!("fan-{i}")).collect();
+    for fan in &crowd {
+        assert_eq!(app.grab(&event, fan).await.code(), "SOLD_OUT", "{fan}");
+    }
+    let again = app.grab(&event, "ada").await;
+    assert_eq!(
+        (again.status, &again.body["order_id"]),
+        (200, &ada.body["order_id"]),
+        "the holder gets their order back"
+    );
+    let on_primary: u64 =
+        futures::future::join_all(["evalsha", "eval", "hget", "hset", "hincrby", "hsetnx"].map(|c| {
+            let mut p = primary.clone();
+            async move { calls(&mut p, c).await }
+        }))
+        .await
+        .into_iter()
+        .sum();
+    assert_eq!(on_primary, 0, "41 refusals ran nothing and wrote nothing on the primary");
+    assert_eq!(calls(&mut replica, "hget").await, 41, "one read of the user's field each, on the replica");
+    let fields: u64 = redis::AsyncCommands::hlen(&mut primary, shared::gate::keys::meta(&event)).await.unwrap();
+
+    // Bob gives his ticket back: nobody waits, so it is free again, on the primary. Within the
+    // memory bob is told he cancelled, and a fan is still told SOLD_OUT (the number waits for the
+    // memory's end: docs/DESIGN.md section 6).
+    assert_eq!(app.cancel(&event, "bob").await.status, 200);
+    pair.caught_up().await;
+    assert_eq!(app.grab(&event, "bob").await.code(), "ORDER_CANCELLED");
+    assert_eq!(app.grab(&event, "eve").await.code(), "SOLD_OUT");
+    assert!(
+        remembered_at.elapsed() < MEMORY,
+        "the checks above ran within the memory (it took {:?})",
+        remembered_at.elapsed()
+    );
+    let after: u64 = redis::AsyncCommands::hlen(&mut primary, shared::gate::keys::meta(&event)).await.unwrap();
+    assert_eq!(after, fields, "no refusal added a field per user");
+
+    // Once the memory has passed, the script decides again and the freed number sells.
+    tokio::time::sleep(MEMORY.saturating_sub(remembered_at.elapsed()) + Duration::from_millis(100)).await;
+    assert_eq!(app.grab(&event, "eve").await.status, 202, "the freed number, after the memory");
+    assert!(calls(&mut primary, "evalsha").await >= 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_replica_leaves_the_script_deciding() {
+    logs_when_asked();
+    let pair = Pair::start().await;
+    let replica_url = pair.replica.url();
+    let app = app_on_redis_with(pair.endpoint.url(), 30, move |s| {
+        s.gate.reader_url = Some(replica_url);
+        s.gate.sold_out_memory = MEMORY;
+    })
+    .await;
+    let mut primary = pair.direct(&pair.primary).await;
+    let event = app.open_event(1).await;
+    // The replica falls behind: it may lack the holding just granted, so sold out is not
+    // remembered, and every grab still runs the script, which knows the holder.
+    pair.link.hold();
+    let ada = app.grab(&event, "ada").await;
+    assert_eq!(ada.status, 202);
+    assert_eq!(app.grab(&event, "cy").await.code(), "SOLD_OUT");
+    reset(&mut primary).await;
+    let again = app.grab(&event, "ada").await;
+    assert_eq!((again.status, &again.body["order_id"]), (200, &ada.body["order_id"]));
+    assert_eq!(app.grab(&event, "dee").await.code(), "SOLD_OUT");
+    assert_eq!(calls(&mut primary, "evalsha").await, 2, "both grabs ran the script");
+}
