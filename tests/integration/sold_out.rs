@@ -25,9 +25,8 @@ async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
 
 const MEMORY: Duration = Duration::from_secs(6);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_primary() {
-    logs_when_asked();
+/// A primary and its replica, and the functions reading refusals on the replica.
+async fn with_reader() -> (Pair, std::sync::Arc<TestApp>) {
     let pair = Pair::start().await;
     let replica_url = pair.replica.url();
     let app = app_on_redis_with(pair.endpoint.url(), 30, move |s| {
@@ -35,6 +34,13 @@ async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_prim
         s.gate.sold_out_memory = MEMORY;
     })
     .await;
+    (pair, app)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_primary() {
+    logs_when_asked();
+    let (pair, app) = with_reader().await;
     let (mut primary, mut replica) = (pair.direct(&pair.primary).await, pair.direct(&pair.replica).await);
     let event = app.open_event(2).await;
     let ada = app.grab(&event, "ada").await;
@@ -93,13 +99,7 @@ async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_prim
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lagging_replica_leaves_the_script_deciding() {
     logs_when_asked();
-    let pair = Pair::start().await;
-    let replica_url = pair.replica.url();
-    let app = app_on_redis_with(pair.endpoint.url(), 30, move |s| {
-        s.gate.reader_url = Some(replica_url);
-        s.gate.sold_out_memory = MEMORY;
-    })
-    .await;
+    let (pair, app) = with_reader().await;
     let mut primary = pair.direct(&pair.primary).await;
     let event = app.open_event(1).await;
     // The replica falls behind: it may lack the holding just granted, so sold out is not

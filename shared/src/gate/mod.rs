@@ -105,19 +105,7 @@ impl Gate {
     /// first command fails fast instead and the caller answers `503 BUSY`.
     pub fn new(settings: &GateSettings) -> Result<Self, GateError> {
         let link = if settings.cluster {
-            // The configuration endpoint (a name that leads to every node), or nodes listed with
-            // commas: the client finds the cluster again from them after a node is lost.
-            let mut builder = redis::cluster::ClusterClient::builder(settings.redis_url.split(',').map(str::trim));
-            if let Some(token) = &settings.auth_token {
-                builder = builder.password(token.clone());
-            }
-            let client = builder
-                .connection_timeout(settings.connect_timeout)
-                .response_timeout(settings.command_timeout)
-                // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
-                .retries(1)
-                .build()?;
-            Link::cluster(client)
+            Link::cluster(cluster_client(&settings.redis_url, settings, None)?)
         } else {
             let client = redis::Client::open(with_token(&settings.redis_url, settings.auth_token.as_deref())?)?;
             Link::primary(client, settings.connect_timeout, settings.command_timeout)
@@ -126,16 +114,7 @@ impl Gate {
             None => sold_out::Reader::Primary,
             // The slot's replicas: the cluster client sends READONLY to them and routes reads there.
             Some(url) if settings.cluster => {
-                let mut builder = redis::cluster::ClusterClient::builder(url.split(',').map(str::trim))
-                    .read_routing_strategy(redis::cluster_read_routing::RandomReplicaStrategy);
-                if let Some(token) = &settings.auth_token {
-                    builder = builder.password(token.clone());
-                }
-                let client = builder
-                    .connection_timeout(settings.connect_timeout)
-                    .response_timeout(settings.command_timeout)
-                    .retries(1)
-                    .build()?;
+                let client = cluster_client(url, settings, Some(redis::cluster_read_routing::RandomReplicaStrategy))?;
                 sold_out::Reader::Cluster(Box::new(sold_out::ReplicaReads {
                     client,
                     conn: tokio::sync::OnceCell::new(),
@@ -192,6 +171,29 @@ async fn opening_on(conn: &mut LinkConn, event: &EventId) -> Result<String, Gate
         Some(history) => Ok(keys::opening(history)),
         None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).arg(keys::opening_prefix()).invoke_async(conn).await?),
     }
+}
+
+/// A cluster client on the configuration endpoint (a name that leads to every node), or nodes
+/// listed with commas: it finds the cluster again from them after a node is lost. Reads go to the
+/// slots' primaries, or where `reads` routes them.
+fn cluster_client(
+    urls: &str,
+    settings: &GateSettings,
+    reads: Option<redis::cluster_read_routing::RandomReplicaStrategy>,
+) -> Result<redis::cluster::ClusterClient, GateError> {
+    let mut builder = redis::cluster::ClusterClient::builder(urls.split(',').map(str::trim));
+    if let Some(strategy) = reads {
+        builder = builder.read_routing_strategy(strategy);
+    }
+    if let Some(token) = &settings.auth_token {
+        builder = builder.password(token.clone());
+    }
+    Ok(builder
+        .connection_timeout(settings.connect_timeout)
+        .response_timeout(settings.command_timeout)
+        // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
+        .retries(1)
+        .build()?)
 }
 
 /// A server's address with the AUTH token the cache requires (the URL itself carries none).
