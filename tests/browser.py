@@ -240,11 +240,7 @@ def door(browser, event_id):
 
     context = browser.new_context(viewport={"width": 900, "height": 1100})
     page = watch(context.new_page())
-    page.goto(f"{args.url}/pages/door.html")
-    page.fill("#event", event_id)
-    page.fill("#token", STAFF)
-    page.click("#setup-form button[type=submit]")
-    expect(page.locator("#scanner")).to_be_visible(timeout=15_000)
+    set_up_door(page, event_id)
 
     def scan(p, expected, headline, detail=None):
         page.fill("#pass", p)
@@ -310,6 +306,15 @@ def door(browser, event_id):
     return for_camera, mine[for_camera]["n"]
 
 
+def set_up_door(page, event_id):
+    """Opens the door's page and sets it up for the event with a staff token."""
+    page.goto(f"{args.url}/pages/door.html")
+    page.fill("#event", event_id)
+    page.fill("#token", STAFF)
+    page.click("#setup-form button[type=submit]")
+    expect(page.locator("#scanner")).to_be_visible(timeout=15_000)
+
+
 def qr_video(text, path, width=640, height=480):
     """A Y4M video (what Chromium's fake camera plays) of `text`'s QR code, black on white."""
     matrix = [list(row) for row in segno.make(text, error="m").matrix]
@@ -338,11 +343,7 @@ def camera(p, event_id, pass_text, ticket_no):
                          f"--use-file-for-fake-video-capture={video}"])
     context = browser.new_context(permissions=["camera"])
     page = watch(context.new_page())
-    page.goto(f"{args.url}/pages/door.html")
-    page.fill("#event", event_id)
-    page.fill("#token", STAFF)
-    page.click("#setup-form button[type=submit]")
-    expect(page.locator("#scanner")).to_be_visible(timeout=15_000)
+    set_up_door(page, event_id)
     page.click("#camera-button")
     expect(page.locator("#verdict")).to_have_attribute("data-result", "admitted", timeout=30_000)
     expect(page.locator("#verdict-ticket")).to_have_text(f"Ticket {ticket_no}")

@@ -359,7 +359,7 @@ status, body = http(invoke("PagesFunction", sample("pages-bad.json")))
 expect(status == 404 and body.get("code") == "NOT_FOUND", f"pages: an unknown file -> 404 NOT_FOUND ({status} {body})")
 # 5d. query: the organiser's live view of the event.
 status, body = http(invoke("QueryFunction", for_event(sample("live.json"), event_id)))
-expect(status == 200 and body.get("event_id") == event_id and "audit" in body, f"query: the live view -> 200 ({status})")
+expect(status == 200 and body.get("id") == event_id and "audit" in body, f"query: the live view -> 200 ({status})")
 
 reply = invoke("ReconcileFunction", sample("reconcile-schedule.json"))
 expect(reply.get("events", 0) >= 1 and reply.get("failures") == 0 and reply.get("outbox_left") == 0,

@@ -92,16 +92,11 @@ impl Auditor {
     }
 }
 
-/// What the live route answers.
+/// What the live route answers: the event, and the sale now.
 #[derive(Debug, Serialize)]
 pub struct LiveView {
-    pub event_id: EventId,
-    pub title: String,
-    pub capacity: u32,
-    #[serde(with = "time::serde::rfc3339")]
-    pub sale_start: OffsetDateTime,
-    #[serde(with = "time::serde::rfc3339")]
-    pub sale_end: OffsetDateTime,
+    #[serde(flatten)]
+    pub event: Event,
     /// When this view was read.
     pub at: String,
     /// `live`, or `unavailable` when the cache could not be read (the three figures are then null).
@@ -164,11 +159,7 @@ impl Live {
         };
         let audit = self.audit(event).await?;
         Ok(LiveView {
-            event_id: event.id.clone(),
-            title: event.title.clone(),
-            capacity: event.capacity,
-            sale_start: event.sale_start,
-            sale_end: event.sale_end,
+            event: event.clone(),
             at: rfc3339(now),
             cache: if sale.is_some() { "live" } else { "unavailable" },
             remaining: sale.map(|s| s.remaining),
