@@ -29,13 +29,14 @@ use std::{
     time::{Duration, Instant},
 };
 
+use bench::sales::Sale;
 use clap::{Parser, ValueEnum};
 use futures::StreamExt;
 use mysql_async::{Pool, TxOpts, prelude::*};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use shared::{
-    domain::{EventDraft, EventId, OrderId, UserId, event::rfc3339, order::MessageHead},
+    domain::{EventDraft, EventId, OrderId, event::rfc3339, order::MessageHead},
     gate::{GrabAttempt, GrabOutcome, keys},
     handlers::grab::Grab,
     http::{Caller, apigw},
@@ -601,12 +602,7 @@ impl Context {
             "sale_start": rfc3339(now - time::Duration::minutes(1)), "sale_end": rfc3339(now + time::Duration::hours(1)),
         }))?;
         self.real.release.release(draft, now).await?;
-        Ok(Sale {
-            event: EventId::parse(&id)?,
-            hash: self.settings.hash.clone(),
-            expires_ms: shared::domain::event::epoch_ms(now + time::Duration::hours(1)),
-            template: serde_json::from_str(include_str!("../../events/grab.json"))?,
-        })
+        Ok(Sale::new(EventId::parse(&id)?, self.settings.hash.clone())?)
     }
 
     /// Removes an event's keys from Redis once a round has counted them.
@@ -663,31 +659,6 @@ async fn stub_sqs(sends: Arc<AtomicU64>) -> Result<String, Box<dyn std::error::E
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     Ok(url)
-}
-
-/// An open sale and what it takes to build its users' grab events.
-struct Sale {
-    event: EventId,
-    hash: shared::config::HashSettings,
-    expires_ms: i64,
-    /// `events/grab.json`, the sample every request is made from.
-    template: Value,
-}
-
-impl Sale {
-    /// A grab event as API Gateway delivers it: the user's claims and a valid verify hash.
-    fn request(&self, user: &str) -> String {
-        let hash = self.hash.secret.issue(&self.event, &UserId::parse(user).expect("a valid id"), self.expires_ms);
-        let path = format!("/events/{}/grab", self.event);
-        let mut e = self.template.clone();
-        e["rawPath"] = json!(path);
-        e["requestContext"]["http"]["path"] = json!(path);
-        e["pathParameters"]["id"] = json!(self.event);
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user);
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["email"] = json!(format!("{user}@example.com"));
-        e["body"] = json!(json!({ "hash": hash }).to_string());
-        e.to_string()
-    }
 }
 
 /// The orders queue as grab sends to it, built as the grab function builds it.

@@ -19,7 +19,7 @@ use clap::Parser;
 use redis::{Script, aio::MultiplexedConnection};
 use shared::{
     config::{GateSettings, GrabPolicy},
-    domain::{Email, Event, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{Gate, GrabAttempt},
 };
 use time::OffsetDateTime;
@@ -257,21 +257,12 @@ async fn run_round(
         Kind::Design | Kind::Unchecked | Kind::Standalone => {
             // Warmed by the product itself, so the bench meets the layout grab.lua expects.
             let now = OffsetDateTime::now_utc();
-            let event = Event {
-                id: EventId::parse(&keys.event)?,
-                title: "gate-bench".into(),
-                capacity: args.tickets,
-                sale_start: now - time::Duration::minutes(1),
-                sale_end: now + time::Duration::hours(1),
-                venue: None,
-                starts_at: None,
-                description: None,
-                cancel_until: now + time::Duration::hours(1),
-                waitlist_size: 0,
-                check_in_from: None,
-                check_in_until: None,
-                created_at: now,
-            };
+            let event = bench::sales::open_event(
+                EventId::parse(&keys.event)?,
+                "gate-bench",
+                args.tickets,
+                now - time::Duration::minutes(1),
+            );
             gate.warm(&event).await?;
             if kind == Kind::Unchecked {
                 // The field as grab-v2.lua reads it: without the history in its name.

@@ -151,6 +151,26 @@ const PROVISIONED_FOR_S: f64 = 600.0;
 
 type Due = BTreeMap<u64, Vec<Cohort>>;
 
+/// Requests answered: when their environments are free again (per kind), and the grabs' latencies.
+#[derive(Default)]
+struct Answered {
+    finishing: BTreeMap<u64, [u64; 2]>,
+    latencies: Vec<(u64, u64)>,
+    last: u64,
+}
+
+impl Answered {
+    /// `n` grabs first tried at `first_ms`, answered `ms` after `step`, holding their environments
+    /// until then.
+    fn grabs(&mut self, fleet: &mut Fleet, step: u64, ms: f64, first_ms: u64, n: u64) {
+        let done = step + ms.ceil() as u64;
+        self.finishing.entry(done).or_default()[1] += n;
+        fleet.env_ms += n as f64 * ms;
+        self.latencies.push((done - first_ms, n));
+        self.last = self.last.max(done);
+    }
+}
+
 fn push(due: &mut Due, at: u64, c: Cohort) {
     due.entry(at).or_default().push(c);
 }
@@ -180,15 +200,13 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
     let mut fleets = [Fleet::new(i.warm, i.scale_per_10s), Fleet::new(i.warm, i.scale_per_10s)];
     // Requests due at the edge by step, per kind: 0 verify-hash, 1 grab.
     let mut due: [Due; 2] = [Due::new(), Due::new()];
-    // Environments freed at a step, per kind.
-    let mut finishing: BTreeMap<u64, [u64; 2]> = BTreeMap::new();
+    let mut answered = Answered::default();
     let mut deciding: VecDeque<Cohort> = VecDeque::new();
     let mut sends_waiting: VecDeque<Cohort> = VecDeque::new();
     let (mut decider_credit, mut send_credit) = (0.0f64, 0.0f64);
     let (mut sold, mut sold_out_at, mut edge_refused, mut throttled, mut gave_up) = (0u64, None, 0u64, 0u64, 0u64);
     let (mut sent, mut mailed, mut last_mail) = (0u64, 0.0f64, 0u64);
-    let mut latencies: Vec<(u64, u64)> = Vec::new();
-    let (mut last_answer, mut requests) = (0u64, 0u64);
+    let mut requests = 0u64;
     let (decide_rate, skips_when_sold_out) = match i.decider {
         Decider::Redis { rate, memory } => (rate, memory),
         Decider::DynamoItem { writes_per_s } => (writes_per_s, false),
@@ -211,7 +229,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
                 fleet.envs += n;
             }
         }
-        if let Some(done) = finishing.remove(&step) {
+        if let Some(done) = answered.finishing.remove(&step) {
             fleets[0].busy -= done[0];
             fleets[1].busy -= done[1];
         }
@@ -271,16 +289,11 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
                 if kind == 0 {
                     // The grab follows the hash as soon as it is answered.
                     let done = step + i.verify_ms.ceil() as u64;
-                    finishing.entry(done).or_default()[0] += served;
+                    answered.finishing.entry(done).or_default()[0] += served;
                     fleets[0].env_ms += served as f64 * i.verify_ms;
                     push(&mut due[1], done, Cohort { count: served, first_ms: done, tries: 1, admitted: false });
                 } else if skips_when_sold_out && sold >= i.tickets {
-                    let ms = i.grab_ms + i.read_ms;
-                    let done = step + ms.ceil() as u64;
-                    finishing.entry(done).or_default()[1] += served;
-                    fleets[1].env_ms += served as f64 * ms;
-                    latencies.push((done - c.first_ms, served));
-                    last_answer = last_answer.max(done);
+                    answered.grabs(&mut fleets[1], step, i.grab_ms + i.read_ms, c.first_ms, served);
                 } else {
                     deciding.push_back(c);
                 }
@@ -303,11 +316,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
             }
             let lost = n - won;
             if lost > 0 {
-                let done = step + i.grab_ms.ceil() as u64;
-                finishing.entry(done).or_default()[1] += lost;
-                fleets[1].env_ms += lost as f64 * i.grab_ms;
-                latencies.push((done - front.first_ms, lost));
-                last_answer = last_answer.max(done);
+                answered.grabs(&mut fleets[1], step, i.grab_ms, front.first_ms, lost);
             }
             if won > 0 {
                 sends_waiting.push_back(Cohort { count: won, ..*front });
@@ -331,12 +340,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
                 break;
             }
             send_credit -= n as f64;
-            let ms = i.grab_ms + i.win_extra_ms;
-            let done = step + ms.ceil() as u64;
-            finishing.entry(done).or_default()[1] += n;
-            fleets[1].env_ms += n as f64 * ms;
-            latencies.push((done - front.first_ms, n));
-            last_answer = last_answer.max(done);
+            answered.grabs(&mut fleets[1], step, i.grab_ms + i.win_extra_ms, front.first_ms, n);
             sent += n;
             front.count -= n;
             if front.count == 0 {
@@ -353,7 +357,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
         fleets[1].peak = fleets[1].peak.max(fleets[1].busy);
         step += 1;
         let idle = due.iter().all(BTreeMap::is_empty) && deciding.is_empty() && sends_waiting.is_empty();
-        if step as usize >= arrivals.len() && idle && finishing.is_empty() {
+        if step as usize >= arrivals.len() && idle && answered.finishing.is_empty() {
             break;
         }
     }
@@ -363,7 +367,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
     } else {
         last_mail as f64 / 1000.0
     };
-    let (p50, p99) = percentiles(&mut latencies);
+    let (p50, p99) = percentiles(&mut answered.latencies);
     let provisioned_s = if i.warm > 0 { PROVISIONED_FOR_S } else { 0.0 };
     let cost = (fleets[1].env_ms / 1000.0 * 0.5 + fleets[0].env_ms / 1000.0 * 0.25) * PRICE_LAMBDA_GB_S
         + requests as f64 * (PRICE_LAMBDA_REQUEST + PRICE_API_REQUEST)
@@ -377,7 +381,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
         grab_p50_ms: p50,
         grab_p99_ms: p99,
         peak_grab_envs: fleets[1].peak,
-        last_answer_s: last_answer as f64 / 1000.0,
+        last_answer_s: answered.last as f64 / 1000.0,
         last_mail_s,
         cost_usd: cost,
     }

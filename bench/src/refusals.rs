@@ -11,11 +11,8 @@ use std::{
 
 use clap::Parser;
 use futures::StreamExt;
-use serde_json::{Value, json};
-use shared::{
-    domain::{Event, EventId, UserId, event::epoch_ms},
-    http::apigw,
-};
+use serde_json::json;
+use shared::{domain::EventId, http::apigw};
 use time::OffsetDateTime;
 
 #[derive(Parser)]
@@ -116,36 +113,17 @@ async fn main() -> Result<(), Failure> {
 
     // One ticket, sold before the rounds.
     let now = OffsetDateTime::now_utc();
-    let event = Event {
-        id: EventId::parse(&format!("refusals-{}", &run[..12]))?,
-        title: "refusals".into(),
-        capacity: 1,
-        sale_start: now - time::Duration::minutes(1),
-        sale_end: now + time::Duration::hours(1),
-        venue: None,
-        starts_at: None,
-        description: None,
-        cancel_until: now + time::Duration::hours(1),
-        waitlist_size: 0,
-        check_in_from: None,
-        check_in_until: None,
-        created_at: now,
-    };
+    let event = bench::sales::open_event(
+        EventId::parse(&format!("refusals-{}", &run[..12]))?,
+        "refusals",
+        1,
+        now - time::Duration::minutes(1),
+    );
     without.store.put_event(&event).await?;
     without.gate.warm(&event).await?;
-    let template: Value = serde_json::from_str(include_str!("../../events/grab.json"))?;
-    let expires = epoch_ms(now + time::Duration::hours(1));
+    let sale = bench::sales::Sale::new(event.id.clone(), settings.hash.clone())?;
     let request = |user: &str| -> Result<lambda_http::Request, Failure> {
-        let hash = settings.hash.secret.issue(&event.id, &UserId::parse(user)?, expires);
-        let path = format!("/events/{}/grab", event.id);
-        let mut e = template.clone();
-        e["rawPath"] = json!(path);
-        e["requestContext"]["http"]["path"] = json!(path);
-        e["pathParameters"]["id"] = json!(event.id);
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user);
-        e["requestContext"]["authorizer"]["jwt"]["claims"]["email"] = json!(format!("{user}@example.com"));
-        e["body"] = json!(json!({ "hash": hash }).to_string());
-        Ok(apigw::into_request(serde_json::from_value(e)?))
+        Ok(apigw::into_request(serde_json::from_str(&sale.request(user))?))
     };
     let sold = without.grab.handle(request("the-winner")?).await;
     assert_eq!(sold.status().as_u16(), 202, "the one ticket is sold first");

@@ -24,7 +24,7 @@ use std::{
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
 use futures::StreamExt;
 use shared::{
-    domain::{Email, Event, EventId, OrderId, OrderMessage, UserId, confirmation, order::MessageHead},
+    domain::{Email, EventId, OrderId, OrderMessage, UserId, confirmation, order::MessageHead},
     mailer::Mailer,
     store::{Store, orders::MailClaim},
 };
@@ -116,21 +116,12 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
     let queue = adapters.grab_queue(&shared::config::QueueSettings::for_queue(queue_url.clone())?);
 
     let now = OffsetDateTime::now_utc();
-    let event = Event {
-        id: EventId::parse(&format!("replay-{}", &run[..12]))?,
-        title: "sale replay".into(),
-        capacity: shape.orders as u32,
-        sale_start: now,
-        sale_end: now + time::Duration::hours(1),
-        venue: None,
-        starts_at: None,
-        description: None,
-        cancel_until: now + time::Duration::hours(1),
-        waitlist_size: 0,
-        check_in_from: None,
-        check_in_until: None,
-        created_at: now,
-    };
+    let event = bench::sales::open_event(
+        EventId::parse(&format!("replay-{}", &run[..12]))?,
+        "sale replay",
+        shape.orders as u32,
+        now,
+    );
     let created_at = shared::domain::event::rfc3339(now);
     let bodies: Vec<String> = (0..shape.orders)
         .map(|i| {

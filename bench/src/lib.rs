@@ -1,0 +1,3 @@
+//! What the benchmarks share: an open event, and grab events as API Gateway delivers them.
+
+pub mod sales;
