@@ -77,7 +77,10 @@ async fn main() -> Result<(), Failure> {
     let primary_port = primary_url.rsplit(':').next().unwrap_or("6379").trim_end_matches('/').to_owned();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let child = Command::new("redis-server")
+        // A replica's full sync writes an RDB file in its --dir: the temp dir, never the checkout.
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(std::env::temp_dir())
         .args(["--replicaof", "127.0.0.1", &primary_port, "--masterauth", &token, "--requirepass", &token])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

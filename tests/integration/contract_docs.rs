@@ -183,3 +183,20 @@ fn the_check_catches_what_it_is_for() {
     assert_eq!(slug("`sam local`: every function in a container"), "sam-local-every-function-in-a-container");
     assert!(sections("## 6. Redis\n### 6.1 Cost\n").contains("6"));
 }
+
+/// What a script makes again (a Redis dump, a build, a measurement's data) stays out of the
+/// repository: one such file, rewritten by each run and committed each time, once made a submission
+/// too big to land. The largest file kept by intent is a screenshot of ~140 KB.
+const LARGEST_KEPT_FILE: u64 = 512 * 1024;
+
+#[test]
+fn no_generated_or_oversized_file_is_kept() {
+    let offenders: Vec<String> = repository_files()
+        .into_iter()
+        .filter(|f| {
+            let size = std::fs::metadata(root().join(f)).map(|m| m.len()).unwrap_or(0);
+            size > LARGEST_KEPT_FILE || f.ends_with(".rdb") || f.ends_with(".aof")
+        })
+        .collect();
+    assert!(offenders.is_empty(), "files a script makes again, or too large to keep: {offenders:?}");
+}
