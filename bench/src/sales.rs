@@ -21,6 +21,7 @@ pub fn open_event(id: EventId, title: &str, capacity: u32, sale_start: OffsetDat
         waitlist_size: 0,
         check_in_from: None,
         check_in_until: None,
+        expected_rate: None,
         created_at: now,
     }
 }

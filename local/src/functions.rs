@@ -3,6 +3,8 @@
 use shared::{
     adapters::Adapters,
     config::{PassKeyRingSource, QueueSettings},
+    domain::warm_fleet::DeploymentLimits,
+    fleet::LimitsReader,
     gate::Gate,
     handlers::{
         StartError, door::Door, grab::Grab, mail::Mail, query::Query, reconcile::Reconcile, release::Release,
@@ -42,7 +44,14 @@ impl Functions {
         let queue = adapters.orders_queue(&queue_settings);
         let rebuilder = adapters.rebuilder(&store, &gate, queue.clone(), settings.rebuild);
         Ok(Self {
-            release: Release::new(store.clone(), gate.clone(), rebuilder.clone()),
+            // The emulator's account limits; the runner sets no throttle and keeps no fleet.
+            release: Release::new(
+                store.clone(),
+                gate.clone(),
+                rebuilder.clone(),
+                LimitsReader::new(adapters.sdk()),
+                DeploymentLimits::default(),
+            ),
             door: Door::new(store.clone(), PassKeyRingSource::ready(settings.pass.public().into())),
             query: Query::new(
                 store.clone(),
@@ -74,6 +83,7 @@ impl Functions {
                 settings.seal.clone(),
                 settings.rebuild,
                 settings.reconcile,
+                None,
             ),
             mail: Mail::new(
                 store.clone(),

@@ -17,6 +17,8 @@
 //! - [`delivery`]: an order from the outbox to the queue, durable on the queue or on a replica;
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`give_back`]: giving a cancelled ticket
 //!   number back (to the waitlist's head, or on sale again);
+//! - [`fleet`]: the warm fleet at an open (provisioned concurrency on grab's and verify-hash's
+//!   alias) and the account's limits the release warns of;
 //! - [`adapters`]: the one way every function (and the local runner) builds the adapters above
 //!   from their settings;
 //! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
@@ -32,6 +34,7 @@ pub mod aws;
 pub mod config;
 pub mod delivery;
 pub mod domain;
+pub mod fleet;
 pub mod gate;
 pub mod give_back;
 pub mod handlers;

@@ -307,6 +307,7 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         waitlist_size: capacity.max(100),
         check_in_from: None,
         check_in_until: None,
+        expected_rate: None,
         created_at: OffsetDateTime::now_utc(),
     }
 }

@@ -19,3 +19,4 @@ mod routes;
 mod runner;
 mod sold_out;
 mod template;
+mod warm_fleet;

@@ -141,7 +141,7 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
         let integration = &resources[integration]["Properties"];
         assert_eq!(integration["IntegrationType"], "AWS_PROXY");
         assert_eq!(integration["PayloadFormatVersion"], "2.0", "the handlers read payload 2.0");
-        let function = integration["IntegrationUri"]["Fn::GetAtt"][0].as_str().unwrap();
+        let function = integrated_function(&integration["IntegrationUri"]);
         let binary = resources[function]["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap();
         declared.insert(p["RouteKey"].as_str().unwrap().to_owned(), binary.to_owned());
     }
@@ -171,7 +171,60 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
         .map(|(_, p)| p["Properties"]["FunctionName"]["Ref"].as_str().unwrap())
         .collect();
     for (_, i) in resources_of_type(&t, "AWS::ApiGatewayV2::Integration") {
-        assert!(invokable.contains(i["Properties"]["IntegrationUri"]["Fn::GetAtt"][0].as_str().unwrap()));
+        let uri = &i["Properties"]["IntegrationUri"];
+        let target = uri["Ref"].as_str().unwrap_or_else(|| integrated_function(uri));
+        assert!(invokable.contains(target), "the API may invoke {target}");
+    }
+}
+
+/// The function an integration invokes: `!GetAtt F.Arn`, or `!Ref F.Alias` (SAM's alias).
+fn integrated_function(uri: &Value) -> &str {
+    match uri["Ref"].as_str() {
+        Some(alias) => alias.strip_suffix(".Alias").unwrap_or_else(|| panic!("{alias} is not an alias")),
+        None => uri["Fn::GetAtt"][0].as_str().unwrap(),
+    }
+}
+
+/// The warm fleet (docs/DESIGN.md section 12): the API invokes grab and verify-hash through the
+/// alias the fleet is provisioned on; reconcile may change provisioned concurrency on those two
+/// aliases and nowhere else, and is told their names; release may only read the account's limits.
+#[test]
+fn the_warm_fleet_lives_on_the_alias_the_api_invokes_and_only_reconcile_changes_it() {
+    let t = template();
+    let resources = &t["Resources"];
+    for (function, integration) in
+        [("GrabFunction", "GrabIntegration"), ("VerifyHashFunction", "VerifyHashIntegration")]
+    {
+        assert_eq!(resources[function]["Properties"]["AutoPublishAlias"], shared::fleet::ALIAS, "{function}");
+        assert_eq!(resources[integration]["Properties"]["IntegrationUri"], json!({"Ref": format!("{function}.Alias")}));
+    }
+    let reconcile = &resources["ReconcileFunction"]["Properties"];
+    let env = &reconcile["Environment"]["Variables"];
+    assert_eq!(env["GRAB_FUNCTION_NAME"], json!({"Ref": "GrabFunction"}));
+    assert_eq!(env["VERIFY_HASH_FUNCTION_NAME"], json!({"Ref": "VerifyHashFunction"}));
+    assert_eq!(env["FLEET_ALIAS"], shared::fleet::ALIAS);
+    for (name, f) in resources.as_object().unwrap().iter().filter(|(_, r)| r["Type"] == "AWS::Serverless::Function") {
+        let statements: Vec<&Value> = f["Properties"]["Policies"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["Statement"].as_array())
+            .flatten()
+            .collect();
+        for statement in statements {
+            let actions = statement["Action"].to_string();
+            if actions.contains("ProvisionedConcurrency") {
+                assert_eq!(name, "ReconcileFunction", "only reconcile keeps the fleet");
+                assert_eq!(
+                    statement["Resource"],
+                    json!([{"Fn::Sub": "${GrabFunction.Arn}:live"}, {"Fn::Sub": "${VerifyHashFunction.Arn}:live"}])
+                );
+            }
+            if actions.contains("lambda:") && !actions.contains("ProvisionedConcurrency") {
+                assert_eq!(name, "ReleaseFunction", "{name}: {actions}");
+                assert_eq!(statement["Action"], json!(["lambda:GetAccountSettings", "ses:GetAccount"]));
+            }
+        }
     }
 }
 

@@ -126,6 +126,7 @@ mod tests {
             waitlist_size: 100,
             check_in_from: None,
             check_in_until: None,
+            expected_rate: None,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }

@@ -41,6 +41,10 @@ pub struct Event {
     pub check_in_from: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub check_in_until: Option<OffsetDateTime>,
+    /// Grabs per second the organiser expects at the open: sizes the warm fleet
+    /// (`super::warm_fleet`). `None`: no fleet is kept for this event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expected_rate: Option<u32>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
@@ -140,9 +144,10 @@ pub struct EventDraft {
     pub waitlist_size: Option<u32>,
     pub check_in_from: Option<OffsetDateTime>,
     pub check_in_until: Option<OffsetDateTime>,
+    pub expected_rate: Option<u32>,
 }
 
-const FIELDS: [&str; 12] = [
+const FIELDS: [&str; 13] = [
     "id",
     "title",
     "capacity",
@@ -155,6 +160,7 @@ const FIELDS: [&str; 12] = [
     "waitlist_size",
     "check_in_from",
     "check_in_until",
+    "expected_rate",
 ];
 
 struct Fields<'a> {
@@ -207,6 +213,11 @@ impl<'a> Fields<'a> {
 
     /// A whole number from `min` to [`MAX_CAPACITY`] (a capacity, a waitlist's size).
     fn count(&mut self, field: &str, min: u32, required: bool) -> Option<u32> {
+        self.whole(field, min, MAX_CAPACITY, required)
+    }
+
+    /// A whole number from `min` to `max`.
+    fn whole(&mut self, field: &str, min: u32, max: u32, required: bool) -> Option<u32> {
         match self.object.get(field) {
             None | Some(Value::Null) => {
                 if required {
@@ -215,9 +226,9 @@ impl<'a> Fields<'a> {
                 None
             }
             Some(v) => match v.as_u64() {
-                Some(n) if (u64::from(min)..=u64::from(MAX_CAPACITY)).contains(&n) => Some(n as u32),
+                Some(n) if (u64::from(min)..=u64::from(max)).contains(&n) => Some(n as u32),
                 _ => {
-                    self.problem(field, format!("must be a whole number from {min} to {MAX_CAPACITY}"));
+                    self.problem(field, format!("must be a whole number from {min} to {max}"));
                     None
                 }
             },
@@ -269,6 +280,7 @@ impl EventDraft {
         let cancel_until = f.instant("cancel_until", false);
         let check_in_from = f.instant("check_in_from", false);
         let check_in_until = f.instant("check_in_until", false);
+        let expected_rate = f.whole("expected_rate", 1, super::warm_fleet::MAX_EXPECTED_RATE, false);
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
                 id,
@@ -283,6 +295,7 @@ impl EventDraft {
                 waitlist_size,
                 check_in_from,
                 check_in_until,
+                expected_rate,
             }),
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -331,6 +344,7 @@ impl EventDraft {
             waitlist_size: self.waitlist_size.unwrap_or(self.capacity),
             check_in_from: self.check_in_from,
             check_in_until: self.check_in_until,
+            expected_rate: self.expected_rate,
             created_at: now,
         })
     }

@@ -9,6 +9,7 @@ pub mod order;
 pub mod order_seal;
 pub mod ticket_pass;
 pub mod verify_hash;
+pub mod warm_fleet;
 
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, TicketNo, UserId};

@@ -10,6 +10,7 @@ use crate::{
     adapters::Adapters,
     config::QueueSettings,
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
+    fleet::{Converged, Fleet},
     gate::{Gate, GaveBack},
     give_back::GiveBacks,
     queue::OrderQueue,
@@ -102,6 +103,9 @@ pub struct ReconcileReport {
     pub snapshots: u32,
     /// Closing notices sent to users who waited in vain (waitlists closed after `cancel_until`).
     pub notices: u32,
+    /// The warm fleet as this run left it (none where no fleet is kept: the local runner).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<Converged>,
     pub failures: u32,
 }
 
@@ -115,6 +119,8 @@ pub struct Reconcile {
     rebuilder: Rebuilder,
     returns: GiveBacks,
     settings: ReconcileSettings,
+    /// Provisioned concurrency around each open (docs/DESIGN.md section 12); `None` locally.
+    fleet: Option<Fleet>,
 }
 
 impl Reconcile {
@@ -125,11 +131,12 @@ impl Reconcile {
         seal: SealKey,
         rebuild: RebuildSettings,
         settings: ReconcileSettings,
+        fleet: Option<Fleet>,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = crate::delivery::Courier::new(gate.clone(), queue.clone(), seal.clone());
         let returns = GiveBacks::new(gate.clone(), store.clone(), courier);
-        Self { store, gate, queue, seal, rebuilder, returns, settings }
+        Self { store, gate, queue, seal, rebuilder, returns, settings, fleet }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -143,6 +150,7 @@ impl Reconcile {
             crate::config::seal_key(adapters.sdk()).await?,
             rebuild,
             settings,
+            Fleet::from_env(adapters.sdk())?,
         ))
     }
 
@@ -158,6 +166,16 @@ impl Reconcile {
             }
         };
         let now = OffsetDateTime::now_utc();
+        // 0. the warm fleet first: an open's minutes matter more than any other step's
+        if let Some(fleet) = &self.fleet {
+            match fleet.keep(events.iter().map(|s| &s.event), now).await {
+                Ok(converged) => report.fleet = Some(converged),
+                Err(e) => {
+                    tracing::error!(error = %e, "reconcile could not keep the warm fleet; the next run retries");
+                    report.failures += 1;
+                }
+            }
+        }
         // While the queue holds messages, the outbox's young entries are most likely among them.
         let outbox_age = match self.queue.in_flight().await {
             Ok(0) => self.settings.outbox_age,
@@ -175,9 +193,12 @@ impl Reconcile {
             }
         }
         tracing::info!(report = ?report, latency_ms = started.elapsed().as_secs_f64() * 1000.0, "reconcile run");
+        let warm = report.fleet.map(|f| f.size).unwrap_or_default();
         crate::metrics::counts(
             "reconcile",
             &[
+                ("WarmGrab", warm.grab.into()),
+                ("WarmVerifyHash", warm.verify_hash.into()),
                 ("OutboxSize", report.outbox_left),
                 ("Redriven", report.redriven.into()),
                 ("Cleared", report.cleared.into()),

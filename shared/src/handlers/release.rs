@@ -1,6 +1,9 @@
 //! release: an organiser publishes an event. The event is written to DynamoDB first (conditional
 //! put: a taken id is `409 EVENT_EXISTS`), then Redis is warmed with every ticket number.
 //!
+//! An event that names an `expected_rate` is answered with its warm fleet (kept by reconcile) and
+//! the warnings of the deployment's and the account's limits (docs/DESIGN.md section 12).
+//!
 //! Reached through `POST /admin/events` (admins only) and by direct invocation
 //! (`sam remote invoke` with `events/release-direct.json`), which IAM already restricts to admins.
 
@@ -10,7 +13,11 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    domain::{Event, EventDraft, InvalidEvent},
+    domain::{
+        Event, EventDraft, InvalidEvent,
+        warm_fleet::{self, DeploymentLimits, WarmFleet, Warning},
+    },
+    fleet::{LimitsReader, deployment_limits_from_env},
     gate::{Gate, GateError},
     http::{ApiError, Caller, apigw, json, reply::json_body, serve},
     recovery::{Rebuild, Rebuilder, RecoveryError},
@@ -53,11 +60,20 @@ pub struct Release {
     store: Store,
     gate: Gate,
     rebuilder: Rebuilder,
+    /// What an open's expected rate is checked against.
+    limits: LimitsReader,
+    deployment: DeploymentLimits,
 }
 
 impl Release {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder) -> Self {
-        Self { store, gate, rebuilder }
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        rebuilder: Rebuilder,
+        limits: LimitsReader,
+        deployment: DeploymentLimits,
+    ) -> Self {
+        Self { store, gate, rebuilder, limits, deployment }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -65,7 +81,23 @@ impl Release {
         let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
         let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
-        Ok(Self::new(store, gate, rebuilder))
+        let limits = LimitsReader::new(adapters.sdk());
+        Ok(Self::new(store, gate, rebuilder, limits, deployment_limits_from_env()?))
+    }
+
+    /// What the caller is answered: the event, and for an open with an expected rate its warm fleet
+    /// and what to raise before it (the account's limits read now).
+    pub async fn reply(&self, event: &Event) -> Value {
+        let (warm_fleet, warnings) = match WarmFleet::of(event, &self.deployment) {
+            Some(fleet) => (Some(fleet), warm_fleet::warnings(event, &self.deployment, &self.limits.read().await)),
+            None => (None, Vec::new()),
+        };
+        if !warnings.is_empty() {
+            let codes: Vec<&str> = warnings.iter().map(|w| w.code).collect();
+            tracing::warn!(event_id = %event.id, warnings = ?codes, "the open's expected rate exceeds a limit");
+        }
+        serde_json::to_value(ReleasedEvent { event, remaining: event.capacity, warm_fleet, warnings })
+            .unwrap_or_default()
     }
 
     /// Publishes an event: DynamoDB first, then the cache.
@@ -104,7 +136,7 @@ impl Release {
             let body: Value = json_body(&req)?;
             let draft = EventDraft::from_json(&body)?;
             let event = self.release(draft, OffsetDateTime::now_utc()).await?;
-            Ok((json(StatusCode::CREATED, &event_reply(&event)), "CREATED"))
+            Ok((json(StatusCode::CREATED, &self.reply(&event).await), "CREATED"))
         })
         .await
     }
@@ -127,7 +159,7 @@ impl Release {
                 DirectError::Busy
             }
         })?;
-        Ok(event_reply(&event))
+        Ok(self.reply(&event).await)
     }
 }
 
@@ -167,8 +199,8 @@ struct ReleasedEvent<'a> {
     #[serde(flatten)]
     event: &'a Event,
     remaining: u32,
-}
-
-fn event_reply(event: &Event) -> Value {
-    serde_json::to_value(ReleasedEvent { event, remaining: event.capacity }).unwrap_or_default()
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warm_fleet: Option<WarmFleet>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    warnings: Vec<Warning>,
 }

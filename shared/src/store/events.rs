@@ -9,7 +9,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
     Page, Store, StoreError,
-    codec::{Item, get_n, get_s, get_time, n, opt_s, s},
+    codec::{Item, get_n, get_s, get_time, n, opt_n, opt_s, s},
     schema::{EVENTS_PARTITION, GSI1, attr, key},
 };
 use crate::domain::{Event, EventId, event::rfc3339};
@@ -183,6 +183,9 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(v) = &event.description {
         item.insert("description".into(), s(v));
     }
+    if let Some(rate) = event.expected_rate {
+        item.insert("expected_rate".into(), n(rate));
+    }
     for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
         if let Some(v) = at {
             item.insert(name.into(), s(rfc3339(v)));
@@ -209,6 +212,7 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         description: opt_s(item, "description"),
         check_in_from: opt_s(item, "check_in_from").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
+        expected_rate: opt_n(item, "expected_rate")?,
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);

@@ -1,0 +1,345 @@
+//! A warm fleet at the open: how many environments of grab and verify-hash to keep provisioned
+//! around a sale's start, sized from the rate its organiser expects, and what the deployment's and
+//! the account's limits say about that rate (docs/DESIGN.md section 12). Pure: the figures in, the
+//! fleet and the warnings out; `crate::fleet` reads the limits and applies the fleet.
+
+use serde::Serialize;
+use time::{Duration, OffsetDateTime};
+
+use super::Event;
+
+/// The largest rate a release may name, grabs per second at the open.
+pub const MAX_EXPECTED_RATE: u32 = 1_000_000;
+/// The fleet is asked for this long before `sale_start`: provisioned concurrency takes minutes
+/// to become ready, and the first grabs come before the second.
+pub const LEAD: Duration = Duration::minutes(10);
+/// ... and kept this long after it: the crowd of an open thins within a minute or two.
+pub const TAIL: Duration = Duration::minutes(5);
+/// Seconds a grab holds its environment, a winner's `SendMessage` included (docs/SCALE.md's
+/// durations: 1.5 ms, and 10 ms more for a winner).
+pub const GRAB_SECONDS: f64 = 0.012;
+/// Seconds a verify-hash call holds its environment (docs/SCALE.md).
+pub const VERIFY_HASH_SECONDS: f64 = 0.002;
+/// Environments beyond Little's law's mean: arrivals come in bursts.
+pub const HEADROOM: f64 = 2.0;
+/// Concurrency Lambda keeps unreserved in every account: no function may be given it.
+pub const UNRESERVED_MINIMUM: u32 = 100;
+/// API Gateway's default rate per account and Region (requests/s), which no API reads.
+pub const API_ACCOUNT_RATE: u32 = 10_000;
+/// A sale's confirmations should all be sent within this.
+pub const MAIL_DRAIN: Duration = Duration::minutes(10);
+
+/// Environments kept provisioned for each of the two functions an open hits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FleetSize {
+    pub grab: u32,
+    pub verify_hash: u32,
+}
+
+/// Environments for `rate` calls per second each holding one for `seconds` (Little's law), with
+/// [`HEADROOM`].
+fn environments(rate: u32, seconds: f64) -> u32 {
+    (f64::from(rate) * seconds * HEADROOM).ceil() as u32
+}
+
+impl FleetSize {
+    /// The fleet for an open of `rate` grabs per second: every grab asks verify-hash first, so
+    /// both see the same rate.
+    pub fn for_rate(rate: u32) -> Self {
+        Self { grab: environments(rate, GRAB_SECONDS), verify_hash: environments(rate, VERIFY_HASH_SECONDS) }
+    }
+
+    /// No more than each function may run (its reserved concurrency, where it has one).
+    pub fn capped(self, limits: &DeploymentLimits) -> Self {
+        let cap = |n: u32, reserved: Option<u32>| reserved.map_or(n, |r| n.min(r));
+        Self {
+            grab: cap(self.grab, limits.grab_reserved),
+            verify_hash: cap(self.verify_hash, limits.verify_hash_reserved),
+        }
+    }
+
+    pub fn total(self) -> u32 {
+        self.grab.saturating_add(self.verify_hash)
+    }
+
+    fn add(self, other: Self) -> Self {
+        Self {
+            grab: self.grab.saturating_add(other.grab),
+            verify_hash: self.verify_hash.saturating_add(other.verify_hash),
+        }
+    }
+}
+
+/// One event's warm fleet: its size and when it is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WarmFleet {
+    #[serde(with = "time::serde::rfc3339")]
+    pub from: OffsetDateTime,
+    #[serde(with = "time::serde::rfc3339")]
+    pub until: OffsetDateTime,
+    #[serde(flatten)]
+    pub size: FleetSize,
+}
+
+impl WarmFleet {
+    /// The event's fleet, when its organiser named a rate.
+    pub fn of(event: &Event, limits: &DeploymentLimits) -> Option<Self> {
+        let rate = event.expected_rate?;
+        Some(Self {
+            from: event.sale_start - LEAD,
+            until: event.sale_start + TAIL,
+            size: FleetSize::for_rate(rate).capped(limits),
+        })
+    }
+
+    fn covers(&self, now: OffsetDateTime) -> bool {
+        self.from <= now && now < self.until
+    }
+}
+
+/// The fleet wanted at `now`: the sum of every event's whose window holds it (opens that overlap
+/// add up), within each function's reserved concurrency. Zero outside every window: the fleet is
+/// removed.
+pub fn wanted<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    now: OffsetDateTime,
+    limits: &DeploymentLimits,
+) -> FleetSize {
+    events
+        .into_iter()
+        .filter_map(|e| WarmFleet::of(e, limits))
+        .filter(|f| f.covers(now))
+        .fold(FleetSize::default(), |sum, f| sum.add(f.size))
+        .capped(limits)
+}
+
+/// The deployment's own limits, as the template set them (`None`: no limit set).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeploymentLimits {
+    /// Requests/s of the grab route, of verify-hash's, and of the whole stage.
+    pub grab_route: Option<u32>,
+    pub verify_hash_route: Option<u32>,
+    pub stage: Option<u32>,
+    /// Reserved concurrency of grab and verify-hash.
+    pub grab_reserved: Option<u32>,
+    pub verify_hash_reserved: Option<u32>,
+}
+
+/// What the account says, read at release (`None`: it could not be read).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct AccountLimits {
+    /// Lambda's concurrent executions for the account and Region.
+    pub concurrency: Option<u32>,
+    /// SES's sending rate, mails per second.
+    pub mail_rate: Option<f64>,
+    /// Whether SES may send to any address (`false`: the sandbox).
+    pub mail_production: Option<bool>,
+}
+
+/// Something to raise before the open, with what to raise.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    pub code: &'static str,
+    pub detail: String,
+}
+
+fn warning(code: &'static str, detail: String) -> Warning {
+    Warning { code, detail }
+}
+
+/// What stands between the event's expected rate and its open: each limit that rate exceeds, and
+/// each limit that could not be read. Empty when the organiser named no rate.
+pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountLimits) -> Vec<Warning> {
+    let Some(rate) = event.expected_rate else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    // Every grab is preceded by a verify-hash: the stage sees two requests per grab.
+    let requests = rate.saturating_mul(2);
+    if let Some(limit) = deployment.grab_route.filter(|l| rate > *l) {
+        out.push(warning(
+            "GRAB_ROUTE_THROTTLE",
+            format!("the grab route is throttled at {limit}/s; raise GrabThrottle to at least {rate}"),
+        ));
+    }
+    if let Some(limit) = deployment.verify_hash_route.filter(|l| rate > *l) {
+        out.push(warning(
+            "VERIFY_HASH_ROUTE_THROTTLE",
+            format!("the verify-hash route is throttled at {limit}/s; raise VerifyHashThrottle to at least {rate}"),
+        ));
+    }
+    if let Some(limit) = deployment.stage.filter(|l| requests > *l) {
+        out.push(warning(
+            "STAGE_THROTTLE",
+            format!("the stage is throttled at {limit}/s and the open needs {requests}/s; raise ThrottlingRateLimit"),
+        ));
+    }
+    if requests > API_ACCOUNT_RATE {
+        out.push(warning(
+            "API_ACCOUNT_RATE",
+            format!(
+                "the open needs {requests} requests/s and API Gateway allows {API_ACCOUNT_RATE}/s per account by default (no API reads it); ask AWS for a raise"
+            ),
+        ));
+    }
+    let wanted = FleetSize::for_rate(rate);
+    let fleet = wanted.capped(deployment);
+    if fleet != wanted {
+        out.push(warning(
+            "FLEET_CAPPED",
+            format!(
+                "the open needs {} grab and {} verify-hash environments, and reserved concurrency allows {} and {}; raise GrabReservedConcurrency and VerifyHashReservedConcurrency",
+                wanted.grab, wanted.verify_hash, fleet.grab, fleet.verify_hash
+            ),
+        ));
+    }
+    match account.concurrency {
+        Some(limit) if fleet.total() > limit.saturating_sub(UNRESERVED_MINIMUM) => out.push(warning(
+            "ACCOUNT_CONCURRENCY",
+            format!(
+                "the warm fleet needs {} environments and the account allows {limit}, {UNRESERVED_MINIMUM} of them never to be provisioned; ask AWS to raise Lambda's concurrent executions",
+                fleet.total()
+            ),
+        )),
+        _ => {}
+    }
+    if let Some(per_second) = account.mail_rate.filter(|r| *r > 0.0) {
+        let drain = f64::from(event.capacity) / per_second;
+        if drain > MAIL_DRAIN.as_seconds_f64() {
+            out.push(warning(
+                "MAIL_DRAIN",
+                format!(
+                    "SES sends {per_second}/s: {} confirmations take {:.0} min; ask AWS to raise the sending rate",
+                    event.capacity,
+                    drain / 60.0
+                ),
+            ));
+        }
+    }
+    if account.mail_production == Some(false) {
+        out.push(warning(
+            "MAIL_SANDBOX",
+            "SES is in its sandbox and mails only verified addresses; request production access".into(),
+        ));
+    }
+    let unknown: Vec<&str> = [
+        ("Lambda's account concurrency", account.concurrency.is_none()),
+        ("SES's sending rate", account.mail_rate.is_none() || account.mail_production.is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(what, missing)| missing.then_some(what))
+    .collect();
+    if !unknown.is_empty() {
+        out.push(warning(
+            "LIMITS_UNKNOWN",
+            format!("could not read {}; check them by hand (docs/DEPLOY.md)", unknown.join(" and ")),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use time::macros::datetime;
+
+    use super::*;
+    use crate::domain::EventDraft;
+
+    fn event(id: &str, capacity: u32, start: OffsetDateTime, rate: Option<u32>) -> Event {
+        let draft = EventDraft::from_json(&serde_json::json!({
+            "id": id, "title": "t", "capacity": capacity,
+            "sale_start": crate::domain::event::rfc3339(start),
+            "sale_end": crate::domain::event::rfc3339(start + Duration::hours(1)),
+            "expected_rate": rate,
+        }))
+        .unwrap();
+        draft.into_event(start - Duration::hours(1)).unwrap()
+    }
+
+    const OPEN: OffsetDateTime = datetime!(2026-12-01 09:00 UTC);
+
+    #[test]
+    fn the_fleet_follows_littles_law_with_headroom() {
+        assert_eq!(FleetSize::for_rate(100_000), FleetSize { grab: 2_400, verify_hash: 400 });
+        assert_eq!(FleetSize::for_rate(1), FleetSize { grab: 1, verify_hash: 1 });
+        let limits = DeploymentLimits { grab_reserved: Some(1_000), ..Default::default() };
+        assert_eq!(FleetSize::for_rate(100_000).capped(&limits), FleetSize { grab: 1_000, verify_hash: 400 });
+    }
+
+    #[test]
+    fn the_fleet_is_kept_from_the_lead_to_the_tail_and_overlapping_opens_add_up() {
+        let limits = DeploymentLimits::default();
+        let a = event("a", 100, OPEN, Some(10_000));
+        let b = event("b", 100, OPEN + Duration::minutes(3), Some(5_000));
+        let plain = event("c", 100, OPEN, None);
+        let all = [a, b, plain];
+        assert_eq!(wanted(&all, OPEN - LEAD - Duration::seconds(1), &limits), FleetSize::default());
+        assert_eq!(wanted(&all, OPEN - LEAD, &limits), FleetSize::for_rate(10_000));
+        assert_eq!(wanted(&all, OPEN, &limits), FleetSize { grab: 240 + 120, verify_hash: 40 + 20 });
+        assert_eq!(wanted(&all, OPEN + TAIL, &limits), FleetSize::for_rate(5_000));
+        assert_eq!(wanted(&all, OPEN + Duration::minutes(3) + TAIL, &limits), FleetSize::default());
+        let capped =
+            DeploymentLimits { grab_reserved: Some(300), verify_hash_reserved: Some(50), ..Default::default() };
+        assert_eq!(wanted(&all, OPEN, &capped), FleetSize { grab: 300, verify_hash: 50 });
+    }
+
+    #[test]
+    fn an_event_without_a_rate_has_no_fleet_and_no_warnings() {
+        let e = event("a", 100, OPEN, None);
+        assert_eq!(WarmFleet::of(&e, &DeploymentLimits::default()), None);
+        assert!(warnings(&e, &DeploymentLimits::default(), &AccountLimits::default()).is_empty());
+    }
+
+    fn codes(w: &[Warning]) -> Vec<&'static str> {
+        w.iter().map(|w| w.code).collect()
+    }
+
+    #[test]
+    fn each_limit_the_rate_exceeds_is_named_with_what_to_raise() {
+        let deployment = DeploymentLimits {
+            grab_route: Some(2_000),
+            verify_hash_route: Some(2_000),
+            stage: Some(5_000),
+            grab_reserved: Some(200),
+            verify_hash_reserved: None,
+        };
+        let account = AccountLimits { concurrency: Some(1_000), mail_rate: Some(14.0), mail_production: Some(false) };
+        let w = warnings(&event("a", 20_000, OPEN, Some(100_000)), &deployment, &account);
+        assert_eq!(
+            codes(&w),
+            [
+                "GRAB_ROUTE_THROTTLE",
+                "VERIFY_HASH_ROUTE_THROTTLE",
+                "STAGE_THROTTLE",
+                "API_ACCOUNT_RATE",
+                "FLEET_CAPPED",
+                "MAIL_DRAIN",
+                "MAIL_SANDBOX"
+            ]
+        );
+        assert!(w[0].detail.contains("GrabThrottle to at least 100000"), "{}", w[0].detail);
+        assert!(w[5].detail.contains("24 min"), "{}", w[5].detail);
+        // The fleet as capped (200 + 400) fits 1,000 less the unreserved 100; uncapped it would not.
+        let uncapped = DeploymentLimits { grab_reserved: None, ..deployment };
+        assert!(
+            codes(&warnings(&event("a", 20_000, OPEN, Some(100_000)), &uncapped, &account))
+                .contains(&"ACCOUNT_CONCURRENCY")
+        );
+    }
+
+    #[test]
+    fn a_rate_within_every_limit_warns_of_nothing_and_unread_limits_are_named() {
+        let deployment = DeploymentLimits {
+            grab_route: Some(3_000),
+            verify_hash_route: Some(3_000),
+            stage: Some(10_000),
+            ..Default::default()
+        };
+        let account = AccountLimits { concurrency: Some(1_000), mail_rate: Some(500.0), mail_production: Some(true) };
+        let e = event("a", 100, OPEN, Some(3_000));
+        assert!(warnings(&e, &deployment, &account).is_empty());
+        let w = warnings(&e, &deployment, &AccountLimits::default());
+        assert_eq!(codes(&w), ["LIMITS_UNKNOWN"]);
+        assert!(w[0].detail.contains("Lambda's account concurrency and SES's sending rate"), "{}", w[0].detail);
+    }
+}
