@@ -235,6 +235,8 @@ ok("reconcile ran on its schedule: remaining snapshot = 2 (the cancelled ticket 
 with open(os.path.join(ROOT, "events", "release-direct.json")) as f:
     direct = json.load(f)
 direct["id"] = f"direct-{RUN}"
+# The sample's dates are an example; the run's sale is ahead of now whatever the day.
+direct.update(sale_start=rfc3339(now + timedelta(days=1)), sale_end=rfc3339(now + timedelta(days=1, hours=1)))
 sam = os.path.join(os.path.dirname(sys.executable), "sam")
 
 
@@ -256,5 +258,31 @@ with open(os.path.join(ROOT, "events", "release-direct-bad.json")) as f:
     out = remote_invoke(json.load(f))
 expect("INVALID_EVENT" in out.stdout + out.stderr and "capacity" in out.stdout + out.stderr,
        "the bad direct payload is refused, naming the capacity field")
+
+# 9. A rush: released with an expected rate by direct invocation, answered with its warm fleet and
+#    what to raise; reconcile, invoked directly as an admin may, provisions the fleet on the alias
+#    the API invokes (docs/DESIGN.md section 12).
+with open(os.path.join(ROOT, "events", "release-direct-rush.json")) as f:
+    rush = json.load(f)
+rush.update(id=f"rush-{RUN}", sale_start=rfc3339(now + timedelta(minutes=3)),
+            sale_end=rfc3339(now + timedelta(hours=1)))
+out = remote_invoke(rush)
+expect(out.returncode == 0, f"sam remote invoke ReleaseFunction with a rush exits 0 ({out.stderr.strip().splitlines()[-1:]})")
+released = json.loads(out.stdout)
+fleet = released.get("warm_fleet", {})
+expect(fleet.get("grab") == 2400 and fleet.get("verify_hash") == 400,
+       f"the rush is answered with its warm fleet: 2,400 grab and 400 verify-hash environments ({fleet})")
+warned = [w["code"] for w in released.get("warnings", [])]
+expect("GRAB_ROUTE_THROTTLE" in warned and "API_ACCOUNT_RATE" in warned and "LIMITS_UNKNOWN" not in warned,
+       f"and with what to raise, the account's limits read ({warned})")
+for key in ["GrabFunctionName", "VerifyHashFunctionName", "ReconcileFunctionName"]:
+    expect(outputs.get(key), f"stack output {key} = {outputs.get(key)}")
+report = json.loads(lam.invoke(FunctionName=outputs["ReconcileFunctionName"], Payload=b"{}")["Payload"].read())
+kept = report.get("fleet", {}).get("size", {})
+expect(kept.get("grab", 0) >= 2400 and kept.get("verify_hash", 0) >= 400, f"reconcile keeps the fleet ({report.get('fleet')})")
+for key, wanted in [("GrabFunctionName", kept["grab"]), ("VerifyHashFunctionName", kept["verify_hash"])]:
+    config = lam.get_provisioned_concurrency_config(FunctionName=outputs[key], Qualifier="live")
+    expect(config["RequestedProvisionedConcurrentExecutions"] == wanted,
+           f"{outputs[key]}:live has {wanted} environments provisioned")
 
 print(f"smoke: {checks} passed, 0 failed")

@@ -146,8 +146,10 @@ const PRICE_LAMBDA_GB_S: f64 = 0.000_013_333_4;
 const PRICE_PROVISIONED_GB_S: f64 = 0.000_003_333_4;
 const PRICE_LAMBDA_REQUEST: f64 = 0.2 / 1e6;
 const PRICE_API_REQUEST: f64 = 1.0 / 1e6;
-/// How long a warm fleet is provisioned around the open (docs/SCALE.md).
-const PROVISIONED_FOR_S: f64 = 600.0;
+/// How long a warm fleet is provisioned around the open: the product's window (docs/DESIGN.md
+/// section 12), its lead before `sale_start` and its tail after.
+const PROVISIONED_FOR_S: f64 =
+    shared::domain::warm_fleet::LEAD.as_seconds_f64() + shared::domain::warm_fleet::TAIL.as_seconds_f64();
 
 type Due = BTreeMap<u64, Vec<Cohort>>;
 
