@@ -133,7 +133,7 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
         .collect::<Result<_, Failure>>()?;
     // Every mail is the confirmation of the first order: the same size and parts for each, composed
     // once (its pass and QR code are our CPU, not the emulator's).
-    let mail = confirmation::compose(&event, &OrderMessage::parse(&bodies[0])?, &settings.pass);
+    let mail = confirmation::compose(&event, &OrderMessage::parse(&bodies[0])?, None, &settings.pass);
 
     let counters = Arc::new(Counters {
         stored_and_mailed: AtomicUsize::new(0),

@@ -19,6 +19,7 @@
 //!   number back (to the waitlist's head, or on sale again);
 //! - [`fleet`]: the warm fleet at an open (provisioned concurrency on grab's and verify-hash's
 //!   alias) and the account's limits the release warns of;
+//! - [`amounts`]: red-packet amounts by ticket number, each event's split computed once;
 //! - [`adapters`]: the one way every function (and the local runner) builds the adapters above
 //!   from their settings;
 //! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
@@ -30,6 +31,7 @@
 //! the domain uses nothing of the others.
 
 pub mod adapters;
+pub mod amounts;
 pub mod aws;
 pub mod config;
 pub mod delivery;

@@ -308,6 +308,7 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         check_in_from: None,
         check_in_until: None,
         expected_rate: None,
+        red_packet: None,
         created_at: OffsetDateTime::now_utc(),
     }
 }

@@ -15,6 +15,7 @@ mod live;
 mod logs;
 mod mail;
 mod reconcile;
+mod red_packets;
 mod routes;
 mod runner;
 mod sold_out;

@@ -5,7 +5,10 @@ use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
-use super::{EventId, OrderId, OrderStatus, TicketNo, UserId};
+use super::{
+    EventId, OrderId, OrderStatus, TicketNo, UserId,
+    red_packet::{ALGORITHM, Currency, RedPacket},
+};
 
 /// One stored order, as the audit needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,9 +81,54 @@ pub struct Report {
     /// Of those, numbers returned after the sale's end and held for the waitlist, when the cache
     /// could say (nobody joined to take them).
     pub returned_unclaimed: Option<u64>,
+    /// A red-packet event's amounts: the total, and what the confirmed orders hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub red_packet: Option<RedPacketSums>,
     pub checks: Vec<Check>,
     /// Every check passed.
     pub passed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RedPacketSums {
+    pub total: u64,
+    pub currency: Currency,
+    /// The amounts of the numbers confirmed orders hold, added up.
+    pub held: u64,
+    pub algorithm: &'static str,
+}
+
+impl Report {
+    /// The red packets' section and check `red_packet_amounts`: the split recomputed from the seed
+    /// gives every number at least one unit and sums to the total exactly, and the amounts the
+    /// confirmed orders hold sum to at most the total.
+    pub fn with_red_packet(mut self, packet: &RedPacket, rows: &[AuditRow]) -> Self {
+        let split = packet.split(self.capacity);
+        let all: u128 = split.iter().map(|a| u128::from(*a)).sum();
+        let smallest = split.iter().copied().min().unwrap_or(0);
+        let held: u64 = rows
+            .iter()
+            .filter(|r| r.status == OrderStatus::Confirmed)
+            .filter_map(|r| split.get((r.ticket_no.get() as usize).checked_sub(1)?))
+            .sum();
+        let passed = split.len() == self.capacity as usize
+            && all == u128::from(packet.total)
+            && smallest >= 1
+            && held <= packet.total;
+        self.checks.push(Check {
+            name: "red_packet_amounts",
+            passed,
+            detail: format!(
+                "{} amounts summing to {all} of {} (the smallest {smallest}); confirmed orders hold {held}",
+                split.len(),
+                packet.total
+            ),
+        });
+        self.red_packet =
+            Some(RedPacketSums { total: packet.total, currency: packet.currency.clone(), held, algorithm: ALGORITHM });
+        self.passed = self.checks.iter().all(|c| c.passed);
+        self
+    }
 }
 
 pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Report {
@@ -147,6 +195,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         waiting: ledger.cache.as_ref().map(|c| c.waiting),
         unsold: u64::from(capacity).saturating_sub(on_the_way as u64),
         returned_unclaimed: ledger.cache.as_ref().map(|c| c.returned.len() as u64),
+        red_packet: None,
         passed: checks.iter().all(|c| c.passed),
         checks,
     }

@@ -5,6 +5,7 @@ use super::{
     Event,
     event::rfc3339,
     order::OrderMessage,
+    red_packet::Amount,
     ticket_pass::{Pass, PassKey, qr_png},
 };
 
@@ -38,7 +39,8 @@ fn escape(s: &str) -> String {
     out
 }
 
-pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmation {
+/// The confirmation of `order`; `amount` is its red packet's, for a red-packet event.
+pub fn compose(event: &Event, order: &OrderMessage, amount: Option<&Amount>, key: &PassKey) -> Confirmation {
     let pass =
         key.issue(&Pass { event: order.event_id.clone(), order: order.order_id.clone(), ticket_no: order.ticket_no });
     let when = event.starts_at.map(rfc3339);
@@ -48,6 +50,9 @@ pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmati
         format!("Ticket number: {}", order.ticket_no),
         format!("Order id:      {}", order.order_id),
     ];
+    if let Some(amount) = amount {
+        lines.push(format!("Red packet:    {}", amount.display()));
+    }
     if let Some(when) = &when {
         lines.push(format!("When:          {when}"));
     }
@@ -62,6 +67,9 @@ pub fn compose(event: &Event, order: &OrderMessage, key: &PassKey) -> Confirmati
         format!("<tr><th align=\"left\">Ticket number</th><td>{}</td></tr>", order.ticket_no),
         format!("<tr><th align=\"left\">Order id</th><td><code>{}</code></td></tr>", escape(order.order_id.as_str())),
     ];
+    if let Some(amount) = amount {
+        rows.push(format!("<tr><th align=\"left\">Red packet</th><td>{}</td></tr>", escape(&amount.display())));
+    }
     if let Some(when) = &when {
         rows.push(format!("<tr><th align=\"left\">When</th><td>{}</td></tr>", escape(when)));
     }
@@ -127,6 +135,7 @@ mod tests {
             check_in_from: None,
             check_in_until: None,
             expected_rate: None,
+            red_packet: None,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }
@@ -147,7 +156,7 @@ mod tests {
     #[test]
     fn the_mail_names_the_event_ticket_order_date_and_place() {
         let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
-        let mail = compose(&event(Some("Hall \"A\"")), &order(), &key);
+        let mail = compose(&event(Some("Hall \"A\"")), &order(), None, &key);
         let pass = crate::domain::ticket_pass::PassKeyRing::from(key.public())
             .verify(&mail.pass)
             .expect("the mail's pass is signed");
@@ -166,7 +175,17 @@ mod tests {
 
     #[test]
     fn date_and_place_are_left_out_when_not_given() {
-        let mail = compose(&event(None), &order(), &PassKey::new(b"0123456789abcdef-pass-key").unwrap());
+        let mail = compose(&event(None), &order(), None, &PassKey::new(b"0123456789abcdef-pass-key").unwrap());
         assert!(!mail.text.contains("Where") && !mail.text.contains("When"));
+        assert!(!mail.text.contains("Red packet"));
+    }
+
+    #[test]
+    fn a_red_packet_mail_names_its_amount() {
+        let amount = Amount { value: 1_234, currency: crate::domain::red_packet::Currency::parse("CNY").unwrap() };
+        let key = PassKey::new(b"0123456789abcdef-pass-key").unwrap();
+        let mail = compose(&event(None), &order(), Some(&amount), &key);
+        assert!(mail.text.contains("Red packet:    12.34 CNY"), "{}", mail.text);
+        assert!(mail.html.contains("<td>12.34 CNY</td>"), "{}", mail.html);
     }
 }

@@ -4,7 +4,10 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
 
-use super::ids::EventId;
+use super::{
+    ids::EventId,
+    red_packet::{self, AmountSeed, Currency, RedPacket},
+};
 
 /// Hard cap on tickets per event: the seat list, the rebuild from DynamoDB and the attendee list
 /// are sized for it (the reference drop is 20,000; 100,000 is tested).
@@ -45,8 +48,16 @@ pub struct Event {
     /// (`super::warm_fleet`). `None`: no fleet is kept for this event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_rate: Option<u32>,
+    /// Red packets: a total split into one amount per ticket number (`super::red_packet`). Shown
+    /// without its seed (the commitment instead), which is published after the sale.
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "public_red_packet")]
+    pub red_packet: Option<RedPacket>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
+}
+
+fn public_red_packet<S: serde::Serializer>(packet: &Option<RedPacket>, out: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&packet.as_ref().map(RedPacket::public), out)
 }
 
 /// The door opens this long before `starts_at` unless the organiser says otherwise ...
@@ -64,6 +75,17 @@ pub enum SalePhase {
 }
 
 impl Event {
+    /// Whether `other` is this event released again: the same definition, whatever its release
+    /// time and its red packets' seed (a retry draws a new one; the first is kept).
+    pub fn same_release(&self, other: &Event) -> bool {
+        let mut other = other.clone();
+        other.created_at = self.created_at;
+        if let (Some(mine), Some(theirs)) = (&self.red_packet, &mut other.red_packet) {
+            theirs.seed = mine.seed.clone();
+        }
+        *self == other
+    }
+
     pub fn sale_phase(&self, now: OffsetDateTime) -> SalePhase {
         phase(now, self.sale_start, self.sale_end)
     }
@@ -145,9 +167,11 @@ pub struct EventDraft {
     pub check_in_from: Option<OffsetDateTime>,
     pub check_in_until: Option<OffsetDateTime>,
     pub expected_rate: Option<u32>,
+    /// The red packets' total (in the currency's smallest unit) and currency, both or neither.
+    pub red_packet: Option<(u64, Currency)>,
 }
 
-const FIELDS: [&str; 13] = [
+const FIELDS: [&str; 15] = [
     "id",
     "title",
     "capacity",
@@ -161,6 +185,8 @@ const FIELDS: [&str; 13] = [
     "check_in_from",
     "check_in_until",
     "expected_rate",
+    "total_amount",
+    "currency",
 ];
 
 struct Fields<'a> {
@@ -235,6 +261,26 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// A red packets' total: a whole number of the smallest unit, at most [`red_packet::MAX_TOTAL`].
+    fn amount(&mut self, field: &str) -> Option<u64> {
+        match self.object.get(field) {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(n) if (1..=red_packet::MAX_TOTAL).contains(&n) => Some(n),
+                _ => {
+                    self.problem(
+                        field,
+                        format!(
+                            "must be a whole number of the currency's smallest unit, from 1 to {}",
+                            red_packet::MAX_TOTAL
+                        ),
+                    );
+                    None
+                }
+            },
+        }
+    }
+
     fn instant(&mut self, field: &str, required: bool) -> Option<OffsetDateTime> {
         let text = self.text(field, required, 64)?;
         match OffsetDateTime::parse(&text, &Rfc3339) {
@@ -281,6 +327,28 @@ impl EventDraft {
         let check_in_from = f.instant("check_in_from", false);
         let check_in_until = f.instant("check_in_until", false);
         let expected_rate = f.whole("expected_rate", 1, super::warm_fleet::MAX_EXPECTED_RATE, false);
+        let total_amount = f.amount("total_amount");
+        let currency = f.text("currency", false, 3).and_then(|c| match Currency::parse(&c) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                f.problem("currency", e.to_string());
+                None
+            }
+        });
+        let given = |field: &str| object.get(field).is_some_and(|v| !v.is_null());
+        let red_packet = match (total_amount, currency) {
+            (Some(total), Some(currency)) => Some((total, currency)),
+            (None, None) => None,
+            (Some(_), None) if !given("currency") => {
+                f.problem("currency", "is required with total_amount");
+                None
+            }
+            (None, Some(_)) if !given("total_amount") => {
+                f.problem("total_amount", "is required with currency");
+                None
+            }
+            _ => None,
+        };
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
                 id,
@@ -296,6 +364,7 @@ impl EventDraft {
                 check_in_from,
                 check_in_until,
                 expected_rate,
+                red_packet,
             }),
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -322,6 +391,17 @@ impl EventDraft {
                 problem: "may be at most 90 days after sale_end".into(),
             });
         }
+        if let Some((total, _)) = &self.red_packet
+            && *total < u64::from(self.capacity)
+        {
+            problems.push(FieldProblem {
+                field: "total_amount".into(),
+                problem: format!(
+                    "must be at least the capacity ({}): every red packet holds one unit or more",
+                    self.capacity
+                ),
+            });
+        }
         if let (Some(from), Some(until)) = (self.check_in_from, self.check_in_until)
             && until <= from
         {
@@ -345,6 +425,12 @@ impl EventDraft {
             check_in_from: self.check_in_from,
             check_in_until: self.check_in_until,
             expected_rate: self.expected_rate,
+            // The seed is drawn here, once: a retried release keeps the first (`same_release`).
+            red_packet: self.red_packet.map(|(total, currency)| RedPacket {
+                total,
+                currency,
+                seed: AmountSeed::generate(),
+            }),
             created_at: now,
         })
     }

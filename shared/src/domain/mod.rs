@@ -7,6 +7,7 @@ pub mod event;
 pub mod ids;
 pub mod order;
 pub mod order_seal;
+pub mod red_packet;
 pub mod ticket_pass;
 pub mod verify_hash;
 pub mod warm_fleet;

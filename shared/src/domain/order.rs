@@ -330,6 +330,9 @@ pub struct OrderView {
     pub checked_in_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cancelled_at: Option<String>,
+    /// A red packet's amount (computed from the event's split, not stored with the order).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub amount: Option<super::red_packet::Amount>,
 }
 
 #[cfg(test)]

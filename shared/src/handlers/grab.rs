@@ -13,6 +13,7 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
+    amounts::Splits,
     config::{GrabPolicy, HashSettings, QueueSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
@@ -46,6 +47,8 @@ pub struct Grab {
     cancel_and_wait: CancelAndWait,
     /// The outcomes this environment counts for the organiser's live page.
     tally: GrabTally,
+    /// Red-packet amounts, each event's split computed once.
+    splits: Splits,
 }
 
 /// The outcomes the live page's tally counts: what the gate decided for an event it knows (and a
@@ -94,7 +97,7 @@ impl Grab {
             limits,
         );
         let tally = GrabTally::new(gate.clone());
-        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait, tally }
+        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait, tally, splits: Splits::default() }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -177,13 +180,15 @@ impl Grab {
                 // A grant comes from the script, which wrote it on this connection.
                 let Some(written) = written else { return Err(ApiError::Busy) };
                 // No `remaining` here: the script does not count the stock (query serves it live).
-                let reply = json!({ "order_id": holding.order, "ticket_no": holding.ticket_no, "status": OrderStatus::Pending });
+                let mut reply = json!({ "order_id": holding.order, "ticket_no": holding.ticket_no, "status": OrderStatus::Pending });
+                self.with_amount(&mut reply, &event, holding.ticket_no).await;
                 let delivery = Some(Delivery { event, order_id: holding.order, message, written });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
             GrabOutcome::Already(held) => {
                 let status = self.durable_status(&event, &caller).await;
-                let reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });
+                let mut reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });
+                self.with_amount(&mut reply, &event, held.ticket_no).await;
                 Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery: None })
             }
             GrabOutcome::Cancelled(_) => Err(ApiError::OrderCancelled),
@@ -228,6 +233,14 @@ impl Grab {
     /// `202`.
     pub async fn deliver(&self, order: &Delivery) -> bool {
         self.courier.deliver(order).await
+    }
+
+    /// A red packet's amount in the reply (after the script: the gate's cost is the same for
+    /// every sale).
+    async fn with_amount(&self, reply: &mut serde_json::Value, event: &EventId, ticket: crate::domain::TicketNo) {
+        if let Some(amount) = self.splits.amount_of(&self.rebuilder, event, ticket).await {
+            reply["amount"] = json!(amount);
+        }
     }
 
     /// A retry's status: the durable one when DynamoDB already holds the order, else `PENDING`.

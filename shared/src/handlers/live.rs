@@ -55,15 +55,16 @@ impl Auditor {
     /// on its way is stored by the time DynamoDB is read). A failed check is read again once, all
     /// of it: a grab or a cancellation between the reads, or an index not yet caught up, can make
     /// one reading disagree; a real fault disagrees twice.
-    pub async fn report(&self, event: &EventId, capacity: u32) -> Result<Report, ApiError> {
-        let first = self.audit(event, capacity).await?;
+    pub async fn report(&self, event: &Event) -> Result<Report, ApiError> {
+        let first = self.audit(event).await?;
         if first.passed {
             return Ok(first);
         }
-        self.audit(event, capacity).await
+        self.audit(event).await
     }
 
-    async fn audit(&self, event: &EventId, capacity: u32) -> Result<Report, ApiError> {
+    async fn audit(&self, whole: &Event) -> Result<Report, ApiError> {
+        let (event, capacity) = (&whole.id, whole.capacity);
         // The cache is optional: without it the report goes on, that check says so.
         let cache = self.gate.audit_view(event).await.unwrap_or_else(|e| {
             tracing::warn!(event_id = %event, error = %e, "cache unreadable; the audit goes on without it");
@@ -88,7 +89,11 @@ impl Auditor {
             .collect();
         let tickets = self.store.ticket_items(event, capacity).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache };
-        Ok(crate::domain::audit::report(event, capacity, &rows, &ledger))
+        let report = crate::domain::audit::report(event, capacity, &rows, &ledger);
+        Ok(match &whole.red_packet {
+            Some(packet) => report.with_red_packet(packet, &rows),
+            None => report,
+        })
     }
 }
 
@@ -184,7 +189,7 @@ impl Live {
         }
         let taken = Instant::now();
         let as_of = rfc3339(OffsetDateTime::now_utc());
-        let audit = AuditNow { as_of, report: self.auditor.report(&event.id, event.capacity).await? };
+        let audit = AuditNow { as_of, report: self.auditor.report(event).await? };
         let mut audits = self.audits.lock().unwrap_or_else(|p| p.into_inner());
         // Events of the past leave; the map holds the events organisers look at now.
         audits.retain(|_, (at, _)| at.elapsed() < AUDIT_EVERY * 12);

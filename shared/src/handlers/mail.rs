@@ -100,11 +100,13 @@ pub struct Mail {
     settings: MailSettings,
     /// Events never change after release, so each is read once per execution environment.
     events: Arc<Mutex<HashMap<EventId, Arc<Event>>>>,
+    /// Red-packet amounts, each event's split computed once.
+    splits: crate::amounts::Splits,
 }
 
 impl Mail {
     pub fn new(store: Store, gate: Gate, mailer: Mailer, seal: SealKey, pass: PassKey, settings: MailSettings) -> Self {
-        Self { store, gate, mailer, seal, pass, settings, events: Arc::default() }
+        Self { store, gate, mailer, seal, pass, settings, events: Arc::default(), splits: Default::default() }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -228,7 +230,8 @@ impl Mail {
             MailClaim::AlreadySent | MailClaim::NotDue => return Ok(Handled::AlreadyDone),
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
-        let mail = confirmation::compose(event, order, &self.pass);
+        let amount = self.splits.amount(event, order.ticket_no);
+        let mail = confirmation::compose(event, order, amount.as_ref(), &self.pass);
         let mut refusals = 0;
         loop {
             match self.send_once(order, &mail).await {

@@ -37,6 +37,8 @@ pub struct Query {
     pass: PassKeyRingSource,
     auditor: Auditor,
     live: Live,
+    /// Red-packet amounts of orders, each event's split computed once.
+    splits: crate::amounts::Splits,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -46,6 +48,10 @@ pub struct EventWithStock {
     pub event: Event,
     pub remaining: u32,
     pub remaining_source: StockSource,
+    /// A red-packet event's seed, published once the sale has ended: with it anyone recomputes
+    /// every amount and checks it against the commitment published at release.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub red_packet_seed: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,7 +81,7 @@ impl Query {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let auditor = Auditor::new(store.clone(), gate.clone());
         let live = Live::new(gate.clone(), auditor.clone());
-        Self { store, gate, rebuilder, limiter, pass, auditor, live }
+        Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default() }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -162,6 +168,7 @@ impl Query {
                 vec![None; ids.len()]
             }
         };
+        let now = time::OffsetDateTime::now_utc();
         events
             .into_iter()
             .zip(live)
@@ -170,7 +177,11 @@ impl Query {
                     Some(n) => (n, StockSource::Live),
                     None => (stored.remaining_snapshot, StockSource::Snapshot),
                 };
-                EventWithStock { event: stored.event, remaining, remaining_source }
+                let red_packet_seed = match (&stored.event.red_packet, stored.event.sale_phase(now)) {
+                    (Some(packet), crate::domain::event::SalePhase::Ended) => Some(packet.seed.to_hex()),
+                    _ => None,
+                };
+                EventWithStock { event: stored.event, remaining, remaining_source, red_packet_seed }
             })
             .collect()
     }
@@ -199,6 +210,12 @@ impl Query {
     /// The caller's order: durable status from DynamoDB, else `PENDING` while the cache holds a
     /// grab not yet persisted.
     async fn order(&self, event: &EventId, caller: &Caller) -> Result<OrderView, ApiError> {
+        let mut order = self.order_without_amount(event, caller).await?;
+        order.amount = self.splits.amount_of(&self.rebuilder, event, order.ticket_no).await;
+        Ok(order)
+    }
+
+    async fn order_without_amount(&self, event: &EventId, caller: &Caller) -> Result<OrderView, ApiError> {
         if let Some(order) = self.store.get_order(event, &caller.user).await? {
             return Ok(order);
         }
@@ -211,6 +228,7 @@ impl Query {
             reason: None,
             checked_in_at: None,
             cancelled_at: None,
+            amount: None,
         })
     }
 
@@ -232,7 +250,7 @@ impl Query {
     /// The organiser's audit of the event (`handlers::live::Auditor`).
     async fn report(&self, event: &EventId) -> Result<Report, ApiError> {
         let stored = self.store.get_event(event).await?.ok_or(ApiError::EventNotFound)?;
-        self.auditor.report(event, stored.event.capacity).await
+        self.auditor.report(&stored.event).await
     }
 
     /// The attendee list (confirmed orders) as CSV, for the organiser's spreadsheet: at most

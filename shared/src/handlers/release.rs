@@ -112,7 +112,7 @@ impl Release {
             Ok(()) => {}
             Err(PutEventError::Exists) => {
                 let stored = self.store.get_event(&event.id).await?.ok_or(ReleaseError::Exists)?;
-                let same = Event { created_at: event.created_at, ..stored.event.clone() } == event;
+                let same = stored.event.same_release(&event);
                 if !same || self.gate.window(&event.id).await?.is_some() {
                     return Err(ReleaseError::Exists);
                 }

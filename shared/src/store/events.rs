@@ -12,7 +12,11 @@ use super::{
     codec::{Item, get_n, get_s, get_time, n, opt_n, opt_s, s},
     schema::{EVENTS_PARTITION, GSI1, attr, key},
 };
-use crate::domain::{Event, EventId, event::rfc3339};
+use crate::domain::{
+    Event, EventId,
+    event::rfc3339,
+    red_packet::{AmountSeed, Currency, RedPacket},
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum PutEventError {
@@ -183,6 +187,11 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(v) = &event.description {
         item.insert("description".into(), s(v));
     }
+    if let Some(packet) = &event.red_packet {
+        item.insert("rp_total".into(), AttributeValue::N(packet.total.to_string()));
+        item.insert("rp_currency".into(), s(packet.currency.as_str()));
+        item.insert("rp_seed".into(), s(packet.seed.to_hex()));
+    }
     if let Some(rate) = event.expected_rate {
         item.insert("expected_rate".into(), n(rate));
     }
@@ -213,11 +222,20 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         check_in_from: opt_s(item, "check_in_from").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         expected_rate: opt_n(item, "expected_rate")?,
+        red_packet: red_packet_from_item(item)?,
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
     let waitlist_closed = item.contains_key("waitlist_closed_at");
     Ok(StoredEvent { event, remaining_snapshot, waitlist_closed })
+}
+
+fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {
+    let Some(total) = opt_n(item, "rp_total")? else { return Ok(None) };
+    let malformed = |e: &dyn std::fmt::Display| StoreError::Malformed(format!("red packet: {e}"));
+    let currency = Currency::parse(&get_s(item, "rp_currency")?).map_err(|e| malformed(&e))?;
+    let seed = AmountSeed::from_hex(&get_s(item, "rp_seed")?).map_err(|e| malformed(&e))?;
+    Ok(Some(RedPacket { total, currency, seed }))
 }
 
 fn decode_event_cursor(cursor: &str) -> Result<HashMap<String, AttributeValue>, BadCursor> {

@@ -587,6 +587,7 @@ pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
         reason: opt_s(item, "reason"),
         checked_in_at: opt_s(item, "checked_in_at"),
         cancelled_at: opt_s(item, "cancelled_at"),
+        amount: None,
     })
 }
 
