@@ -3,11 +3,13 @@
 
 pub mod audit;
 pub mod confirmation;
+pub mod draw;
 pub mod event;
 pub mod ids;
 pub mod order;
 pub mod order_seal;
 pub mod red_packet;
+pub mod stream;
 pub mod ticket_pass;
 pub mod verify_hash;
 pub mod warm_fleet;

@@ -29,9 +29,10 @@
 
 use std::collections::HashSet;
 
-use chacha20::{ChaCha20, KeyIvInit, cipher::StreamCipher};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use super::stream::Stream;
 
 /// The split's name and version, published with the event.
 pub const ALGORITHM: &str = "red-packet-split/v1";
@@ -66,20 +67,7 @@ impl AmountSeed {
     }
 
     pub fn from_hex(text: &str) -> Result<Self, BadSeed> {
-        let bytes = text.as_bytes();
-        if bytes.len() != 64 {
-            return Err(BadSeed);
-        }
-        let digit = |c: u8| match c {
-            b'0'..=b'9' => Ok(c - b'0'),
-            b'a'..=b'f' => Ok(c - b'a' + 10),
-            _ => Err(BadSeed),
-        };
-        let mut out = [0u8; 32];
-        for (i, pair) in bytes.chunks(2).enumerate() {
-            out[i] = digit(pair[0])? << 4 | digit(pair[1])?;
-        }
-        Ok(Self(out))
+        from_hex32(text).map(Self).ok_or(BadSeed)
     }
 
     pub fn to_hex(&self) -> String {
@@ -92,7 +80,25 @@ impl AmountSeed {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// 64 lowercase hex digits as 32 bytes.
+pub(crate) fn from_hex32(text: &str) -> Option<[u8; 32]> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 64 {
+        return None;
+    }
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut out = [0u8; 32];
+    for (i, pair) in bytes.chunks(2).enumerate() {
+        out[i] = (digit(pair[0])? << 4) | digit(pair[1])?;
+    }
+    Some(out)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -188,41 +194,12 @@ impl Amount {
     }
 }
 
-/// The keystream of step 1, as 64-bit draws.
-struct Stream {
-    cipher: ChaCha20,
-}
-
-impl Stream {
-    fn new(seed: &AmountSeed) -> Self {
-        Self { cipher: ChaCha20::new(&seed.0.into(), &[0u8; 12].into()) }
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let mut block = [0u8; 8];
-        self.cipher.apply_keystream(&mut block);
-        u64::from_le_bytes(block)
-    }
-
-    /// Step 2: uniform below `m`, by rejection.
-    fn below(&mut self, m: u64) -> u64 {
-        debug_assert!(m >= 1);
-        let r = (u64::MAX % m + 1) % m;
-        loop {
-            let x = self.next_u64();
-            if r == 0 || x < 0u64.wrapping_sub(r) {
-                return x % m;
-            }
-        }
-    }
-}
-
 /// `red-packet-split/v1` (the module's description). `n` must be from 1 to `total`.
 pub fn split(seed: &AmountSeed, total: u64, n: u32) -> Vec<u64> {
     assert!(n >= 1 && u64::from(n) <= total, "a split needs 1 <= n <= total");
     let k = u64::from(n) - 1;
     let m = total - 1;
-    let mut stream = Stream::new(seed);
+    let mut stream = Stream::new(&seed.0);
     let mut cuts: HashSet<u64> = HashSet::with_capacity(k as usize);
     for j in (m - k + 1)..=m {
         let t = 1 + stream.below(j);
@@ -246,19 +223,6 @@ pub fn split(seed: &AmountSeed, total: u64, n: u32) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// RFC 8439 section 2.4.2's key, its nonce and counter 1: the first keystream bytes of its
-    /// sunscreen example, read through the same cipher the split uses.
-    #[test]
-    fn the_stream_is_rfc_8439_chacha20() {
-        let key: [u8; 32] = std::array::from_fn(|i| i as u8);
-        let nonce = [0, 0, 0, 0, 0, 0, 0, 0x4a, 0, 0, 0, 0];
-        let mut cipher = ChaCha20::new(&key.into(), &nonce.into());
-        chacha20::cipher::StreamCipherSeek::seek(&mut cipher, 64u64);
-        let mut block = [0u8; 16];
-        cipher.apply_keystream(&mut block);
-        assert_eq!(hex(&block), "224f51f3401bd9e12fde276fb8631ded");
-    }
 
     /// Pinned, so a change of the split (or of the crate under it) is seen here: the second
     /// implementation (tests/split_v1.py) prints the same.
