@@ -7,6 +7,7 @@
 
 use std::time::Instant;
 
+use bench::measure::{calls, median, reset};
 use clap::Parser;
 use futures::StreamExt;
 use serde_json::json;
@@ -35,23 +36,6 @@ struct Args {
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-/// Commands the server ran since its counters were reset, but the bench's own.
-async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64, Failure> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await?;
-    const ASIDE: [&str; 4] = ["info", "config", "ping", "client"];
-    Ok(info
-        .lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| !ASIDE.iter().any(|a| l.starts_with(&format!("{a}:")) || l.starts_with(&format!("{a}|"))))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum())
-}
 
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
@@ -98,7 +82,7 @@ async fn main() -> Result<(), Failure> {
             let requests: Vec<lambda_http::Request> = (0..args.tickets)
                 .map(|i| Ok(apigw::into_request(serde_json::from_str(&sale.request(&format!("fan-{i}")))?)))
                 .collect::<Result<_, Failure>>()?;
-            let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut redis).await?;
+            reset(&mut redis).await?;
             let started = Instant::now();
             let replies: Vec<(u16, bool)> = futures::stream::iter(requests)
                 .map(|req| async {

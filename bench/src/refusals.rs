@@ -9,6 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use bench::measure::{calls, median, reset};
 use clap::Parser;
 use futures::StreamExt;
 use serde_json::json;
@@ -43,29 +44,6 @@ impl Drop for Replica {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-/// Every command a server ran since its counters were reset, but the replication's own and the
-/// bench's (INFO, CONFIG, REPLCONF, PING...).
-async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> Result<u64, Failure> {
-    let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await?;
-    const ASIDE: [&str; 8] = ["info", "config", "replconf", "ping", "psync", "sync", "select", "client"];
-    Ok(info
-        .lines()
-        .filter_map(|l| l.strip_prefix("cmdstat_"))
-        .filter(|l| !ASIDE.iter().any(|a| l.starts_with(&format!("{a}:")) || l.starts_with(&format!("{a}|"))))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum())
-}
-
-async fn reset(conn: &mut redis::aio::MultiplexedConnection) -> Result<(), Failure> {
-    let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await?;
-    Ok(())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 #[tokio::main]
