@@ -50,7 +50,8 @@ if __name__ == "__main__":
     with open(sys.argv[1]) as f:
         published = json.load(f)
     entrants = sorted(set(published["entrants"]), key=lambda e: e.encode())
-    beacon = bytes.fromhex(published["beacon"]) if published.get("beacon") else b""
+    # A beacon round's randomness is SHA-256 of its signature (its signature is the verifier's to check).
+    beacon = hashlib.sha256(bytes.fromhex(published["beacon"]["signature"])).digest() if published.get("beacon") else b""
     print(root(entrants).hex())
     for entrant in order(entrants, bytes.fromhex(published["secret"]), beacon):
         print(entrant)

@@ -32,7 +32,7 @@ fn entrants(n: usize) -> Vec<String> {
 
 #[test]
 fn a_draw_checks_out_and_tampering_with_it_fails_naming_why() {
-    let published = Published::new(entrants(2_000), &[42; 32], None);
+    let published = Published::new(entrants(2_000), &[42; 32], None).unwrap();
     let good = serde_json::to_value(&published).unwrap();
     let (code, said) = verify("draw", &good, &[]);
     assert_eq!(code, 0, "{said}");
@@ -57,6 +57,16 @@ fn a_draw_checks_out_and_tampering_with_it_fails_naming_why() {
 
     let (code, _) = verify("draw", &json!({"not": "a draw"}), &[]);
     assert_eq!(code, 2, "unreadable input");
+
+    // With a beacon round: checked against its chain's key.
+    let chain = shared::domain::beacon::LocalChain::new(&[3; 32]);
+    let beaconed =
+        serde_json::to_value(Published::new(entrants(100), &[42; 32], Some(chain.round(5))).unwrap()).unwrap();
+    assert_eq!(verify("draw", &beaconed, &[]).0, 0);
+    let mut forged = beaconed.clone();
+    forged["beacon"]["round"] = json!(6);
+    let (code, said) = verify("draw", &forged, &[]);
+    assert_eq!((code, said.contains("not the chain's for round 6")), (1, true), "{said}");
 }
 
 #[test]
@@ -83,8 +93,9 @@ fn a_red_packet_event_checks_out_and_a_wrong_amount_fails() {
 
 #[test]
 fn a_second_implementation_agrees_on_the_root_and_the_order() {
-    for (n, beacon) in [(1, None), (2, None), (33, None), (500, None), (500, Some(&b"a beacon round"[..]))] {
-        let published = Published::new(entrants(n), &[n as u8; 32], beacon);
+    let chain = shared::domain::beacon::LocalChain::new(&[7; 32]);
+    for (n, beacon) in [(1, None), (2, None), (33, None), (500, None), (500, Some(chain.round(9_001)))] {
+        let published = Published::new(entrants(n), &[n as u8; 32], beacon).unwrap();
         let file = std::env::temp_dir().join(format!("draw-{}.json", uuid::Uuid::now_v7().simple()));
         std::fs::write(&file, serde_json::to_string(&published).unwrap()).unwrap();
         let out = Command::new("python3").arg(repo().join("tests/draw_v1.py")).arg(&file).output().expect("python3");

@@ -10,7 +10,9 @@
 //!    `SHA-256(0x01 || left || right)`; at each level a last node without a partner is carried up
 //!    unchanged. The root of an empty list is `SHA-256()` of nothing.
 //! 3. **Seed.** `SHA-256("ticket-draw/v1" || 0x00 || secret || root || beacon)`: the secret's 32
-//!    bytes, the root's 32, and the beacon's bytes (none without a beacon).
+//!    bytes, the root's 32, and the beacon round's randomness, `SHA-256` of its signature's bytes
+//!    (32 bytes; nothing without a beacon). The round's signature is checked against its chain's
+//!    key first (`super::beacon`).
 //! 4. **Order.** Fisher-Yates over the sorted list, driven by the stream of `super::stream` keyed
 //!    by the seed (ChaCha20 of RFC 8439, zero nonce, little-endian words, draws by rejection): for
 //!    `i` from `n - 1` down to 1, `j` = a draw below `i + 1`, swap positions `i` and `j`. The list
@@ -28,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
+    beacon::{Beacon, BeaconFault},
     red_packet::{from_hex32, hex},
     stream::Stream,
 };
@@ -142,7 +145,7 @@ pub struct Published {
     pub secret: String,
     pub root: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub beacon: Option<String>,
+    pub beacon: Option<Beacon>,
     pub entrants: Vec<String>,
     pub order: Vec<String>,
 }
@@ -154,8 +157,8 @@ pub enum DrawFault {
     Algorithm(String),
     #[error("the secret is not 64 lowercase hex digits")]
     BadSecret,
-    #[error("the beacon is not lowercase hex")]
-    BadBeacon,
+    #[error(transparent)]
+    Beacon(#[from] BeaconFault),
     #[error("the secret does not hash to the commitment")]
     Commitment,
     #[error("the entrants are not each once, in byte order")]
@@ -167,19 +170,20 @@ pub enum DrawFault {
 }
 
 impl Published {
-    /// The draw of `entrants` with `secret` (and `beacon`), as an event publishes it.
-    pub fn new(entrants: Vec<String>, secret: &Hash, beacon: Option<&[u8]>) -> Self {
+    /// The draw of `entrants` with `secret` (and a beacon round, checked), as an event publishes it.
+    pub fn new(entrants: Vec<String>, secret: &Hash, beacon: Option<Beacon>) -> Result<Self, BeaconFault> {
+        let randomness = beacon.as_ref().map(Beacon::verify).transpose()?;
         let root = root(&entrants);
-        let order = order(&entrants, &seed(secret, &root, beacon.unwrap_or_default()));
-        Self {
+        let order = order(&entrants, &seed(secret, &root, randomness.as_ref().map_or(&[][..], |r| &r[..])));
+        Ok(Self {
             algorithm: ALGORITHM.to_owned(),
             commitment: commitment(secret),
             secret: hex(secret),
             root: hex(&root),
-            beacon: beacon.map(hex),
+            beacon,
             entrants,
             order,
-        }
+        })
     }
 
     /// Recomputes the draw from what is published.
@@ -189,7 +193,7 @@ impl Published {
         }
         let secret = from_hex32(&self.secret).ok_or(DrawFault::BadSecret)?;
         let beacon = match &self.beacon {
-            Some(text) => decode_hex(text).ok_or(DrawFault::BadBeacon)?,
+            Some(round) => round.verify()?.to_vec(),
             None => Vec::new(),
         };
         if commitment(&secret) != self.commitment {
@@ -210,22 +214,6 @@ impl Published {
     }
 }
 
-fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| {
-            let pair = text.get(i..i + 2)?;
-            if pair.bytes().any(|b| b.is_ascii_uppercase()) {
-                return None;
-            }
-            u8::from_str_radix(pair, 16).ok()
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -238,7 +226,7 @@ mod tests {
 
     #[test]
     fn a_published_draw_checks_out_and_every_tampering_is_named() {
-        let published = Published::new(ids(40), &[9; 32], None);
+        let published = Published::new(ids(40), &[9; 32], None).unwrap();
         assert_eq!(published.verify(), Ok(()));
         assert_eq!(published.order.len(), 40);
 
@@ -268,14 +256,21 @@ mod tests {
     }
 
     #[test]
-    fn a_beacon_changes_the_order_and_is_checked() {
-        let plain = Published::new(ids(30), &[1; 32], None);
-        let beaconed = Published::new(ids(30), &[1; 32], Some(b"round 1234's randomness"));
+    fn a_beacon_round_changes_the_order_and_is_checked() {
+        let chain = crate::domain::beacon::LocalChain::new(&[2; 32]);
+        let plain = Published::new(ids(30), &[1; 32], None).unwrap();
+        let beaconed = Published::new(ids(30), &[1; 32], Some(chain.round(77))).unwrap();
         assert_ne!(plain.order, beaconed.order);
         assert_eq!(beaconed.verify(), Ok(()));
         let mut other = beaconed.clone();
-        other.beacon = Some(hex(b"another round"));
-        assert!(matches!(other.verify(), Err(DrawFault::Order(_))));
+        other.beacon = Some(chain.round(78));
+        assert!(matches!(other.verify(), Err(DrawFault::Order(_))), "another round: another order");
+        let mut forged = beaconed.clone();
+        forged.beacon.as_mut().unwrap().round = 78;
+        assert_eq!(forged.verify(), Err(DrawFault::Beacon(BeaconFault::Signature(78))));
+        let mut unsigned = chain.round(77);
+        unsigned.round = 78;
+        assert!(Published::new(ids(30), &[1; 32], Some(unsigned)).is_err(), "a round that does not verify is refused");
     }
 
     #[test]
