@@ -14,7 +14,7 @@ use local_runner::authorizer::Authorizer;
 enum Scenario {
     /// The campus lecture: 2,000 students, 100 tickets.
     Lecture,
-    /// The red-packet drop: 30,000 users, 20,000 packets.
+    /// The red-packet drop: 30,000 users, 20,000 packets of random amounts (8.88 CNY each on average).
     Redpacket,
     /// One user firing 200 grabs at once.
     HotUser,
@@ -62,6 +62,13 @@ struct Cli {
     /// follows. Local runner only.
     #[arg(long)]
     hold_mail: bool,
+    /// Red packets: split this total (in the currency's smallest unit) into the tickets' amounts
+    /// at release, and check every winner's (the redpacket scenario: 888 units a packet on average).
+    #[arg(long)]
+    total_amount: Option<u64>,
+    /// The red packets' currency (ISO 4217).
+    #[arg(long, default_value = "CNY")]
+    currency: String,
     /// Write the report as JSON here too (and the sale's chart beside it, as `.svg`).
     #[arg(long)]
     json: Option<PathBuf>,
@@ -113,6 +120,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         confirm_timeout: Duration::from_secs_f64(cli.confirm_timeout_seconds.max(1.0)),
         mailbox: cli.mailbox.clone(),
         hold_mail: cli.hold_mail,
+        red_packets: cli
+            .total_amount
+            .or(matches!(cli.scenario, Scenario::Redpacket).then_some(u64::from(tickets) * 888))
+            .map(|total| (total, cli.currency.clone())),
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = run(&api, &participants, &plan).await?;

@@ -45,6 +45,9 @@ pub struct Plan {
     /// Hold the local runner's mail consumer from before the opening to the last grab reply, so
     /// the grabs have the emulator to themselves (as its raw `SendMessage` rate is measured).
     pub hold_mail: bool,
+    /// Red packets: the total (smallest units) and its currency, split at release into one
+    /// amount per ticket; every winner's reply must carry theirs.
+    pub red_packets: Option<(u64, String)>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +64,8 @@ struct Told {
     /// Order ids named by a 202 or 200.
     orders: HashSet<String>,
     won: bool,
+    /// Red-packet amounts named with them (one, for a user told of one order).
+    amounts: HashSet<u64>,
 }
 
 pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunError> {
@@ -79,18 +84,18 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         ..Report::default()
     };
 
-    let released = api
-        .release(
-            &users.admin,
-            &json!({
-                "id": event,
-                "title": format!("loadgen {}", plan.scenario),
-                "capacity": plan.tickets,
-                "sale_start": opens.format(&Rfc3339).unwrap_or_default(),
-                "sale_end": (opens + time::Duration::hours(1)).format(&Rfc3339).unwrap_or_default(),
-            }),
-        )
-        .await;
+    let mut release = json!({
+        "id": event,
+        "title": format!("loadgen {}", plan.scenario),
+        "capacity": plan.tickets,
+        "sale_start": opens.format(&Rfc3339).unwrap_or_default(),
+        "sale_end": (opens + time::Duration::hours(1)).format(&Rfc3339).unwrap_or_default(),
+    });
+    if let Some((total, currency)) = &plan.red_packets {
+        release["total_amount"] = json!(total);
+        release["currency"] = json!(currency);
+    }
+    let released = api.release(&users.admin, &release).await;
     if released.status != 201 {
         return Err(RunError::Setup(format!("release answered {}: {}", released.status, released.body)));
     }
@@ -190,6 +195,9 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
             entry.won |= last.status == 202;
             if let Some(order) = last.body["order_id"].as_str() {
                 entry.orders.insert(order.to_owned());
+            }
+            if let Some(amount) = last.body["amount"]["value"].as_u64() {
+                entry.amounts.insert(amount);
             }
         }
     }
@@ -422,6 +430,23 @@ async fn check(
         confirmation.mailed == confirmed.len(),
         format!("{} of {} confirmed orders mailed (mail_status SENT)", confirmation.mailed, confirmed.len()),
     ));
+
+    if let Some((total, currency)) = &plan.red_packets {
+        let told_of_order: Vec<&Told> = told.values().filter(|t| !t.orders.is_empty()).collect();
+        let one_each = told_of_order.iter().filter(|t| t.amounts.len() == 1 && !t.amounts.contains(&0)).count();
+        checks.push(Check::new(
+            "red packets: every winner told one amount, at least one unit",
+            one_each == told_of_order.len(),
+            format!("{one_each} of {} users told of an order were told one amount", told_of_order.len()),
+        ));
+        let won: u64 = told.values().filter(|t| t.won).flat_map(|t| t.amounts.iter()).sum();
+        let sold_out = confirmed.len() == capacity;
+        checks.push(Check::new(
+            "red packets: the amounts won sum to the total when sold out (at most it otherwise)",
+            if sold_out { won == *total } else { won <= *total },
+            format!("{won} of {total} {currency} units won, {} of {capacity} packets", confirmed.len()),
+        ));
+    }
 
     let remaining = api.remaining(&users.tokens[0], event).await?;
     checks.push(Check::new(
