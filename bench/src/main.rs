@@ -112,6 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         auth_token: token.clone(),
         reader_url: None,
         sold_out_memory: Duration::ZERO,
+        reader_refresh: Duration::from_secs(60),
     })?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();

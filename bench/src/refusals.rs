@@ -43,6 +43,7 @@ impl Drop for Replica {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("refusals-replica-{}", self.1)));
     }
 }
 
@@ -54,11 +55,14 @@ async fn main() -> Result<(), Failure> {
     let primary_url = settings.gate.redis_url.clone();
     let primary_port = primary_url.rsplit(':').next().unwrap_or("6379").trim_end_matches('/').to_owned();
     let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let dir = std::env::temp_dir().join(format!("refusals-replica-{port}"));
+    std::fs::create_dir_all(&dir)?;
     let child = Command::new("redis-server")
-        // A replica's full sync writes an RDB file in its --dir: the temp dir, never the checkout.
+        // A replica's full sync writes an RDB file in its --dir: one of its own, never the checkout
+        // (nor a shared temp dir, where another server would load it).
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
-        .arg(std::env::temp_dir())
+        .arg(&dir)
         .args(["--replicaof", "127.0.0.1", &primary_port, "--masterauth", &token, "--requirepass", &token])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

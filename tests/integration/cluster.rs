@@ -202,3 +202,95 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     let numbers: HashSet<u32> = cache.holdings.values().map(|(_, n)| *n).collect();
     assert_eq!((cache.holdings.len(), numbers.len(), cache.seats.len()), (4, 4, 6));
 }
+
+/// Refusals of a sold-out event in cluster mode read the user's field on the slot's replica
+/// (docs/DESIGN.md section 6), with nothing run or written on the primary, and a replica that joins
+/// the shard after the reader first connected serves them too once the reader's map is renewed
+/// (`REDIS_READER_REFRESH_MS`): a shard of the test's own, first a primary alone, then its replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() {
+    use crate::sold_out::{calls, reset};
+    logs_when_asked();
+    let primary = private_node().await;
+    let mut p = node_conn(&primary).await;
+    let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut p).await.unwrap();
+    let formed = eventually(Duration::from_secs(20), || {
+        let mut p = p.clone();
+        async move { info(&mut p, "CLUSTER").await.contains("cluster_state:ok") }
+    })
+    .await;
+    assert!(formed, "the one-node cluster did not form");
+    let app = TestApp::for_mail_with(30, |s| {
+        s.gate.redis_url = primary.url();
+        s.gate.cluster = true;
+        s.gate.reader_url = Some(primary.url());
+        s.gate.sold_out_memory = Duration::from_secs(120);
+        s.gate.reader_refresh = Duration::from_millis(300);
+    })
+    .await;
+    let event = app.open_event(1).await;
+    let ada = app.grab(&event, "ada").await;
+    assert_eq!(ada.status, 202, "{}", ada.body);
+    app.deliver_all().await;
+    assert_eq!(app.grab(&event, "cy").await.code(), "SOLD_OUT", "the script says sold out: the memory starts");
+
+    // No replica yet: the reader's map has none, and it reads the primary.
+    reset(&mut p).await;
+    assert_eq!(app.grab(&event, "fan-0").await.code(), "SOLD_OUT");
+    assert_eq!((calls(&mut p, "hget").await, calls(&mut p, "evalsha").await), (1, 0), "one read, no script");
+
+    // A replica joins the shard.
+    let replica = private_node().await;
+    let mut r = node_conn(&replica).await;
+    let _: () = redis::cmd("CLUSTER").arg("MEET").arg("127.0.0.1").arg(primary.port).query_async(&mut r).await.unwrap();
+    let primary_id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await.unwrap();
+    let joined = eventually(Duration::from_secs(20), || {
+        let (mut r, id) = (r.clone(), primary_id.clone());
+        async move { redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok() }
+    })
+    .await;
+    assert!(joined, "the replica did not learn of the primary");
+    let listed = eventually(Duration::from_secs(30), || {
+        let (mut r, mut p) = (r.clone(), p.clone());
+        async move {
+            let slots: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut p).await.unwrap();
+            // One range: its bounds, then the nodes serving it (the primary, and the replica).
+            let nodes = match &slots {
+                redis::Value::Array(ranges) => match ranges.first() {
+                    Some(redis::Value::Array(range)) => range.len().saturating_sub(2),
+                    _ => 0,
+                },
+                _ => 0,
+            };
+            info(&mut r, "INFO").await.contains("master_link_status:up") && nodes == 2
+        }
+    })
+    .await;
+    assert!(listed, "the replica did not join the shard");
+
+    // Within the reader's renewal, the refusals move to the replica.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 1;
+    while calls(&mut r, "hget").await == 0 {
+        assert!(std::time::Instant::now() < deadline, "the refusals never reached the new replica");
+        assert_eq!(app.grab(&event, &format!("fan-{n}")).await.code(), "SOLD_OUT");
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    reset(&mut p).await;
+    reset(&mut r).await;
+    for i in 0..30 {
+        assert_eq!(app.grab(&event, &format!("late-{i}")).await.code(), "SOLD_OUT");
+    }
+    let again = app.grab(&event, "ada").await;
+    assert_eq!((again.status, &again.body["order_id"]), (200, &ada.body["order_id"]), "the holder gets their order");
+    let on_primary: u64 = futures::future::join_all(["evalsha", "eval", "hget", "hset", "hincrby"].map(|c| {
+        let mut p = p.clone();
+        async move { calls(&mut p, c).await }
+    }))
+    .await
+    .into_iter()
+    .sum();
+    assert_eq!(on_primary, 0, "31 refusals ran and wrote nothing on the primary");
+    assert_eq!(calls(&mut r, "hget").await, 31, "one read each, on the slot's replica");
+}

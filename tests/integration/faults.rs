@@ -25,6 +25,10 @@ pub(crate) struct PrivateRedis {
     /// Options beyond the defaults (a replica's `--replicaof`).
     args: Vec<String>,
     child: Option<Child>,
+    /// Its working directory, its own: a replica's full sync writes an RDB file there, which a
+    /// server started in the same directory would load (a shared /tmp once gave a new cluster node
+    /// another test's keys, and with them their slots).
+    dir: std::path::PathBuf,
 }
 
 impl PrivateRedis {
@@ -38,7 +42,9 @@ impl PrivateRedis {
         let token = redis_token();
         let mut all = vec!["--requirepass".to_owned(), token.clone(), "--masterauth".to_owned(), token];
         all.extend_from_slice(args);
-        let mut redis = Self { port, args: all, child: None };
+        let dir = std::env::temp_dir().join(format!("tg-redis-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir).expect("a directory for the private redis-server");
+        let mut redis = Self { port, args: all, child: None, dir };
         redis.restart().await;
         redis
     }
@@ -58,8 +64,11 @@ impl PrivateRedis {
     /// A new, empty server on the same port.
     async fn restart(&mut self) {
         let port = self.port.to_string();
+        // Empty means empty: nothing a replica of it saved here before is loaded.
+        let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
         let child = Command::new("redis-server")
-            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", "/tmp"])
+            .args(["--port", &port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir"])
+            .arg(&self.dir)
             .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -83,6 +92,7 @@ impl PrivateRedis {
 impl Drop for PrivateRedis {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

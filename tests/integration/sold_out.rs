@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::{failover::Pair, faults::*, helpers::*};
 
 /// How often a command ran on a server since its counters were reset (`INFO commandstats`).
-async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
+pub(crate) async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query_async(conn).await.unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
@@ -19,7 +19,7 @@ async fn calls(conn: &mut redis::aio::MultiplexedConnection, command: &str) -> u
         .unwrap_or(0)
 }
 
-async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
+pub(crate) async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await.unwrap();
 }
 

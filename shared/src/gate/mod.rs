@@ -115,10 +115,7 @@ impl Gate {
             // The slot's replicas: the cluster client sends READONLY to them and routes reads there.
             Some(url) if settings.cluster => {
                 let client = cluster_client(url, settings, Some(redis::cluster_read_routing::RandomReplicaStrategy))?;
-                sold_out::Reader::Cluster(Box::new(sold_out::ReplicaReads {
-                    client,
-                    conn: tokio::sync::OnceCell::new(),
-                }))
+                sold_out::Reader::Cluster(Box::new(sold_out::ReplicaReads::new(client, settings.reader_refresh)))
             }
             Some(url) => {
                 let client = redis::Client::open(with_token(url, settings.auth_token.as_deref())?)?;

@@ -16,7 +16,10 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -113,10 +116,47 @@ pub(super) enum Reader {
     Cluster(Box<ReplicaReads>),
 }
 
-/// A cluster client that reads from each slot's replicas, connected on first use.
+/// A cluster client that reads from each slot's replicas, connected on first use. Its map of the
+/// slots is the cluster's when it connected (the client reads it again only after an error), so a
+/// replica added later would never be read: past `refresh`, the next read starts a connection with
+/// a fresh map in the background and the reads move to it once it is made.
 pub(super) struct ReplicaReads {
-    pub(super) client: redis::cluster::ClusterClient,
-    pub(super) conn: tokio::sync::OnceCell<redis::cluster_async::ClusterConnection>,
+    client: redis::cluster::ClusterClient,
+    refresh: Duration,
+    kept: Arc<Mutex<Option<(Instant, redis::cluster_async::ClusterConnection)>>>,
+    renewing: Arc<AtomicBool>,
+}
+
+impl ReplicaReads {
+    pub(super) fn new(client: redis::cluster::ClusterClient, refresh: Duration) -> Self {
+        Self { client, refresh, kept: Arc::default(), renewing: Arc::default() }
+    }
+
+    async fn connection(&self) -> Result<redis::cluster_async::ClusterConnection, GateError> {
+        let kept = self.kept.lock().expect("reader").clone();
+        let Some((made, conn)) = kept else {
+            let fresh = self.client.get_async_connection().await?;
+            *self.kept.lock().expect("reader") = Some((Instant::now(), fresh.clone()));
+            return Ok(fresh);
+        };
+        if made.elapsed() >= self.refresh && !self.renewing.swap(true, Ordering::AcqRel) {
+            let (client, kept, renewing) = (self.client.clone(), self.kept.clone(), self.renewing.clone());
+            tokio::spawn(async move {
+                match client.get_async_connection().await {
+                    Ok(fresh) => *kept.lock().expect("reader") = Some((Instant::now(), fresh)),
+                    // The old map keeps serving; the next period tries again.
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the reader's slot map could not be read again");
+                        if let Some((made, _)) = kept.lock().expect("reader").as_mut() {
+                            *made = Instant::now();
+                        }
+                    }
+                }
+                renewing.store(false, Ordering::Release);
+            });
+        }
+        Ok(conn)
+    }
 }
 
 impl Reader {
@@ -130,10 +170,7 @@ impl Reader {
         Ok(match self {
             Self::Primary => primary.conn().await?.hget(meta, field).await?,
             Self::Single(conn) => conn.clone().hget(meta, field).await?,
-            Self::Cluster(reads) => {
-                let conn = reads.conn.get_or_try_init(|| reads.client.get_async_connection()).await?;
-                conn.clone().hget(meta, field).await?
-            }
+            Self::Cluster(reads) => reads.connection().await?.hget(meta, field).await?,
         })
     }
 }
