@@ -92,6 +92,24 @@ async fn node_conn(node: &crate::faults::PrivateRedis) -> redis::aio::Multiplexe
     redis::Client::open(redis_info(&node.url())).unwrap().get_multiplexed_async_connection().await.unwrap()
 }
 
+/// Makes the node behind `r` a replica of the primary behind `p` (listening on `primary_port`):
+/// it meets the primary, then replicates it once it knows it (once: asked again, a replica starts
+/// its sync over).
+async fn replicate(
+    r: &mut redis::aio::MultiplexedConnection,
+    p: &mut redis::aio::MultiplexedConnection,
+    primary_port: u16,
+) {
+    let _: () = redis::cmd("CLUSTER").arg("MEET").arg("127.0.0.1").arg(primary_port).query_async(r).await.unwrap();
+    let primary_id: String = redis::cmd("CLUSTER").arg("MYID").query_async(p).await.unwrap();
+    let joined = eventually(Duration::from_secs(20), || {
+        let (mut r, id) = (r.clone(), primary_id.clone());
+        async move { redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok() }
+    })
+    .await;
+    assert!(joined, "the replica did not learn of the primary");
+}
+
 async fn info(conn: &mut redis::aio::MultiplexedConnection, what: &str) -> String {
     redis::cmd(what).arg(if what == "INFO" { "replication" } else { "INFO" }).query_async(conn).await.unwrap()
 }
@@ -108,15 +126,7 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     let replica = private_node().await;
     let (mut p, mut r) = (node_conn(&primary).await, node_conn(&replica).await);
     let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut p).await.unwrap();
-    let _: () = redis::cmd("CLUSTER").arg("MEET").arg("127.0.0.1").arg(primary.port).query_async(&mut r).await.unwrap();
-    let primary_id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await.unwrap();
-    let joined = eventually(Duration::from_secs(20), || {
-        let mut r = r.clone();
-        let id = primary_id.clone();
-        async move { redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok() }
-    })
-    .await;
-    assert!(joined, "the replica did not learn of the primary");
+    replicate(&mut r, &mut p, primary.port).await;
     let synced = eventually(Duration::from_secs(20), || {
         let (mut r, mut p) = (r.clone(), p.clone());
         async move {
@@ -209,7 +219,7 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
 /// (`REDIS_READER_REFRESH_MS`): a shard of the test's own, first a primary alone, then its replica.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() {
-    use crate::sold_out::{calls, reset};
+    use crate::sold_out::{SCRIPT_AND_FIELD_COMMANDS, calls, calls_of, reset};
     logs_when_asked();
     let primary = private_node().await;
     let mut p = node_conn(&primary).await;
@@ -242,14 +252,7 @@ async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() 
     // A replica joins the shard.
     let replica = private_node().await;
     let mut r = node_conn(&replica).await;
-    let _: () = redis::cmd("CLUSTER").arg("MEET").arg("127.0.0.1").arg(primary.port).query_async(&mut r).await.unwrap();
-    let primary_id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await.unwrap();
-    let joined = eventually(Duration::from_secs(20), || {
-        let (mut r, id) = (r.clone(), primary_id.clone());
-        async move { redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok() }
-    })
-    .await;
-    assert!(joined, "the replica did not learn of the primary");
+    replicate(&mut r, &mut p, primary.port).await;
     let listed = eventually(Duration::from_secs(30), || {
         let (mut r, mut p) = (r.clone(), p.clone());
         async move {
@@ -284,13 +287,7 @@ async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() 
     }
     let again = app.grab(&event, "ada").await;
     assert_eq!((again.status, &again.body["order_id"]), (200, &ada.body["order_id"]), "the holder gets their order");
-    let on_primary: u64 = futures::future::join_all(["evalsha", "eval", "hget", "hset", "hincrby"].map(|c| {
-        let mut p = p.clone();
-        async move { calls(&mut p, c).await }
-    }))
-    .await
-    .into_iter()
-    .sum();
+    let on_primary = calls_of(&p, &SCRIPT_AND_FIELD_COMMANDS).await;
     assert_eq!(on_primary, 0, "31 refusals ran and wrote nothing on the primary");
     assert_eq!(calls(&mut r, "hget").await, 31, "one read each, on the slot's replica");
 }

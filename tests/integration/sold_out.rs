@@ -19,6 +19,20 @@ pub(crate) async fn calls(conn: &mut redis::aio::MultiplexedConnection, command:
         .unwrap_or(0)
 }
 
+/// The script runs and the reads and writes of a user's field a server ran since its counters
+/// were reset: what a refusal must not cost the primary.
+pub(crate) const SCRIPT_AND_FIELD_COMMANDS: [&str; 6] = ["evalsha", "eval", "hget", "hset", "hincrby", "hsetnx"];
+
+/// [`calls`] of each of `commands`, added up.
+pub(crate) async fn calls_of(conn: &redis::aio::MultiplexedConnection, commands: &[&str]) -> u64 {
+    let counted = futures::future::join_all(commands.iter().map(|c| {
+        let mut conn = conn.clone();
+        async move { calls(&mut conn, c).await }
+    }))
+    .await;
+    counted.into_iter().sum()
+}
+
 pub(crate) async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await.unwrap();
 }
@@ -63,14 +77,7 @@ async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_prim
         (200, &ada.body["order_id"]),
         "the holder gets their order back"
     );
-    let on_primary: u64 =
-        futures::future::join_all(["evalsha", "eval", "hget", "hset", "hincrby", "hsetnx"].map(|c| {
-            let mut p = primary.clone();
-            async move { calls(&mut p, c).await }
-        }))
-        .await
-        .into_iter()
-        .sum();
+    let on_primary = calls_of(&primary, &SCRIPT_AND_FIELD_COMMANDS).await;
     assert_eq!(on_primary, 0, "41 refusals ran nothing and wrote nothing on the primary");
     assert_eq!(calls(&mut replica, "hget").await, 41, "one read of the user's field each, on the replica");
     let fields: u64 = redis::AsyncCommands::hlen(&mut primary, shared::gate::keys::meta(&event)).await.unwrap();
