@@ -17,7 +17,7 @@ use drand_verify::{G2PubkeyRfc, Pubkey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::red_packet::hex;
+use super::hex::{decode, encode as hex};
 
 pub const SCHEME: &str = "bls-unchained-g1-rfc9380";
 const DOMAIN: &[u8] = b"BLS_SIG_BLS12381G1_XMD:SHA-256_SSWU_RO_NUL_";
@@ -44,14 +44,7 @@ pub enum BeaconFault {
 }
 
 fn bytes<const N: usize>(text: &str, what: &'static str) -> Result<[u8; N], BeaconFault> {
-    if text.len() != 2 * N || text.bytes().any(|b| b.is_ascii_uppercase()) {
-        return Err(BeaconFault::Encoding(what));
-    }
-    let mut out = [0u8; N];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| BeaconFault::Encoding(what))?;
-    }
-    Ok(out)
+    decode(text).ok_or(BeaconFault::Encoding(what))
 }
 
 impl Beacon {

@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use super::{
     beacon::{Beacon, BeaconFault},
-    red_packet::{from_hex32, hex},
+    hex::{decode as from_hex, encode as hex},
     stream::Stream,
 };
 
@@ -131,7 +131,7 @@ pub fn proof(sorted: &[String], id: &str) -> Option<Vec<ProofStep>> {
 pub fn proves(id: &str, proof: &[ProofStep], root: &str) -> bool {
     let mut at = leaf(id);
     for step in proof {
-        let Some(sibling) = from_hex32(&step.sibling) else { return false };
+        let Some(sibling) = from_hex::<32>(&step.sibling) else { return false };
         at = if step.left { node(&sibling, &at) } else { node(&at, &sibling) };
     }
     hex(&at) == root
@@ -191,7 +191,7 @@ impl Published {
         if self.algorithm != ALGORITHM {
             return Err(DrawFault::Algorithm(self.algorithm.clone()));
         }
-        let secret = from_hex32(&self.secret).ok_or(DrawFault::BadSecret)?;
+        let secret = from_hex::<32>(&self.secret).ok_or(DrawFault::BadSecret)?;
         let beacon = match &self.beacon {
             Some(round) => round.verify()?.to_vec(),
             None => Vec::new(),

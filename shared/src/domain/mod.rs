@@ -6,6 +6,7 @@ pub mod beacon;
 pub mod confirmation;
 pub mod draw;
 pub mod event;
+pub mod hex;
 pub mod ids;
 pub mod order;
 pub mod order_seal;

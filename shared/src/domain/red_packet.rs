@@ -67,39 +67,17 @@ impl AmountSeed {
     }
 
     pub fn from_hex(text: &str) -> Result<Self, BadSeed> {
-        from_hex32(text).map(Self).ok_or(BadSeed)
+        super::hex::decode(text).map(Self).ok_or(BadSeed)
     }
 
     pub fn to_hex(&self) -> String {
-        hex(&self.0)
+        super::hex::encode(&self.0)
     }
 
     /// What the event publishes at release: SHA-256 of the seed, as hex.
     pub fn commitment(&self) -> String {
-        hex(&Sha256::digest(self.0))
+        super::hex::encode(&Sha256::digest(self.0))
     }
-}
-
-/// 64 lowercase hex digits as 32 bytes.
-pub(crate) fn from_hex32(text: &str) -> Option<[u8; 32]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let digit = |c: u8| match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
-    };
-    let mut out = [0u8; 32];
-    for (i, pair) in bytes.chunks(2).enumerate() {
-        out[i] = (digit(pair[0])? << 4) | digit(pair[1])?;
-    }
-    Some(out)
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An ISO 4217 code: three capital letters.

@@ -48,7 +48,7 @@ mod tests {
         chacha20::cipher::StreamCipherSeek::seek(&mut cipher, 64u64);
         let mut block = [0u8; 16];
         cipher.apply_keystream(&mut block);
-        assert_eq!(super::super::red_packet::hex(&block), "224f51f3401bd9e12fde276fb8631ded");
+        assert_eq!(super::super::hex::encode(&block), "224f51f3401bd9e12fde276fb8631ded");
     }
 
     #[test]
