@@ -23,6 +23,8 @@ pub fn open_event(id: EventId, title: &str, capacity: u32, sale_start: OffsetDat
         check_in_until: None,
         expected_rate: None,
         red_packet: None,
+        sale_mode: Default::default(),
+        ballot: None,
         created_at: now,
     }
 }

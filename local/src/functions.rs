@@ -3,6 +3,7 @@
 use shared::{
     adapters::Adapters,
     config::{PassKeyRingSource, QueueSettings},
+    delivery::Courier,
     domain::warm_fleet::DeploymentLimits,
     fleet::LimitsReader,
     gate::Gate,
@@ -49,6 +50,7 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 rebuilder.clone(),
+                Courier::new(gate.clone(), queue.clone(), settings.seal.clone()),
                 LimitsReader::new(adapters.sdk()),
                 DeploymentLimits::default(),
             ),

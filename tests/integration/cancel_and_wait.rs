@@ -17,7 +17,7 @@ use time::{Duration, OffsetDateTime};
 use crate::helpers::*;
 
 /// The fixture sent by `sub` in the given Cognito groups (`"[staff]"`, `"[admin]"`).
-fn as_member(mut event: Value, sub: &str, groups: &str) -> Value {
+pub(crate) fn as_member(mut event: Value, sub: &str, groups: &str) -> Value {
     event["requestContext"]["authorizer"]["jwt"]["claims"] = json!({
         "sub": sub, "email": format!("{sub}@example.com"), "email_verified": "true", "cognito:groups": groups,
     });

@@ -309,6 +309,8 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         check_in_until: None,
         expected_rate: None,
         red_packet: None,
+        sale_mode: Default::default(),
+        ballot: None,
         created_at: OffsetDateTime::now_utc(),
     }
 }

@@ -362,6 +362,13 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::BadPass,
         E::TicketCancelled,
         E::CheckInClosed { from: String::new(), until: None },
+        E::BallotOnly,
+        E::NotABallot,
+        E::RegistrationClosed,
+        E::NotEntered,
+        E::NotDrawn,
+        E::DrawTooEarly { from: String::new() },
+        E::BadReveal(String::new()),
         E::RouteNotFound,
         E::Busy,
     ];

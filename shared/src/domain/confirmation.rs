@@ -136,6 +136,8 @@ mod tests {
             check_in_until: None,
             expected_rate: None,
             red_packet: None,
+            sale_mode: Default::default(),
+            ballot: None,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }

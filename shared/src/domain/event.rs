@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
+    ballot::{BallotTerms, BeaconRound, SaleMode},
     ids::EventId,
     red_packet::{self, AmountSeed, Currency, RedPacket},
 };
@@ -52,6 +53,12 @@ pub struct Event {
     /// without its seed (the commitment instead), which is published after the sale.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "public_red_packet")]
     pub red_packet: Option<RedPacket>,
+    /// How the tickets are handed out; a ballot's terms are in [`Event::ballot`].
+    pub sale_mode: SaleMode,
+    /// A ballot's commitment (and beacon round), published at release: `Some` exactly when
+    /// `sale_mode` is `ballot`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ballot: Option<BallotTerms>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
@@ -169,9 +176,11 @@ pub struct EventDraft {
     pub expected_rate: Option<u32>,
     /// The red packets' total (in the currency's smallest unit) and currency, both or neither.
     pub red_packet: Option<(u64, Currency)>,
+    /// A ballot's terms; `None` for a first-come sale.
+    pub ballot: Option<BallotTerms>,
 }
 
-const FIELDS: [&str; 15] = [
+const FIELDS: [&str; 18] = [
     "id",
     "title",
     "capacity",
@@ -187,6 +196,9 @@ const FIELDS: [&str; 15] = [
     "expected_rate",
     "total_amount",
     "currency",
+    "sale_mode",
+    "draw_commitment",
+    "draw_beacon",
 ];
 
 struct Fields<'a> {
@@ -281,6 +293,45 @@ impl<'a> Fields<'a> {
         }
     }
 
+    /// `sale_mode`, and a ballot's `draw_commitment` and optional `draw_beacon` (`{public_key,
+    /// round}`), which only a ballot takes.
+    fn ballot(&mut self) -> Option<BallotTerms> {
+        let mode = match self.object.get("sale_mode") {
+            None | Some(Value::Null) => SaleMode::FirstCome,
+            Some(Value::String(s)) if SaleMode::parse(s).is_some() => SaleMode::parse(s).unwrap_or_default(),
+            Some(_) => {
+                self.problem("sale_mode", format!("must be one of {}", SaleMode::NAMES.join(", ")));
+                return None;
+            }
+        };
+        let commitment = self.text("draw_commitment", mode == SaleMode::Ballot, 64);
+        let beacon = match self.object.get("draw_beacon") {
+            None | Some(Value::Null) => None,
+            Some(v) => match serde_json::from_value::<BeaconRound>(v.clone()) {
+                Ok(round) => Some(round),
+                Err(_) => {
+                    self.problem("draw_beacon", "must be an object with public_key (hex) and round (a whole number)");
+                    return None;
+                }
+            },
+        };
+        if mode == SaleMode::FirstCome {
+            for field in ["draw_commitment", "draw_beacon"] {
+                if self.object.get(field).is_some_and(|v| !v.is_null()) {
+                    self.problem(field, "is for a ballot only (sale_mode: ballot)");
+                }
+            }
+            return None;
+        }
+        match BallotTerms::new(&commitment?, beacon) {
+            Ok(terms) => Some(terms),
+            Err((field, problem)) => {
+                self.problem(field, problem);
+                None
+            }
+        }
+    }
+
     fn instant(&mut self, field: &str, required: bool) -> Option<OffsetDateTime> {
         let text = self.text(field, required, 64)?;
         match OffsetDateTime::parse(&text, &Rfc3339) {
@@ -349,6 +400,7 @@ impl EventDraft {
             }
             _ => None,
         };
+        let ballot = f.ballot();
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
                 id,
@@ -365,6 +417,7 @@ impl EventDraft {
                 check_in_until,
                 expected_rate,
                 red_packet,
+                ballot,
             }),
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -408,6 +461,12 @@ impl EventDraft {
             problems
                 .push(FieldProblem { field: "check_in_until".into(), problem: "must be after check_in_from".into() });
         }
+        if self.ballot.is_some() && self.expected_rate.is_some() {
+            problems.push(FieldProblem {
+                field: "expected_rate".into(),
+                problem: "a ballot has no open to warm a fleet for: its draw hands the tickets out".into(),
+            });
+        }
         if !problems.is_empty() {
             return Err(InvalidEvent(problems));
         }
@@ -431,6 +490,8 @@ impl EventDraft {
                 currency,
                 seed: AmountSeed::generate(),
             }),
+            sale_mode: if self.ballot.is_some() { SaleMode::Ballot } else { SaleMode::FirstCome },
+            ballot: self.ballot,
             created_at: now,
         })
     }

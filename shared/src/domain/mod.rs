@@ -2,6 +2,7 @@
 //! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
 
 pub mod audit;
+pub mod ballot;
 pub mod beacon;
 pub mod confirmation;
 pub mod draw;

@@ -7,7 +7,11 @@ use std::sync::LazyLock;
 use redis::AsyncCommands;
 
 use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_on, script_time};
-use crate::domain::{Event, EventId, Holdings, TicketNo, event::epoch_ms, order::WaitHead};
+use crate::domain::{Event, EventId, Holdings, TicketNo, ballot::SaleMode, event::epoch_ms, order::WaitHead};
+
+/// The latest time the scripts' format holds (15 digits of epoch ms): a window opening then never
+/// opens.
+const NEVER: i64 = 999_999_999_999_999;
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
 
@@ -161,6 +165,12 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
     }
     let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
     let trust = CLOCK_TRUST.as_millis() as i64;
+    // A ballot's numbers are handed out by its draw only: its grab window never opens (the grab
+    // script reads the opening as the latest time it can write, and says NOT_STARTED).
+    let (open_from, open_until) = match event.sale_mode {
+        SaleMode::Ballot => (script_time(NEVER), script_time(0)),
+        SaleMode::FirstCome => (script_time(start + trust), script_time(end - trust)),
+    };
     pipe.hset_multiple(
         keys::meta(e),
         &[
@@ -170,8 +180,8 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
             ("state", "open".to_owned()),
             // The span where the grab script lets the caller's clock decide, precomputed so the
             // script compares strings instead of parsing numbers.
-            (opening, script_time(start + trust)),
-            ("open_until", script_time(end - trust)),
+            (opening, open_from),
+            ("open_until", open_until),
             // The waitlist's rules (wait.lua).
             ("cancel_until", epoch_ms(event.cancel_until).to_string()),
             ("wait_max", event.waitlist_size.to_string()),

@@ -5,7 +5,8 @@
 //! - `grab`: the grab script and its outcome; `admit`: the consumer's question before it stores;
 //! - `outbox`: orders decided but not yet stored; `stock`: what the cache says of a sale;
 //! - `cache`: warming, the exact rebuild and its lock; `returns`: giving a number back;
-//!   `waitlist`: joining, places, closing; `limits`: the per-user request counters;
+//!   `waitlist`: joining, places, closing; `draw`: a ballot's draw laid down; `limits`: the
+//!   per-user request counters;
 //! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
 //! - `sold_out`: refusals without the script once an event is sold out, read on a replica;
 //! - `link`: the connection, and the history (primary or node) it serves.
@@ -17,6 +18,7 @@ use std::sync::LazyLock;
 
 mod admit;
 mod cache;
+mod draw;
 mod give_back;
 mod grab;
 pub mod keys;
@@ -30,6 +32,7 @@ mod tally;
 mod waitlist;
 pub use admit::Admitted;
 pub use cache::RebuildLock;
+pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
 pub use link::Connection;
@@ -84,6 +87,7 @@ pub enum GateError {
 }
 
 /// The server a grab was written on: [`Gate::replicated`] asks how many of its replicas have it.
+#[derive(Clone)]
 pub struct Written {
     conn: LinkConn,
     /// The event's meta key: in cluster mode it names the node that holds the write.

@@ -1,6 +1,7 @@
-//! After the grab, in the grab function (it holds every dependency these need): a holder cancels
+//! The grab function's other writes (it holds every dependency these need): a holder cancels
 //! (`DELETE /events/{id}/order`), a sold-out user joins the waitlist
-//! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`).
+//! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`), and a user
+//! enters a ballot (`POST /events/{id}/entry`, `handlers::ballot`).
 //!
 //! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
 //! give-back marker), then Redis takes the number back in one script: to the head of the waitlist as
@@ -17,6 +18,7 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         Event, EventId, OrderId, OrderStatus, Waiter,
+        ballot::SaleMode,
         event::{epoch_ms, rfc3339},
         order::{OrderView, WaitHead},
     },
@@ -43,6 +45,7 @@ pub struct CancelAndWait {
     rebuilder: Rebuilder,
     hash: HashSettings,
     limiter: super::limit::Limiter,
+    entries: super::ballot::Entries,
 }
 
 #[derive(Deserialize)]
@@ -62,7 +65,8 @@ impl CancelAndWait {
         limits: UserLimits,
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        Self { store, gate, courier, returns, rebuilder, hash, limiter }
+        let entries = super::ballot::Entries::new(store.clone(), rebuilder.clone());
+        Self { store, gate, courier, returns, rebuilder, hash, limiter, entries }
     }
 
     /// One request of the three routes: the reply and its outcome code.
@@ -83,6 +87,15 @@ impl CancelAndWait {
                 self.join(&event, &caller, &body.hash).await
             }
             Some(Endpoint::WaitlistPlace) => self.place(&event, &caller).await,
+            Some(Endpoint::Enter) => {
+                if !req.body().is_empty() {
+                    return Err(ApiError::BadRequest("POST /events/{id}/entry takes no body".into()));
+                }
+                let (entry, new) = self.entries.register(&event, &caller).await?;
+                let (status, code) =
+                    if new { (StatusCode::CREATED, "ENTERED") } else { (StatusCode::OK, "ALREADY_ENTERED") };
+                Ok((json(status, &entry), code))
+            }
             _ => Err(ApiError::RouteNotFound),
         }
     }
@@ -159,6 +172,10 @@ impl CancelAndWait {
         let at = OffsetDateTime::now_utc();
         let now = epoch_ms(at);
         self.hash.secret.verify(hash, id, &caller.user, now).map_err(|_| ApiError::BadHash)?;
+        // A ballot's waitlist is its draw's order: nobody joins it otherwise.
+        if self.known(id).await?.sale_mode == SaleMode::Ballot {
+            return Err(ApiError::BallotOnly);
+        }
         let email = caller.verified_email()?;
         let head = WaitHead::new(id, &caller.user, email);
         let promotion = OrderId::generate();

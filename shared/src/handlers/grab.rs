@@ -18,6 +18,7 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
+        ballot::SaleMode,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
         order_seal::SealKey,
@@ -55,8 +56,17 @@ pub struct Grab {
 /// granted order whose send failed, `BUSY`). A request refused before the gate (a bad hash or body,
 /// an unknown event) says nothing of the sale, and counting it would let anyone make keys for
 /// made-up events.
-const SALE_OUTCOMES: [&str; 8] =
-    ["OK", "ALREADY", "SOLD_OUT", "RATE_LIMITED", "SALE_NOT_STARTED", "SALE_ENDED", "ORDER_CANCELLED", "BUSY"];
+const SALE_OUTCOMES: [&str; 9] = [
+    "OK",
+    "ALREADY",
+    "SOLD_OUT",
+    "RATE_LIMITED",
+    "SALE_NOT_STARTED",
+    "SALE_ENDED",
+    "ORDER_CANCELLED",
+    "BALLOT_ONLY",
+    "BUSY",
+];
 
 /// A grab decided: the reply, and the order still to be sent when the grab was granted.
 pub struct Decided {
@@ -196,7 +206,11 @@ impl Grab {
             GrabOutcome::NotFound => Err(ApiError::EventNotFound),
             // Still stale right after a rebuild: a second failover meanwhile.
             GrabOutcome::Stale => Err(ApiError::Busy),
-            GrabOutcome::NotStarted => Err(ApiError::SaleNotStarted),
+            // A ballot's window never opens: say why (the event is remembered per environment).
+            GrabOutcome::NotStarted => match self.rebuilder.event(&event).await {
+                Ok(Some(known)) if known.sale_mode == SaleMode::Ballot => Err(ApiError::BallotOnly),
+                _ => Err(ApiError::SaleNotStarted),
+            },
             GrabOutcome::Ended => Err(ApiError::SaleEnded),
             GrabOutcome::SoldOut => Err(ApiError::SoldOut),
         }

@@ -39,6 +39,8 @@ pub struct Query {
     live: Live,
     /// Red-packet amounts of orders, each event's split computed once.
     splits: crate::amounts::Splits,
+    /// Ballots' entries and published draws.
+    draws: super::ballot::DrawView,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -81,7 +83,8 @@ impl Query {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let auditor = Auditor::new(store.clone(), gate.clone());
         let live = Live::new(gate.clone(), auditor.clone());
-        Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default() }
+        let draws = super::ballot::DrawView::new(store.clone(), rebuilder.clone());
+        Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -150,6 +153,10 @@ impl Query {
                     let minutes = minutes(&req)?;
                     let known = self.rebuilder.event(&event).await?.ok_or(ApiError::EventNotFound)?;
                     json(StatusCode::OK, &self.live.view(&known, minutes).await?)
+                }
+                Some(Endpoint::Entry) => json(StatusCode::OK, &self.draws.entry(&event_id(&req)?, &caller).await?),
+                Some(Endpoint::PublishedDraw) => {
+                    json(StatusCode::OK, &*self.draws.published(&event_id(&req)?).await?)
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };

@@ -13,13 +13,20 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
+    delivery::Courier,
     domain::{
         Event, EventDraft, InvalidEvent,
         warm_fleet::{self, DeploymentLimits, WarmFleet, Warning},
     },
     fleet::{LimitsReader, deployment_limits_from_env},
     gate::{Gate, GateError},
-    http::{ApiError, Caller, apigw, json, reply::json_body, serve},
+    handlers::ballot::{Draw, Reveal},
+    http::{
+        ApiError, Caller, apigw, json,
+        reply::{endpoint, event_id, json_body},
+        routes::Endpoint,
+        serve,
+    },
     recovery::{Rebuild, Rebuilder, RecoveryError},
     store::{PutEventError, Store, StoreError},
 };
@@ -63,17 +70,22 @@ pub struct Release {
     /// What an open's expected rate is checked against.
     limits: LimitsReader,
     deployment: DeploymentLimits,
+    /// A ballot's draw (`POST /admin/events/{id}/draw`).
+    draw: Draw,
 }
 
 impl Release {
+    /// `courier` sends a ballot's winning orders, as grab sends a grab's.
     pub fn new(
         store: Store,
         gate: Gate,
         rebuilder: Rebuilder,
+        courier: Courier,
         limits: LimitsReader,
         deployment: DeploymentLimits,
     ) -> Self {
-        Self { store, gate, rebuilder, limits, deployment }
+        let draw = Draw::new(store.clone(), gate.clone(), rebuilder.clone(), courier);
+        Self { store, gate, rebuilder, limits, deployment, draw }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -81,8 +93,10 @@ impl Release {
         let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
         let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
+        let queue = adapters.orders_queue(&crate::config::QueueSettings::from_env()?);
+        let courier = Courier::new(gate.clone(), queue, crate::config::seal_key(adapters.sdk()).await?);
         let limits = LimitsReader::new(adapters.sdk());
-        Ok(Self::new(store, gate, rebuilder, limits, deployment_limits_from_env()?))
+        Ok(Self::new(store, gate, rebuilder, courier, limits, deployment_limits_from_env()?))
     }
 
     /// What the caller is answered: the event, and for an open with an expected rate its warm fleet
@@ -129,10 +143,16 @@ impl Release {
         Ok(event)
     }
 
-    /// `POST /admin/events`.
+    /// `POST /admin/events`, and a ballot's `POST /admin/events/{id}/draw`.
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("release", req, |req| async move {
             Caller::require_admin(&req)?;
+            if endpoint(&req) == Some(Endpoint::Draw) {
+                let id = event_id(&req)?;
+                let reveal: Reveal = json_body(&req)?;
+                let drawn = self.draw.draw(&id, &reveal, OffsetDateTime::now_utc()).await?;
+                return Ok((json(StatusCode::OK, &drawn), "DRAWN"));
+            }
             let body: Value = json_body(&req)?;
             let draft = EventDraft::from_json(&body)?;
             let event = self.release(draft, OffsetDateTime::now_utc()).await?;

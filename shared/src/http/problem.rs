@@ -67,6 +67,20 @@ pub enum ApiError {
     TicketCancelled,
     #[error("the door is open from {from}{}", until.as_ref().map(|u| format!(" until {u}")).unwrap_or_default())]
     CheckInClosed { from: String, until: Option<String> },
+    #[error("this event's tickets are drawn by ballot: enter it at POST /events/{{id}}/entry")]
+    BallotOnly,
+    #[error("this event is not a ballot")]
+    NotABallot,
+    #[error("the ballot's registration is closed")]
+    RegistrationClosed,
+    #[error("you have not entered this ballot")]
+    NotEntered,
+    #[error("the ballot is not drawn yet")]
+    NotDrawn,
+    #[error("the draw may run from {from}, the time published at release")]
+    DrawTooEarly { from: String },
+    #[error("{0}")]
+    BadReveal(String),
     #[error("no such route")]
     RouteNotFound,
     #[error("the service is busy; retry shortly")]
@@ -105,6 +119,13 @@ impl ApiError {
             Self::BadPass => (S::FORBIDDEN, "BAD_PASS", "Bad pass"),
             Self::TicketCancelled => (S::CONFLICT, "TICKET_CANCELLED", "Ticket cancelled"),
             Self::CheckInClosed { .. } => (S::CONFLICT, "CHECK_IN_CLOSED", "Check-in closed"),
+            Self::BallotOnly => (S::CONFLICT, "BALLOT_ONLY", "Ballot only"),
+            Self::NotABallot => (S::CONFLICT, "NOT_A_BALLOT", "Not a ballot"),
+            Self::RegistrationClosed => (S::GONE, "REGISTRATION_CLOSED", "Registration closed"),
+            Self::NotEntered => (S::NOT_FOUND, "NOT_ENTERED", "Not entered"),
+            Self::NotDrawn => (S::CONFLICT, "NOT_DRAWN", "Not drawn"),
+            Self::DrawTooEarly { .. } => (S::CONFLICT, "DRAW_TOO_EARLY", "Draw too early"),
+            Self::BadReveal(_) => (S::BAD_REQUEST, "BAD_REVEAL", "Bad reveal"),
             Self::RouteNotFound => (S::NOT_FOUND, "NOT_FOUND", "Not found"),
             Self::Busy => (S::SERVICE_UNAVAILABLE, "BUSY", "Busy"),
         }

@@ -93,6 +93,14 @@ pub enum Endpoint {
     Report,
     /// `GET /admin/events/{id}/live`
     Live,
+    /// `POST /events/{id}/entry`: enter a ballot
+    Enter,
+    /// `GET /events/{id}/entry`: one's entry, and after the draw its position and proof
+    Entry,
+    /// `GET /events/{id}/draw`: the published draw
+    PublishedDraw,
+    /// `POST /admin/events/{id}/draw`: the organiser reveals the secret and draws
+    Draw,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +144,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 14] = [
+pub const ROUTES: [Route; 18] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -237,6 +245,36 @@ pub const ROUTES: [Route; 14] = [
         method: "GET",
         path: "/admin/events/{id}/live",
         function: Function::Query,
+        limit: Limit::Staff,
+    },
+    // Each entry is a DynamoDB transaction.
+    Route {
+        endpoint: Endpoint::Enter,
+        method: "POST",
+        path: "/events/{id}/entry",
+        function: Function::Grab,
+        limit: per_user("enter", "RATE_LIMIT_ENTER", 5),
+    },
+    Route {
+        endpoint: Endpoint::Entry,
+        method: "GET",
+        path: "/events/{id}/entry",
+        function: Function::Query,
+        limit: per_user("entry", "RATE_LIMIT_ENTRY", 20),
+    },
+    // The whole draw, recomputed once per environment and then served from memory.
+    Route {
+        endpoint: Endpoint::PublishedDraw,
+        method: "GET",
+        path: "/events/{id}/draw",
+        function: Function::Query,
+        limit: per_user("draw", "RATE_LIMIT_DRAW", 5),
+    },
+    Route {
+        endpoint: Endpoint::Draw,
+        method: "POST",
+        path: "/admin/events/{id}/draw",
+        function: Function::Release,
         limit: Limit::Staff,
     },
 ];

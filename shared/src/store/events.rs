@@ -14,6 +14,7 @@ use super::{
 };
 use crate::domain::{
     Event, EventId,
+    ballot::{BallotTerms, BeaconRound, SaleMode},
     event::rfc3339,
     red_packet::{AmountSeed, Currency, RedPacket},
 };
@@ -195,6 +196,14 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(rate) = event.expected_rate {
         item.insert("expected_rate".into(), n(rate));
     }
+    if let Some(terms) = &event.ballot {
+        item.insert("sale_mode".into(), s(SaleMode::Ballot.as_str()));
+        item.insert("draw_commitment".into(), s(&terms.commitment));
+        if let Some(beacon) = &terms.beacon {
+            item.insert("beacon_key".into(), s(&beacon.public_key));
+            item.insert("beacon_round".into(), n(beacon.round));
+        }
+    }
     for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
         if let Some(v) = at {
             item.insert(name.into(), s(rfc3339(v)));
@@ -223,11 +232,22 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         expected_rate: opt_n(item, "expected_rate")?,
         red_packet: red_packet_from_item(item)?,
+        sale_mode: if item.contains_key("draw_commitment") { SaleMode::Ballot } else { SaleMode::FirstCome },
+        ballot: ballot_from_item(item)?,
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
     let waitlist_closed = item.contains_key("waitlist_closed_at");
     Ok(StoredEvent { event, remaining_snapshot, waitlist_closed })
+}
+
+fn ballot_from_item(item: &Item) -> Result<Option<BallotTerms>, StoreError> {
+    let Some(commitment) = opt_s(item, "draw_commitment") else { return Ok(None) };
+    let beacon = match opt_s(item, "beacon_key") {
+        Some(public_key) => Some(BeaconRound { public_key, round: get_n(item, "beacon_round")? }),
+        None => None,
+    };
+    BallotTerms::new(&commitment, beacon).map(Some).map_err(|(_, e)| StoreError::Malformed(format!("ballot: {e}")))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {

@@ -7,6 +7,7 @@
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
 //! | give-back marker | `RETURN#<E>` | `ORDER#<order id>` | a cancelled number Redis has yet to take back |
 //! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
+//! | entry  | `ENTRY#<E>`         | `USER#<u>` | a ballot's registration (`ballot`)                     |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
 //! off the attendee list, found by a rebuild and the organiser's report.
@@ -16,6 +17,7 @@
 //! its writes;
 //! [`schema`] builds every key, [`codec`] every attribute value.
 
+pub mod ballot;
 pub mod cancellations;
 pub mod check_in;
 pub mod codec;

@@ -58,6 +58,10 @@ pub mod key {
     pub fn waitlist(e: &EventId) -> String {
         format!("WAIT#{e}")
     }
+    /// A ballot's entries: one item per registered user (`store::ballot`), sorted by `waiter`.
+    pub fn entries(e: &EventId) -> String {
+        format!("ENTRY#{e}")
+    }
     pub fn waiter(u: &UserId) -> String {
         format!("USER#{u}")
     }

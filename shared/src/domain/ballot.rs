@@ -1,0 +1,171 @@
+//! A ballot (issue 27, item 3): users register during a window, then a draw anyone can recompute
+//! (`super::draw`) orders them; the first `capacity` get orders through the ordinary order path,
+//! the rest wait in draw order. What a release commits to, and what a draw publishes.
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Email, UserId,
+    beacon::{self, Beacon},
+    draw::{self, Published},
+    hex,
+};
+
+/// How an event hands out its tickets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SaleMode {
+    /// First come, first served: the grab script decides in arrival order.
+    #[default]
+    FirstCome,
+    /// Registration, then a draw: no grab ever takes a number.
+    Ballot,
+}
+
+impl SaleMode {
+    pub const NAMES: [&str; 2] = ["first_come", "ballot"];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "first_come" => Some(Self::FirstCome),
+            "ballot" => Some(Self::Ballot),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::FirstCome => "first_come",
+            Self::Ballot => "ballot",
+        }
+    }
+}
+
+/// A beacon round named at release: its chain's key and the round, whose signature nobody knows
+/// yet (the organiser gives it at the draw).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BeaconRound {
+    /// The chain's public key (`bls-unchained-g1-rfc9380`), hex.
+    pub public_key: String,
+    pub round: u64,
+}
+
+/// What a ballot commits to at release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BallotTerms {
+    /// `SHA-256(secret)`, hex: the organiser's secret, revealed at the draw.
+    pub commitment: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub beacon: Option<BeaconRound>,
+}
+
+impl BallotTerms {
+    /// Checks a release's terms: a commitment of 64 lowercase hex digits, and a beacon's key of the
+    /// scheme's length. Each problem is named by its field.
+    pub fn new(commitment: &str, beacon: Option<BeaconRound>) -> Result<Self, (&'static str, String)> {
+        if hex::decode::<32>(commitment).is_none() {
+            return Err(("draw_commitment", "must be SHA-256 of the secret: 64 lowercase hex digits".into()));
+        }
+        if let Some(b) = &beacon
+            && hex::decode::<96>(&b.public_key).is_none()
+        {
+            return Err((
+                "draw_beacon",
+                format!("public_key must be a {} chain's key: 192 lowercase hex digits", beacon::SCHEME),
+            ));
+        }
+        Ok(Self { commitment: commitment.to_owned(), beacon })
+    }
+
+    /// The draw of `entrants` with the revealed `secret` (and the named round's signature): the
+    /// secret must hash to the commitment, the signature be the named round's on the named chain.
+    pub fn draw(&self, entrants: Vec<String>, secret: &str, signature: Option<&str>) -> Result<Published, DrawRefused> {
+        let secret = hex::decode::<32>(secret).ok_or(DrawRefused::BadSecret)?;
+        if draw::commitment(&secret) != self.commitment {
+            return Err(DrawRefused::NotCommitted);
+        }
+        let beacon = match (&self.beacon, signature) {
+            (None, None) => None,
+            (None, Some(_)) => return Err(DrawRefused::NoBeaconNamed),
+            (Some(_), None) => return Err(DrawRefused::BeaconMissing),
+            (Some(named), Some(signature)) => Some(Beacon {
+                scheme: beacon::SCHEME.into(),
+                public_key: named.public_key.clone(),
+                round: named.round,
+                signature: signature.to_owned(),
+            }),
+        };
+        Published::new(draw::entrants(entrants), &secret, beacon).map_err(|e| DrawRefused::Beacon(e.to_string()))
+    }
+}
+
+/// Why a draw's reveal is refused (nothing is drawn).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DrawRefused {
+    #[error("the secret must be 64 lowercase hex digits")]
+    BadSecret,
+    #[error("the secret does not hash to the commitment published at release")]
+    NotCommitted,
+    #[error("the release named a beacon round: give its signature (beacon_signature)")]
+    BeaconMissing,
+    #[error("the release named no beacon round: give no beacon_signature")]
+    NoBeaconNamed,
+    #[error("{0}")]
+    Beacon(String),
+}
+
+/// A registered user: their address is kept for their order's or their place's mail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entrant {
+    pub user: UserId,
+    pub email: Email,
+}
+
+/// How a draw's order splits: the first `capacity` win, the rest wait, in that order.
+pub fn split(order: &[String], capacity: u32) -> (&[String], &[String]) {
+    order.split_at(order.len().min(capacity as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_terms_and_the_reveal_are_checked() {
+        let secret = [7u8; 32];
+        let terms = BallotTerms::new(&draw::commitment(&secret), None).unwrap();
+        assert_eq!(BallotTerms::new("ABC", None).unwrap_err().0, "draw_commitment");
+        let bad_key = BeaconRound { public_key: "00".into(), round: 1 };
+        assert_eq!(BallotTerms::new(&terms.commitment, Some(bad_key)).unwrap_err().0, "draw_beacon");
+
+        let entrants = vec!["b".to_owned(), "a".to_owned(), "c".to_owned()];
+        let drawn = terms.draw(entrants.clone(), &hex::encode(&secret), None).unwrap();
+        assert_eq!(drawn.entrants, ["a", "b", "c"]);
+        assert_eq!(drawn.verify(), Ok(()));
+        assert_eq!(terms.draw(entrants.clone(), &hex::encode(&[8; 32]), None), Err(DrawRefused::NotCommitted));
+        assert_eq!(terms.draw(entrants.clone(), "zz", None), Err(DrawRefused::BadSecret));
+        assert_eq!(terms.draw(entrants, &hex::encode(&secret), Some("00")), Err(DrawRefused::NoBeaconNamed));
+    }
+
+    #[test]
+    fn a_named_round_must_be_revealed_and_be_the_chains() {
+        let chain = beacon::LocalChain::new(&[3; 32]);
+        let secret = [1u8; 32];
+        let named = BeaconRound { public_key: chain.public_key(), round: 42 };
+        let terms = BallotTerms::new(&draw::commitment(&secret), Some(named)).unwrap();
+        let entrants = vec!["x".to_owned(), "y".to_owned()];
+        let secret = hex::encode(&secret);
+        assert_eq!(terms.draw(entrants.clone(), &secret, None), Err(DrawRefused::BeaconMissing));
+        let wrong_round = chain.round(43).signature;
+        assert!(matches!(terms.draw(entrants.clone(), &secret, Some(&wrong_round)), Err(DrawRefused::Beacon(_))));
+        let drawn = terms.draw(entrants, &secret, Some(&chain.round(42).signature)).unwrap();
+        assert_eq!(drawn.verify(), Ok(()));
+    }
+
+    #[test]
+    fn the_first_capacity_win() {
+        let order: Vec<String> = (0..5).map(|i| i.to_string()).collect();
+        assert_eq!(split(&order, 2), (&order[..2], &order[2..]));
+        assert_eq!(split(&order, 9), (&order[..], &[][..]));
+    }
+}

@@ -1,0 +1,232 @@
+//! A ballot in DynamoDB: one entry per registered user (`ENTRY#<E>` / `USER#<u>`), and on the
+//! event's item the registration's close and the draw's record.
+//!
+//! An entry is written in one transaction with a check that the event's registration is still
+//! open, and the draw closes the registration before it reads the entries: a registration either
+//! committed before the close (and is in the draw) or is refused. The key is the rule for "one
+//! entry per user": a retry or a concurrent duplicate finds the first.
+
+use aws_sdk_dynamodb::{
+    operation::{transact_write_items::TransactWriteItemsError, update_item::UpdateItemError},
+    types::{ConditionCheck, Put, TransactWriteItem},
+};
+use time::OffsetDateTime;
+
+use super::{
+    Store, StoreError, built,
+    codec::{Item, get_n, get_s, get_time, n, opt_s, s},
+    schema::{attr, key},
+};
+use crate::domain::{Email, EventId, UserId, ballot::Entrant, event::rfc3339};
+
+/// What a registration found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Registered {
+    /// Entered now.
+    Entered,
+    /// Entered before (a retry or a duplicate): the first entry stands.
+    Already { entered_at: String },
+    /// The registration is closed: the draw has begun.
+    Closed,
+}
+
+/// The draw as the event's item records it: enough to publish it again with the entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrawRecord {
+    /// The organiser's revealed secret, hex.
+    pub secret: String,
+    /// The named beacon round's signature, hex.
+    pub beacon_signature: Option<String>,
+    /// The entrants' Merkle root, hex, and how many there were.
+    pub root: String,
+    pub entrants: u32,
+    pub drawn_at: OffsetDateTime,
+    /// Every winner's order is in the outbox and every other entrant waits: the draw is complete.
+    pub done: bool,
+}
+
+/// Where a ballot stands, read consistently from the event's item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BallotState {
+    pub registration_closed: bool,
+    pub draw: Option<DrawRecord>,
+}
+
+fn entry_key(event: &EventId, user: &UserId) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
+    [(attr::PK.to_owned(), s(key::entries(event))), (attr::SK.to_owned(), s(key::waiter(user)))]
+}
+
+fn event_key(event: &EventId) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
+    [(attr::PK.to_owned(), s(key::event(event))), (attr::SK.to_owned(), s(key::EVENT_SK))]
+}
+
+fn malformed(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Malformed(e.to_string())
+}
+
+fn entrant_from(item: &Item) -> Result<Entrant, StoreError> {
+    Ok(Entrant {
+        user: UserId::parse(&get_s(item, "user_id")?).map_err(malformed)?,
+        email: Email::parse(&get_s(item, "email")?).map_err(malformed)?,
+    })
+}
+
+impl Store {
+    /// Enters a user in the event's ballot, once, while its registration is open.
+    pub async fn register(
+        &self,
+        event: &EventId,
+        entrant: &Entrant,
+        now: OffsetDateTime,
+    ) -> Result<Registered, StoreError> {
+        let put = built(
+            Put::builder()
+                .table_name(&self.table)
+                .set_item(Some(entry_key(event, &entrant.user).into_iter().collect()))
+                .item("event_id", s(event.as_str()))
+                .item("user_id", s(entrant.user.as_str()))
+                .item("email", s(entrant.email.as_str()))
+                .item("entered_at", s(rfc3339(now)))
+                .condition_expression("attribute_not_exists(#pk)")
+                .expression_attribute_names("#pk", attr::PK)
+                .build(),
+        )?;
+        let open = built(
+            ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(event_key(event).into_iter().collect()))
+                .condition_expression("attribute_exists(#pk) AND attribute_not_exists(registration_closed_at)")
+                .expression_attribute_names("#pk", attr::PK)
+                .build(),
+        )?;
+        let result = self
+            .client
+            .transact_write_items()
+            .transact_items(TransactWriteItem::builder().put(put).build())
+            .transact_items(TransactWriteItem::builder().condition_check(open).build())
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(Registered::Entered),
+            Err(e) => e,
+        };
+        let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error() else {
+            return Err(err.into());
+        };
+        let failed =
+            |i: usize| cancelled.cancellation_reasons().get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
+        if failed(0) {
+            // Entered before: the first entry stands, whatever the registration's state now.
+            return match self.entry(event, &entrant.user).await? {
+                Some(entered_at) => Ok(Registered::Already { entered_at }),
+                None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
+            };
+        }
+        if failed(1) {
+            return Ok(Registered::Closed);
+        }
+        // A concurrent transaction on the same items (the same user twice at once): retried by
+        // the caller, and then found.
+        Err(StoreError::Dynamo("registration cancelled by a concurrent transaction".into()))
+    }
+
+    /// When the user entered the event's ballot, if they did.
+    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<String>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(entry_key(event, user).into_iter().collect()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(out.item.and_then(|item| opt_s(&item, "entered_at")))
+    }
+
+    /// Closes the ballot's registration (the first close stands): from then on every registration
+    /// is refused, so the entries read after it are all there will be.
+    pub async fn close_registration(&self, event: &EventId, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("SET registration_closed_at = if_not_exists(registration_closed_at, :now)")
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// Every entry of the ballot, read consistently.
+    pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
+        self.partition(key::entries(event), None).await?.iter().map(entrant_from).collect()
+    }
+
+    /// The registration's close and the draw, from the event's item read consistently.
+    pub async fn ballot_state(&self, event: &EventId) -> Result<BallotState, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        let Some(item) = out.item else { return Ok(BallotState::default()) };
+        let draw = match opt_s(&item, "draw_secret") {
+            Some(secret) => Some(DrawRecord {
+                secret,
+                beacon_signature: opt_s(&item, "beacon_signature"),
+                root: get_s(&item, "draw_root")?,
+                entrants: get_n(&item, "draw_entrants")?,
+                drawn_at: get_time(&item, "drawn_at")?,
+                done: item.contains_key("draw_done_at"),
+            }),
+            None => None,
+        };
+        Ok(BallotState { registration_closed: item.contains_key("registration_closed_at"), draw })
+    }
+
+    /// Records the draw once: a second record (a retry, a concurrent draw) keeps the first, which
+    /// is returned either way.
+    pub async fn record_draw(&self, event: &EventId, record: &DrawRecord) -> Result<DrawRecord, StoreError> {
+        let mut update = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .condition_expression("attribute_exists(registration_closed_at) AND attribute_not_exists(draw_secret)")
+            .expression_attribute_values(":secret", s(&record.secret))
+            .expression_attribute_values(":root", s(&record.root))
+            .expression_attribute_values(":count", n(record.entrants))
+            .expression_attribute_values(":at", s(rfc3339(record.drawn_at)));
+        let mut set = "SET draw_secret = :secret, draw_root = :root, draw_entrants = :count, drawn_at = :at".to_owned();
+        if let Some(signature) = &record.beacon_signature {
+            update = update.expression_attribute_values(":sig", s(signature));
+            set.push_str(", beacon_signature = :sig");
+        }
+        match update.update_expression(set).send().await {
+            Ok(_) => Ok(record.clone()),
+            Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
+                self.ballot_state(event).await?.draw.ok_or_else(|| StoreError::Dynamo("draw record missing".into()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The draw is complete: its orders are on their way and its waitlist laid down.
+    pub async fn draw_done(&self, event: &EventId, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("SET draw_done_at = if_not_exists(draw_done_at, :now)")
+            .condition_expression("attribute_exists(draw_secret)")
+            .expression_attribute_values(":now", s(rfc3339(now)))
+            .send()
+            .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,295 @@
+//! A ballot (docs/DESIGN.md section 11): users enter, once each; the organiser reveals the secret
+//! committed at release and draws; the first `capacity` of the draw get orders through the
+//! ordinary path (queue, consumer, mail with the pass), the rest wait in draw order; anyone
+//! recomputes the published draw, and a second implementation agrees.
+
+use std::collections::{BTreeSet, HashSet};
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use shared::{
+    domain::{
+        EventId,
+        beacon::LocalChain,
+        draw::{self, ProofStep, Published},
+        event::rfc3339,
+        hex,
+    },
+    gate::keys,
+    http::routes::Function,
+};
+use time::{Duration, OffsetDateTime};
+
+use crate::{
+    cancel_and_wait::as_member,
+    helpers::{Reply, TestApp, fixture, for_event, for_user, fresh_event_id, repo_root, with_body},
+};
+
+fn ballot(id: &EventId, capacity: u32, draw_from: OffsetDateTime, commitment: &str) -> Value {
+    json!({
+        "id": id.as_str(), "title": "The ballot", "capacity": capacity,
+        "sale_mode": "ballot", "draw_commitment": commitment,
+        "sale_start": rfc3339(draw_from), "sale_end": rfc3339(draw_from + Duration::hours(1)),
+    })
+}
+
+fn secret() -> [u8; 32] {
+    *uuid::Uuid::now_v7().as_bytes().repeat(2).first_chunk().unwrap()
+}
+
+impl TestApp {
+    async fn release_body(&self, body: &Value) -> Reply {
+        self.call(Function::Release, with_body(fixture("release-http.json"), body)).await
+    }
+
+    async fn enter(&self, event: &EventId, user: &str) -> Reply {
+        self.call(Function::Grab, for_user(for_event(fixture("entry.json"), event), user)).await
+    }
+
+    /// Enters `user`, retrying a `503` (two entries of one user at once: DynamoDB cancels one).
+    async fn enter_surely(&self, event: &EventId, user: &str) -> Reply {
+        loop {
+            let reply = self.enter(event, user).await;
+            if reply.status != 503 {
+                return reply;
+            }
+        }
+    }
+
+    async fn entry(&self, event: &EventId, user: &str) -> Reply {
+        self.call(Function::Query, for_user(for_event(fixture("entry-status.json"), event), user)).await
+    }
+
+    async fn published_draw(&self, event: &EventId) -> Reply {
+        self.call(Function::Query, for_user(for_event(fixture("draw.json"), event), "anyone")).await
+    }
+
+    async fn draw(&self, event: &EventId, reveal: &Value) -> Reply {
+        let req = as_member(with_body(for_event(fixture("release-draw.json"), event), reveal), "organiser", "[admin]");
+        self.call(Function::Release, req).await
+    }
+}
+
+/// Waits until `t`: a draw runs from the time its release published, a known instant.
+async fn until(t: OffsetDateTime) {
+    let left = t - OffsetDateTime::now_utc();
+    if left.is_positive() {
+        tokio::time::sleep(left.unsigned_abs()).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_in_draw_order() {
+    let app = TestApp::for_mail(60).await;
+    let id = fresh_event_id();
+    let secret = secret();
+    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(4);
+    let released = app.release_body(&ballot(&id, 100, draw_from, &draw::commitment(&secret))).await;
+    assert_eq!(released.status, 201, "{}", released.body);
+    assert_eq!(
+        (released.body["sale_mode"].as_str(), released.body["ballot"]["commitment"].as_str()),
+        (Some("ballot"), Some(draw::commitment(&secret).as_str()))
+    );
+
+    // No grab takes a ballot's number; a fan who tried still enters and can win.
+    assert_eq!(app.grab(&id, "fan-0000").await.code(), "BALLOT_ONLY");
+
+    // 2,000 entrants, 200 of them entering twice at once: one entry each.
+    let users: Vec<String> = (0..2_000).map(|i| format!("fan-{i:04}")).collect();
+    let attempts: Vec<&String> = users.iter().chain(users.iter().take(200)).collect();
+    let replies: Vec<Reply> =
+        futures::stream::iter(attempts.iter().map(|u| app.enter_surely(&id, u))).buffer_unordered(32).collect().await;
+    let created = replies.iter().filter(|r| r.status == 201).count();
+    let again = replies.iter().filter(|r| r.status == 200 && r.body["status"] == "ENTERED").count();
+    assert_eq!((created, again), (2_000, 200), "one entry per user, the duplicate told so");
+    assert_eq!(app.functions.store.entrants(&id).await.unwrap().len(), 2_000);
+    assert_eq!(app.entry(&id, "fan-0007").await.body["status"], "ENTERED");
+    assert_eq!(app.published_draw(&id).await.code(), "NOT_DRAWN");
+
+    let reveal = json!({ "secret": hex::encode(&secret) });
+    if OffsetDateTime::now_utc() < draw_from {
+        assert_eq!(app.draw(&id, &reveal).await.code(), "DRAW_TOO_EARLY");
+    }
+    until(draw_from).await;
+    // A wrong secret draws nothing and closes nothing: a late entrant still gets in.
+    let wrong = app.draw(&id, &json!({ "secret": hex::encode(&[1; 32]) })).await;
+    assert_eq!((wrong.status, wrong.code()), (400, "BAD_REVEAL"), "{}", wrong.body);
+    assert_eq!(app.enter(&id, "late-fan").await.status, 201);
+
+    let drawn = app.draw(&id, &reveal).await;
+    assert_eq!(drawn.status, 200, "{}", drawn.body);
+    assert_eq!(
+        (drawn.body["entrants"].as_u64(), drawn.body["winners"].as_u64(), drawn.body["waiting"].as_u64()),
+        (Some(2_001), Some(100), Some(1_901))
+    );
+    assert_eq!(app.enter(&id, "too-late").await.code(), "REGISTRATION_CLOSED");
+    let again = app.draw(&id, &reveal).await;
+    assert_eq!((again.status, &again.body["root"]), (200, &drawn.body["root"]), "a second draw is the first");
+
+    // The published draw checks out, and a second implementation derives the same order.
+    let published: Published = serde_json::from_value(app.published_draw(&id).await.body).expect("a draw");
+    assert_eq!(published.verify(), Ok(()));
+    assert_eq!(published.entrants.len(), 2_001);
+    let file = std::env::temp_dir().join(format!("ballot-{id}.json"));
+    std::fs::write(&file, serde_json::to_vec(&published).unwrap()).unwrap();
+    let out =
+        std::process::Command::new("python3").arg(repo_root().join("tests/draw_v1.py")).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let theirs: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().skip(1).map(str::to_owned).collect();
+    assert_eq!(theirs, published.order, "tests/draw_v1.py agrees");
+    let (winners, losers) = published.order.split_at(100);
+
+    // Exactly the first 100 of the draw hold orders: in the cache, on the queue, then mailed.
+    let cache = app.cache(&id).await;
+    let holders: BTreeSet<String> = cache.holdings.keys().cloned().collect();
+    assert_eq!(holders, winners.iter().cloned().collect(), "the winners hold, nobody else");
+    assert_eq!(cache.held(), (1..=100).collect::<Vec<_>>(), "every number held once");
+    assert_eq!(app.deliver_all().await, 100, "one order per winner, none twice for the second draw");
+    let mailed: HashSet<String> = app.sent_mail().await.iter().flat_map(|m| m.to.clone()).collect();
+    let wanted: HashSet<String> = winners.iter().map(|u| format!("{u}@example.com")).collect();
+    assert_eq!(mailed, wanted, "each winner mailed once with a pass, nobody else");
+    for user in &winners[..3] {
+        let order = app.order_of(&id, user).await;
+        assert_eq!(order.body["status"], "CONFIRMED", "{}", order.body);
+    }
+
+    // The rest wait in draw order, in the cache and durably.
+    let mut redis = app.redis.clone();
+    let waiting: Vec<String> = redis.zrange(keys::wait(&id), 0, -1).await.unwrap();
+    assert_eq!(waiting, losers, "the waitlist is the draw's order after the winners");
+    let stored: Vec<String> =
+        app.functions.store.waiters(&id).await.unwrap().into_iter().map(|w| w.user.as_str().to_owned()).collect();
+    assert_eq!(stored, losers);
+    let place = app.waitlist(&id, &losers[0]).await;
+    assert_eq!((place.body["status"].as_str(), place.body["position"].as_u64()), (Some("WAITING"), Some(1)));
+
+    // Each entrant sees their place in the draw and a proof that they were in its list.
+    for (user, won) in [(&winners[0], true), (&losers[10], false)] {
+        let entry = app.entry(&id, user).await.body;
+        assert_eq!((entry["status"].as_str(), entry["won"].as_bool()), (Some("DRAWN"), Some(won)), "{entry}");
+        let position = entry["draw_position"].as_u64().unwrap() as usize;
+        assert_eq!(&published.order[position - 1], user);
+        let proof: Vec<ProofStep> = serde_json::from_value(entry["proof"].clone()).unwrap();
+        assert!(draw::proves(user, &proof, &published.root));
+        assert!(!draw::proves("someone-else", &proof, &published.root));
+    }
+
+    // Tampering with any part fails the check.
+    let mut tampered = published.clone();
+    tampered.order.swap(3, 250);
+    assert_eq!(tampered.verify(), Err(draw::DrawFault::Order(4)));
+    let mut changed = published.clone();
+    changed.entrants.retain(|u| u != &losers[0]);
+    assert_eq!(changed.verify(), Err(draw::DrawFault::Root));
+    let wrong = Published { secret: hex::encode(&[2; 32]), ..published.clone() };
+    assert_eq!(wrong.verify(), Err(draw::DrawFault::Commitment));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_round_is_required() {
+    let app = TestApp::for_mail(60).await;
+    let chain = LocalChain::new(&[11; 32]);
+    let id = fresh_event_id();
+    let secret = secret();
+    let draw_from = OffsetDateTime::now_utc();
+    let mut body = ballot(&id, 3, draw_from, &draw::commitment(&secret));
+    body["draw_beacon"] = json!({ "public_key": chain.public_key(), "round": 77 });
+    assert_eq!(app.release_body(&body).await.status, 201);
+    for i in 0..8 {
+        assert_eq!(app.enter(&id, &format!("b-{i}")).await.status, 201);
+    }
+    let secret = hex::encode(&secret);
+    for (reveal, why) in [
+        (json!({ "secret": secret }), "the round's signature is missing"),
+        (json!({ "secret": secret, "beacon_signature": chain.round(78).signature }), "another round"),
+        (
+            json!({ "secret": secret, "beacon_signature": LocalChain::new(&[12; 32]).round(77).signature }),
+            "another chain",
+        ),
+        (json!({ "secret": secret, "extra": 1 }), "an unknown field"),
+    ] {
+        let refused = app.draw(&id, &reveal).await;
+        assert_eq!(refused.status, 400, "{why}: {}", refused.body);
+    }
+    let reveal = json!({ "secret": secret, "beacon_signature": chain.round(77).signature });
+    assert_eq!(app.draw(&id, &reveal).await.status, 200);
+    let published: Published = serde_json::from_value(app.published_draw(&id).await.body).unwrap();
+    assert_eq!(published.beacon.as_ref().map(|b| b.round), Some(77));
+    assert_eq!(published.verify(), Ok(()));
+
+    // A draw cut off before it was marked complete: asking again lays nothing twice.
+    let cache_before = app.cache(&id).await;
+    app.functions
+        .store
+        .client()
+        .update_item()
+        .table_name(app.functions.store.table())
+        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("EVENT#{id}")))
+        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S("META".into()))
+        .update_expression("REMOVE draw_done_at")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(app.draw(&id, &reveal).await.status, 200);
+    assert_eq!(app.cache(&id).await.holdings, cache_before.holdings, "the same holders");
+    assert_eq!(app.deliver_all().await, 3, "three orders, each once");
+    let waiting: Vec<String> = app.redis.clone().zrange(keys::wait(&id), 0, -1).await.unwrap();
+    assert_eq!(waiting, published.order[3..]);
+
+    // A winner who cancels hands the number to the first in draw order who waits.
+    let first = &published.order[0];
+    assert_eq!(app.cancel(&id, first).await.status, 200);
+    assert_eq!(app.deliver_all().await, 1, "the promotion's order");
+    assert_eq!(app.order_of(&id, &published.order[3]).await.body["status"], "CONFIRMED");
+}
+
+#[tokio::test]
+async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing() {
+    let app = TestApp::new().await;
+    let opens = OffsetDateTime::now_utc() + Duration::minutes(5);
+    let commitment = draw::commitment(&[3; 32]);
+    for (change, field) in [
+        (json!({ "draw_commitment": null }), "draw_commitment"),
+        (json!({ "draw_commitment": "ABC" }), "draw_commitment"),
+        (json!({ "sale_mode": "lottery" }), "sale_mode"),
+        (json!({ "sale_mode": "first_come" }), "draw_commitment"),
+        (json!({ "draw_beacon": { "public_key": "00", "round": 1 } }), "draw_beacon"),
+        (json!({ "draw_beacon": { "round": "one" } }), "draw_beacon"),
+        (json!({ "expected_rate": 1000 }), "expected_rate"),
+    ] {
+        let id = fresh_event_id();
+        let mut body = ballot(&id, 10, opens, &commitment);
+        for (k, v) in change.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let reply = app.release_body(&body).await;
+        assert_eq!(reply.status, 400, "{change}: {}", reply.body);
+        assert_eq!(reply.body["errors"][0]["field"], field, "{change}: {}", reply.body);
+        assert!(app.functions.store.get_event(&id).await.unwrap().is_none(), "nothing stored");
+    }
+
+    let plain = app.open_event(5).await;
+    assert_eq!(app.enter(&plain, "u1").await.code(), "NOT_A_BALLOT");
+    assert_eq!(app.entry(&plain, "u1").await.code(), "NOT_A_BALLOT");
+    assert_eq!(app.published_draw(&plain).await.code(), "NOT_A_BALLOT");
+    assert_eq!(app.enter(&fresh_event_id(), "u1").await.code(), "EVENT_NOT_FOUND");
+
+    let id = fresh_event_id();
+    assert_eq!(app.release_body(&ballot(&id, 10, opens, &commitment)).await.status, 201);
+    let with_body = with_body(for_user(for_event(fixture("entry.json"), &id), "u1"), &json!({ "x": 1 }));
+    assert_eq!(app.call(Function::Grab, with_body).await.code(), "BAD_REQUEST");
+    assert_eq!(app.entry(&id, "u1").await.code(), "NOT_ENTERED");
+    let join = app.join_waitlist(&id, "u1").await;
+    assert_eq!(join.code(), "BALLOT_ONLY", "{}", join.body);
+    let reveal = json!({ "secret": hex::encode(&[3; 32]) });
+    assert_eq!(app.draw(&id, &reveal).await.code(), "DRAW_TOO_EARLY");
+    let as_user = for_user(with_body_of_draw(&id, &reveal), "u1");
+    assert_eq!(app.call(Function::Release, as_user).await.status, 403);
+    assert_eq!(app.functions.store.ballot_state(&id).await.unwrap(), Default::default(), "nothing closed or drawn");
+    assert!(app.functions.store.entrants(&id).await.unwrap().is_empty());
+}
+
+fn with_body_of_draw(id: &EventId, reveal: &Value) -> Value {
+    with_body(for_event(fixture("release-draw.json"), id), reveal)
+}
