@@ -117,8 +117,10 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     assert_eq!((wrong.status, wrong.code()), (400, "BAD_REVEAL"), "{}", wrong.body);
     assert_eq!(app.enter(&id, "late-fan").await.status, 201);
 
+    let started = std::time::Instant::now();
     let drawn = app.draw(&id, &reveal).await;
     assert_eq!(drawn.status, 200, "{}", drawn.body);
+    eprintln!("the draw of 2,001 entrants took {} ms", started.elapsed().as_millis());
     assert_eq!(
         (drawn.body["entrants"].as_u64(), drawn.body["winners"].as_u64(), drawn.body["waiting"].as_u64()),
         (Some(2_001), Some(100), Some(1_901))
@@ -153,6 +155,11 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
         let order = app.order_of(&id, user).await;
         assert_eq!(order.body["status"], "CONFIRMED", "{}", order.body);
     }
+
+    let report = app.report(&id, None).await.body;
+    let check = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == "ballot_draw").cloned();
+    assert_eq!(check.expect("the ballot's check")["passed"], true, "{report}");
+    assert_eq!(report["passed"], true, "{report}");
 
     // The rest wait in draw order, in the cache and durably.
     let mut redis = app.redis.clone();

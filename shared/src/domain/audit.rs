@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::{
     EventId, OrderId, OrderStatus, TicketNo, UserId,
+    draw::Published,
     red_packet::{ALGORITHM, Currency, RedPacket},
 };
 
@@ -126,6 +127,60 @@ impl Report {
         });
         self.red_packet =
             Some(RedPacketSums { total: packet.total, currency: packet.currency.clone(), held, algorithm: ALGORITHM });
+        self.passed = self.checks.iter().all(|c| c.passed);
+        self
+    }
+}
+
+impl Report {
+    /// A ballot's check `ballot_draw`: the draw, recomputed from the stored entries and the
+    /// revealed secret (`drawn`; `None` until the draw is complete), decided who holds and who
+    /// waits. Every order not from the waitlist belongs to one of the first `capacity` of the
+    /// draw's order, every order from the waitlist to one after them; every winner's order is
+    /// stored or still on its way (`in_flight` orders in the outbox); every durable waiting place
+    /// `p` is the entrant at `capacity + p` in the draw's order.
+    pub fn with_draw(
+        mut self,
+        drawn: Option<&Published>,
+        rows: &[AuditRow],
+        places: &[(UserId, u64)],
+        in_flight: usize,
+    ) -> Self {
+        let Some(drawn) = drawn else {
+            self.checks.push(Check { name: "ballot_draw", passed: true, detail: "not drawn yet".into() });
+            return self;
+        };
+        let capacity = (self.capacity as usize).min(drawn.order.len());
+        let position: HashMap<&str, usize> = drawn.order.iter().enumerate().map(|(i, u)| (u.as_str(), i)).collect();
+        let won = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i < capacity);
+        let lost = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i >= capacity);
+        let (promoted, drawn_orders): (Vec<&AuditRow>, Vec<&AuditRow>) = rows.iter().partition(|r| r.promoted);
+        let strangers = drawn_orders.iter().filter(|r| !won(&r.user_id)).count()
+            + promoted.iter().filter(|r| !lost(&r.user_id)).count();
+        let winners_stored: HashSet<&UserId> = drawn_orders.iter().map(|r| &r.user_id).filter(|u| won(u)).collect();
+        let missing = capacity.saturating_sub(winners_stored.len());
+        let misplaced = places
+            .iter()
+            .filter(|(user, place)| {
+                let at = (capacity + *place as usize).checked_sub(1);
+                at.and_then(|i| drawn.order.get(i)).map(String::as_str) != Some(user.as_str())
+            })
+            .count();
+        let recomputed = drawn.verify().is_ok();
+        let passed = recomputed && strangers == 0 && missing <= in_flight && misplaced == 0;
+        self.checks.push(Check {
+            name: "ballot_draw",
+            passed,
+            detail: format!(
+                "{} entrants, {capacity} drawn to win ({} recomputes: {recomputed}): {} hold a stored order, {missing} \
+                 not stored yet ({in_flight} orders on their way); {strangers} orders outside the draw's outcome; \
+                 {} waiting places, {misplaced} out of draw order",
+                drawn.entrants.len(),
+                drawn.algorithm,
+                winners_stored.len(),
+                places.len()
+            ),
+        });
         self.passed = self.checks.iter().all(|c| c.passed);
         self
     }
@@ -314,6 +369,45 @@ mod tests {
             .collect();
         let on_sale = (1..=capacity).map(t).filter(|n| !tickets.contains_key(n)).collect();
         Ledger { tickets, give_backs_pending: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
+    }
+
+    #[test]
+    fn a_ballots_outcome_is_checked_against_its_draw() {
+        let e = EventId::parse("ev1").unwrap();
+        let entrants = super::super::draw::entrants(["a", "b", "c", "d", "f"].map(String::from));
+        let drawn = Published::new(entrants, &[4; 32], None).unwrap();
+        let ord = |i: usize| drawn.order[i].as_str();
+        let u = |i: usize| UserId::parse(ord(i)).unwrap();
+        let rows = vec![row(1, ord(0), OrderStatus::Confirmed, true), row(2, ord(1), OrderStatus::Confirmed, true)];
+        let places = [(u(2), 1), (u(3), 2), (u(4), 3)];
+        let check = |r: Report| r.checks.into_iter().find(|c| c.name == "ballot_draw").unwrap();
+        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &places, 0);
+        assert!(clean.passed, "{:?}", clean.checks);
+
+        // A loser holding an order, a waiting place out of draw order, a winner's order missing.
+        let mut stranger = rows.clone();
+        stranger[1] = row(2, ord(2), OrderStatus::Confirmed, true);
+        assert!(
+            !check(report(&e, 2, &stranger, &ledger(&stranger, 2)).with_draw(Some(&drawn), &stranger, &places, 0))
+                .passed
+        );
+        let swapped = [(u(3), 1), (u(2), 2), (u(4), 3)];
+        assert!(!check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &swapped, 0)).passed);
+        let one = &rows[..1];
+        assert!(!check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, 0)).passed);
+        assert!(
+            check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, 1)).passed,
+            "on its way"
+        );
+        // A winner who cancelled, their number promoted to the first who waited.
+        let mut promoted = rows.clone();
+        promoted[0].status = OrderStatus::Cancelled;
+        promoted.push(AuditRow { promoted: true, ..row(1, ord(2), OrderStatus::Confirmed, true) });
+        assert!(
+            check(report(&e, 2, &promoted, &ledger(&promoted, 2)).with_draw(Some(&drawn), &promoted, &places, 0))
+                .passed
+        );
+        assert!(check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(None, &rows, &[], 0)).passed, "not drawn yet");
     }
 
     #[test]

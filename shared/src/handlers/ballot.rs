@@ -133,19 +133,26 @@ impl DrawView {
             return Ok(drawn.clone());
         }
         let event = ballot_event(&self.rebuilder, id).await?;
-        let state = self.store.ballot_state(id).await?;
-        let record = match state.draw {
+        self.published_of(&event).await?.ok_or(ApiError::NotDrawn)
+    }
+
+    /// A ballot's complete draw, recomputed from what is stored; `None` until it is complete.
+    pub async fn published_of(&self, event: &Event) -> Result<Option<Arc<Published>>, ApiError> {
+        if let Some(drawn) = self.book.drawn.lock().expect("draws").get(&event.id) {
+            return Ok(Some(drawn.clone()));
+        }
+        let record = match self.store.ballot_state(&event.id).await?.draw {
             Some(record) if record.done => record,
-            _ => return Err(ApiError::NotDrawn),
+            _ => return Ok(None),
         };
-        let entrants = self.store.entrants(id).await?;
-        let published = Arc::new(republish(&event, &record, entrants)?);
+        let entrants = self.store.entrants(&event.id).await?;
+        let published = Arc::new(republish(event, &record, entrants)?);
         let mut book = self.book.drawn.lock().expect("draws");
         if book.len() >= DRAWS_KEPT {
             book.clear();
         }
-        book.insert(id.clone(), published.clone());
-        Ok(published)
+        book.insert(event.id.clone(), published.clone());
+        Ok(Some(published))
     }
 
     /// The caller's entry, and after the draw their position and inclusion proof.

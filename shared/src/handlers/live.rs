@@ -12,7 +12,7 @@
 //!   audit per five seconds.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, HashSet},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -22,8 +22,9 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Event, EventId,
+        Event, EventId, OrderId, UserId,
         audit::{AuditRow, Ledger, Report},
+        ballot::SaleMode,
         event::rfc3339,
     },
     gate::{Gate, GrabCounts},
@@ -43,11 +44,13 @@ pub const MAX_MINUTES: u32 = 15;
 pub struct Auditor {
     store: Store,
     gate: Gate,
+    /// A ballot's published draw, which its check recomputes against.
+    draws: super::ballot::DrawView,
 }
 
 impl Auditor {
-    pub fn new(store: Store, gate: Gate) -> Self {
-        Self { store, gate }
+    pub fn new(store: Store, gate: Gate, draws: super::ballot::DrawView) -> Self {
+        Self { store, gate, draws }
     }
 
     /// The organiser's audit, computed from the durable record (every stored order and ticket
@@ -89,11 +92,20 @@ impl Auditor {
             .collect();
         let tickets = self.store.ticket_items(event, capacity).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache };
-        let report = crate::domain::audit::report(event, capacity, &rows, &ledger);
-        Ok(match &whole.red_packet {
-            Some(packet) => report.with_red_packet(packet, &rows),
-            None => report,
-        })
+        let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
+        if let Some(packet) = &whole.red_packet {
+            report = report.with_red_packet(packet, &rows);
+        }
+        if whole.sale_mode == SaleMode::Ballot {
+            let drawn = self.draws.published_of(whole).await?;
+            let places: Vec<(UserId, u64)> =
+                self.store.waiters(event).await?.into_iter().map(|w| (w.user, w.place)).collect();
+            let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
+            let in_flight =
+                ledger.cache.iter().flat_map(|c| &c.outbox).filter(|(order, _)| !stored.contains(order)).count();
+            report = report.with_draw(drawn.as_deref(), &rows, &places, in_flight);
+        }
+        Ok(report)
     }
 }
 

@@ -81,9 +81,9 @@ pub enum StockSource {
 impl Query {
     pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PassKeyRingSource) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        let auditor = Auditor::new(store.clone(), gate.clone());
-        let live = Live::new(gate.clone(), auditor.clone());
         let draws = super::ballot::DrawView::new(store.clone(), rebuilder.clone());
+        let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone());
+        let live = Live::new(gate.clone(), auditor.clone());
         Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }
     }
 
