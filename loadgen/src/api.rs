@@ -112,6 +112,33 @@ impl Api {
         self.send(self.http.get(format!("{}/events/{event}/order", self.base)).bearer_auth(token)).await
     }
 
+    /// `POST /events/{id}/entry`: enter a ballot.
+    pub async fn enter(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.post(format!("{}/events/{event}/entry", self.base)).bearer_auth(token)).await
+    }
+
+    /// `GET /events/{id}/entry`: one's entry, and after the draw its position and proof.
+    pub async fn entry(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.get(format!("{}/events/{event}/entry", self.base)).bearer_auth(token)).await
+    }
+
+    /// `POST /admin/events/{id}/draw`: the organiser reveals the secret and draws.
+    pub async fn draw(&self, admin: &str, event: &str, secret: &str) -> Answer {
+        let body = serde_json::json!({ "secret": secret });
+        self.send(self.http.post(format!("{}/admin/events/{event}/draw", self.base)).bearer_auth(admin).json(&body))
+            .await
+    }
+
+    /// `GET /events/{id}/draw`: the published draw.
+    pub async fn published_draw(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.get(format!("{}/events/{event}/draw", self.base)).bearer_auth(token)).await
+    }
+
+    /// `GET /events/{id}/waitlist`: one's place.
+    pub async fn waitlist(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.get(format!("{}/events/{event}/waitlist", self.base)).bearer_auth(token)).await
+    }
+
     /// Holds (`false`) or resumes (`true`) the local runner's mail consumer: its own route, not
     /// the product's (`local_runner::server::MAIL_CONSUMER_PATH`).
     pub async fn switch_mail_consumer(&self, admin: &str, enabled: bool) -> Answer {

@@ -6,10 +6,11 @@
 //! invariants of docs/DESIGN.md section 13 over HTTP and reports throughput and latency.
 //!
 //! - [`api`]: the routes, as a client calls them;
-//! - [`run`]: the phases of one sale and the checks;
+//! - [`run`]: the phases of one sale and the checks; [`ballot`]: a ballot's;
 //! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG.
 
 pub mod api;
+pub mod ballot;
 pub mod chart;
 pub mod report;
 pub mod run;

@@ -18,6 +18,9 @@ enum Scenario {
     Redpacket,
     /// One user firing 200 grabs at once.
     HotUser,
+    /// A ballot: 2,000 users enter for 100 tickets (some twice at once), the organiser draws, the
+    /// draw is recomputed and the winners' orders checked against it.
+    Ballot,
     /// --users and --tickets of your own.
     Custom,
 }
@@ -85,6 +88,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Scenario::Lecture => (2_000, 100, 1, 64),
         Scenario::Redpacket => (30_000, 20_000, 1, 64),
         Scenario::HotUser => (1, 100, 200, 200),
+        Scenario::Ballot => (2_000, 100, 1, 64),
         Scenario::Custom => {
             let (Some(users), Some(tickets)) = (cli.users, cli.tickets) else {
                 return Err("custom needs --users and --tickets".into());
@@ -107,7 +111,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     format!("{} holds {} tokens; {users} users need as many", file.display(), tokens.len()).into()
                 );
             }
-            Users { admin: admin.clone(), emails: vec![None; tokens.len()], tokens }
+            Users { admin: admin.clone(), emails: vec![None; tokens.len()], subs: vec![None; tokens.len()], tokens }
         }
         _ => mint(&cli.jwt_secret, users)?,
     };
@@ -126,13 +130,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|total| (total, cli.currency.clone())),
     };
     let api = Api::new(&cli.base_url, concurrency)?;
-    let mut report = run(&api, &participants, &plan).await?;
+    let mut report = match cli.scenario {
+        Scenario::Ballot => loadgen::ballot::run_ballot(&api, &participants, &plan).await?,
+        _ => run(&api, &participants, &plan).await?,
+    };
     report.base_url = cli.base_url.clone();
     print!("{}", report.render());
     if let Some(path) = &cli.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
     }
-    if let Some(path) = cli.chart.clone().or_else(|| cli.json.as_ref().map(|j| j.with_extension("svg"))) {
+    // A ballot has no grabs to draw: its chart only when asked for.
+    let beside_json = cli.json.as_ref().filter(|_| report.ballot.is_none()).map(|j| j.with_extension("svg"));
+    if let Some(path) = cli.chart.clone().or(beside_json) {
         // The start to the second (RFC 3339 without the fraction).
         let started = report.started_at.split('.').next().unwrap_or_default().trim_end_matches('Z');
         let title = format!(
@@ -156,11 +165,13 @@ fn mint(secret: &str, users: usize) -> Result<Users, Box<dyn std::error::Error>>
     let admin = auth.mint(&format!("lg-{run}-admin"), Some("organiser@example.com"), true, day)?;
     let mut tokens = Vec::with_capacity(users);
     let mut emails = Vec::with_capacity(users);
+    let mut subs = Vec::with_capacity(users);
     for i in 0..users {
         let sub = format!("lg-{run}-{i}");
         let email = format!("{sub}@example.com");
         tokens.push(auth.mint(&sub, Some(&email), false, day)?);
         emails.push(Some(email));
+        subs.push(Some(sub));
     }
-    Ok(Users { admin, tokens, emails })
+    Ok(Users { admin, tokens, emails, subs })
 }

@@ -89,6 +89,22 @@ pub struct Confirmation {
     pub polls: usize,
 }
 
+/// A ballot's phases: the entries and the draw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BallotPhase {
+    /// Entry requests, duplicates included, and how long they took.
+    pub entries: usize,
+    pub seconds: f64,
+    pub latency: Latency,
+    /// Each entry request's last answer, by `status CODE`.
+    pub outcomes: BTreeMap<String, usize>,
+    /// The organiser's draw request, from asking to the answer.
+    pub draw_ms: f64,
+    pub entrants: usize,
+    pub winners: usize,
+    pub waiting: usize,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
     pub scenario: String,
@@ -101,6 +117,9 @@ pub struct Report {
     pub hashes: HashPhase,
     pub grabs: GrabPhase,
     pub confirmation: Confirmation,
+    /// A ballot's run (then `hashes` and `grabs` stay empty).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ballot: Option<BallotPhase>,
     pub checks: Vec<Check>,
     pub passed: bool,
     /// Every grab request and every order's confirmation and mail, in time: the chart's input
@@ -120,6 +139,28 @@ impl Report {
             "loadgen {}: {} users, {} tickets, concurrency {}, {} (event {})",
             self.scenario, self.users, self.tickets, self.concurrency, self.base_url, self.event_id
         );
+        if let Some(b) = &self.ballot {
+            let outcomes: Vec<String> = b.outcomes.iter().map(|(k, v)| format!("{v} x {k}")).collect();
+            let _ =
+                writeln!(out, "  entries       {} requests in {:.2} s   {}", b.entries, b.seconds, b.latency.line());
+            let _ = writeln!(out, "    outcomes    {}", outcomes.join(", "));
+            let _ = writeln!(
+                out,
+                "  draw          {:.0} ms: {} entrants, {} winners, {} waiting in draw order",
+                b.draw_ms, b.entrants, b.winners, b.waiting
+            );
+            let _ = writeln!(
+                out,
+                "  orders        {} winners: {} confirmed, {} rejected, {} mailed (last mail {} after the draw)",
+                c.winners,
+                c.confirmed,
+                c.rejected,
+                c.mailed,
+                secs(c.last_mail_after_s)
+            );
+            self.render_checks(&mut out);
+            return out;
+        }
         let _ = writeln!(
             out,
             "  verify-hash   {} requests in {:.2} s   {}",
@@ -162,13 +203,17 @@ impl Report {
             "  orders        {} winners: {} confirmed, {} rejected, {} mailed (waited {:.1} s, {} polls)",
             c.winners, c.confirmed, c.rejected, c.mailed, c.waited_s, c.polls
         );
+        self.render_checks(&mut out);
+        out
+    }
+
+    fn render_checks(&self, out: &mut String) {
         let _ = writeln!(out, "  invariants (docs/DESIGN.md section 13, over HTTP):");
         for check in &self.checks {
             let _ =
                 writeln!(out, "    [{}] {}: {}", if check.pass { "pass" } else { "FAIL" }, check.name, check.detail);
         }
         let _ = writeln!(out, "  {}", if self.passed { "every check passed" } else { "SOME CHECKS FAILED" });
-        out
     }
 }
 

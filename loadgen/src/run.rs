@@ -28,6 +28,9 @@ pub struct Users {
     pub tokens: Vec<String>,
     /// The e-mail each token carries, where known (minted tokens), for the mailbox check.
     pub emails: Vec<Option<String>>,
+    /// The user id (`sub`) each token carries, where known (minted tokens): a ballot's draw names
+    /// its entrants by it.
+    pub subs: Vec<Option<String>>,
 }
 
 /// What to run.
@@ -238,7 +241,7 @@ async fn switch_mail_consumer(api: &Api, users: &Users, enabled: bool) -> Result
 /// Asks until the answer is final (not 503, 429, a transport failure or "not started yet"),
 /// waiting as `Retry-After` says (capped). Returns the final answer, every request (when it was
 /// sent, after `origin`; its latency and outcome) and the outcomes that were retried.
-async fn with_retries<F, Fut>(origin: Instant, mut ask: F) -> (Answer, Vec<Sample>, Vec<String>)
+pub(crate) async fn with_retries<F, Fut>(origin: Instant, mut ask: F) -> (Answer, Vec<Sample>, Vec<String>)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Answer>,
@@ -268,7 +271,7 @@ where
 /// which the queue roughly keeps), one in `stride` asked for its own order, a few hundred cheap
 /// reads in all; the list is read once the last probe is confirmed, and again only if some mail
 /// is still being sent.
-async fn wait_for_confirmation(
+pub(crate) async fn wait_for_confirmation(
     api: &Api,
     users: &Users,
     plan: &Plan,
@@ -455,22 +458,26 @@ async fn check(
         format!("remaining {remaining} + confirmed {} vs capacity {capacity}", confirmed.len()),
     ));
 
-    if let Some(mailbox) = &plan.mailbox {
-        let sent = local_runner::mailbox::sent(mailbox).await.map_err(RunError::Setup)?;
-        let ours: HashSet<&str> = users.emails.iter().flatten().map(String::as_str).collect();
-        let to: Vec<&str> =
-            sent.iter().flat_map(|m| m.to.iter().map(String::as_str)).filter(|t| ours.contains(t)).collect();
-        let distinct: HashSet<&str> = to.iter().copied().collect();
-        checks.push(Check::new(
-            "mail really sent: one per confirmed order (the local SES)",
-            to.len() == confirmed.len() && distinct.len() == to.len(),
-            format!("{} mails to {} addresses, {} confirmed", to.len(), distinct.len(), confirmed.len()),
-        ));
-    }
+    checks.extend(mailbox_check(plan, users, confirmed.len()).await?);
     Ok(checks)
 }
 
-fn progress(len: u64, what: &str) -> ProgressBar {
+/// With a mailbox (the local SES): one mail really sent per confirmed order, to distinct users.
+pub(crate) async fn mailbox_check(plan: &Plan, users: &Users, confirmed: usize) -> Result<Option<Check>, RunError> {
+    let Some(mailbox) = &plan.mailbox else { return Ok(None) };
+    let sent = local_runner::mailbox::sent(mailbox).await.map_err(RunError::Setup)?;
+    let ours: HashSet<&str> = users.emails.iter().flatten().map(String::as_str).collect();
+    let to: Vec<&str> =
+        sent.iter().flat_map(|m| m.to.iter().map(String::as_str)).filter(|t| ours.contains(t)).collect();
+    let distinct: HashSet<&str> = to.iter().copied().collect();
+    Ok(Some(Check::new(
+        "mail really sent: one per confirmed order (the local SES)",
+        to.len() == confirmed && distinct.len() == to.len(),
+        format!("{} mails to {} addresses, {confirmed} confirmed", to.len(), distinct.len()),
+    )))
+}
+
+pub(crate) fn progress(len: u64, what: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     if let Ok(style) = ProgressStyle::with_template("{prefix:>12} [{bar:40}] {pos}/{len} {per_sec} {elapsed}") {
         bar.set_style(style.progress_chars("=> "));
