@@ -24,7 +24,8 @@ pub fn open_event(id: EventId, title: &str, capacity: u32, sale_start: OffsetDat
         expected_rate: None,
         red_packet: None,
         sale_mode: Default::default(),
-        ballot: None,
+        draw: None,
+        queue: None,
         created_at: now,
     }
 }

@@ -39,7 +39,7 @@ fn secret() -> [u8; 32] {
 }
 
 impl TestApp {
-    async fn release_body(&self, body: &Value) -> Reply {
+    pub(crate) async fn release_body(&self, body: &Value) -> Reply {
         self.call(Function::Release, with_body(fixture("release-http.json"), body)).await
     }
 
@@ -88,7 +88,7 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let released = app.release_body(&ballot(&id, 100, draw_from, &draw::commitment(&secret))).await;
     assert_eq!(released.status, 201, "{}", released.body);
     assert_eq!(
-        (released.body["sale_mode"].as_str(), released.body["ballot"]["commitment"].as_str()),
+        (released.body["sale_mode"].as_str(), released.body["draw"]["commitment"].as_str()),
         (Some("ballot"), Some(draw::commitment(&secret).as_str()))
     );
 

@@ -310,7 +310,8 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         expected_rate: None,
         red_packet: None,
         sale_mode: Default::default(),
-        ballot: None,
+        draw: None,
+        queue: None,
         created_at: OffsetDateTime::now_utc(),
     }
 }

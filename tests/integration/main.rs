@@ -7,6 +7,7 @@ mod cluster;
 mod concurrency;
 mod contract_docs;
 mod failover;
+mod fair_open;
 mod faults;
 mod fixtures;
 mod grab_script;

@@ -369,6 +369,10 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::NotDrawn,
         E::DrawTooEarly { from: String::new() },
         E::BadReveal(String::new()),
+        E::NotAFairOpen,
+        E::QueueNotOpen { from: String::new() },
+        E::NotQueued,
+        E::NotAdmitted,
         E::RouteNotFound,
         E::Busy,
     ];

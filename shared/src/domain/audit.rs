@@ -186,6 +186,24 @@ impl Report {
     }
 }
 
+impl Report {
+    /// A fair open's check `fair_open_draw`: the queue's draw, recomputed from the stored entries
+    /// and the revealed secret, is the one published (`None` until the draw is complete). Who
+    /// then won is the grab script's, among those admitted in that order.
+    pub fn with_queue_draw(mut self, drawn: Option<&Published>) -> Self {
+        let (passed, detail) = match drawn {
+            None => (true, "not drawn yet".to_owned()),
+            Some(d) => match d.verify() {
+                Ok(()) => (true, format!("{} entrants shuffled by {}; it recomputes", d.entrants.len(), d.algorithm)),
+                Err(fault) => (false, fault.to_string()),
+            },
+        };
+        self.checks.push(Check { name: "fair_open_draw", passed, detail });
+        self.passed = self.checks.iter().all(|c| c.passed);
+        self
+    }
+}
+
 pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Report {
     let count = |f: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| f(r)).count() as u64;
     let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();

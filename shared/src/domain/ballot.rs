@@ -20,15 +20,19 @@ pub enum SaleMode {
     FirstCome,
     /// Registration, then a draw: no grab ever takes a number.
     Ballot,
+    /// A pre-queue shuffled by a draw at the open, then admitted in that order at a rate: the
+    /// grab script still decides, among those admitted.
+    FairOpen,
 }
 
 impl SaleMode {
-    pub const NAMES: [&str; 2] = ["first_come", "ballot"];
+    pub const NAMES: [&str; 3] = ["first_come", "ballot", "fair_open"];
 
     pub fn parse(text: &str) -> Option<Self> {
         match text {
             "first_come" => Some(Self::FirstCome),
             "ballot" => Some(Self::Ballot),
+            "fair_open" => Some(Self::FairOpen),
             _ => None,
         }
     }
@@ -37,8 +41,28 @@ impl SaleMode {
         match self {
             Self::FirstCome => "first_come",
             Self::Ballot => "ballot",
+            Self::FairOpen => "fair_open",
         }
     }
+}
+
+/// The most users a fair open admits per second.
+pub const MAX_ADMISSION_RATE: u32 = 100_000;
+
+/// A fair open's pre-queue: users join from `opens`; at the draw (from `sale_start`) the places
+/// taken so far are shuffled, later ones follow in arrival order, and the queue admits
+/// `admission_rate` users a second, in that order ([`admitted_at`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueueTerms {
+    #[serde(rename = "queue_opens", with = "time::serde::rfc3339")]
+    pub opens: time::OffsetDateTime,
+    pub admission_rate: u32,
+}
+
+/// When the user at `position` (1 is first) is admitted, the queue starting at `from`: in waves of
+/// `rate` a second, so each second's wave is admitted at once.
+pub fn admitted_at(from: time::OffsetDateTime, rate: u32, position: u64) -> time::OffsetDateTime {
+    from + time::Duration::seconds(((position.max(1) - 1) / u64::from(rate.max(1))) as i64)
 }
 
 /// A beacon round named at release: its chain's key and the round, whose signature nobody knows
@@ -50,16 +74,16 @@ pub struct BeaconRound {
     pub round: u64,
 }
 
-/// What a ballot commits to at release.
+/// What a ballot or a fair open commits to at release: the draw's secret, and a beacon round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BallotTerms {
+pub struct DrawTerms {
     /// `SHA-256(secret)`, hex: the organiser's secret, revealed at the draw.
     pub commitment: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beacon: Option<BeaconRound>,
 }
 
-impl BallotTerms {
+impl DrawTerms {
     /// Checks a release's terms: a commitment of 64 lowercase hex digits, and a beacon's key of the
     /// scheme's length. Each problem is named by its field.
     pub fn new(commitment: &str, beacon: Option<BeaconRound>) -> Result<Self, (&'static str, String)> {
@@ -119,6 +143,9 @@ pub enum DrawRefused {
 pub struct Entrant {
     pub user: UserId,
     pub email: Email,
+    /// A fair open's late arrival (joined after the draw): its rank among them, 1 first. `None`
+    /// for the entrants the draw shuffled.
+    pub late: Option<u64>,
 }
 
 /// How a draw's order splits: the first `capacity` win, the rest wait, in that order.
@@ -133,10 +160,10 @@ mod tests {
     #[test]
     fn the_terms_and_the_reveal_are_checked() {
         let secret = [7u8; 32];
-        let terms = BallotTerms::new(&draw::commitment(&secret), None).unwrap();
-        assert_eq!(BallotTerms::new("ABC", None).unwrap_err().0, "draw_commitment");
+        let terms = DrawTerms::new(&draw::commitment(&secret), None).unwrap();
+        assert_eq!(DrawTerms::new("ABC", None).unwrap_err().0, "draw_commitment");
         let bad_key = BeaconRound { public_key: "00".into(), round: 1 };
-        assert_eq!(BallotTerms::new(&terms.commitment, Some(bad_key)).unwrap_err().0, "draw_beacon");
+        assert_eq!(DrawTerms::new(&terms.commitment, Some(bad_key)).unwrap_err().0, "draw_beacon");
 
         let entrants = vec!["b".to_owned(), "a".to_owned(), "c".to_owned()];
         let drawn = terms.draw(entrants.clone(), &hex::encode(&secret), None).unwrap();
@@ -152,7 +179,7 @@ mod tests {
         let chain = beacon::LocalChain::new(&[3; 32]);
         let secret = [1u8; 32];
         let named = BeaconRound { public_key: chain.public_key(), round: 42 };
-        let terms = BallotTerms::new(&draw::commitment(&secret), Some(named)).unwrap();
+        let terms = DrawTerms::new(&draw::commitment(&secret), Some(named)).unwrap();
         let entrants = vec!["x".to_owned(), "y".to_owned()];
         let secret = hex::encode(&secret);
         assert_eq!(terms.draw(entrants.clone(), &secret, None), Err(DrawRefused::BeaconMissing));
@@ -160,6 +187,13 @@ mod tests {
         assert!(matches!(terms.draw(entrants.clone(), &secret, Some(&wrong_round)), Err(DrawRefused::Beacon(_))));
         let drawn = terms.draw(entrants, &secret, Some(&chain.round(42).signature)).unwrap();
         assert_eq!(drawn.verify(), Ok(()));
+    }
+
+    #[test]
+    fn the_queue_admits_a_wave_a_second_in_its_order() {
+        let t0 = time::OffsetDateTime::UNIX_EPOCH;
+        let at = |p| (admitted_at(t0, 100, p) - t0).whole_seconds();
+        assert_eq!([at(1), at(100), at(101), at(200), at(201), at(0)], [0, 0, 1, 1, 2, 0]);
     }
 
     #[test]

@@ -137,7 +137,8 @@ mod tests {
             expected_rate: None,
             red_packet: None,
             sale_mode: Default::default(),
-            ballot: None,
+            draw: None,
+            queue: None,
             created_at: datetime!(2026-11-22 10:00 UTC),
         }
     }

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
-    ballot::{BallotTerms, BeaconRound, SaleMode},
+    ballot::{BeaconRound, DrawTerms, MAX_ADMISSION_RATE, QueueTerms, SaleMode},
     ids::EventId,
     red_packet::{self, AmountSeed, Currency, RedPacket},
 };
@@ -55,10 +55,13 @@ pub struct Event {
     pub red_packet: Option<RedPacket>,
     /// How the tickets are handed out; a ballot's terms are in [`Event::ballot`].
     pub sale_mode: SaleMode,
-    /// A ballot's commitment (and beacon round), published at release: `Some` exactly when
-    /// `sale_mode` is `ballot`.
+    /// The draw's commitment (and beacon round), published at release: `Some` exactly when
+    /// `sale_mode` draws (a ballot, a fair open).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub ballot: Option<BallotTerms>,
+    pub draw: Option<DrawTerms>,
+    /// A fair open's pre-queue: `Some` exactly when `sale_mode` is `fair_open`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueTerms>,
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
@@ -176,11 +179,14 @@ pub struct EventDraft {
     pub expected_rate: Option<u32>,
     /// The red packets' total (in the currency's smallest unit) and currency, both or neither.
     pub red_packet: Option<(u64, Currency)>,
-    /// A ballot's terms; `None` for a first-come sale.
-    pub ballot: Option<BallotTerms>,
+    /// How the tickets are handed out, and a draw's terms (for a ballot, a fair open).
+    pub sale_mode: SaleMode,
+    pub draw: Option<DrawTerms>,
+    /// A fair open's pre-queue.
+    pub queue: Option<QueueTerms>,
 }
 
-const FIELDS: [&str; 18] = [
+const FIELDS: [&str; 20] = [
     "id",
     "title",
     "capacity",
@@ -199,6 +205,8 @@ const FIELDS: [&str; 18] = [
     "sale_mode",
     "draw_commitment",
     "draw_beacon",
+    "queue_opens",
+    "admission_rate",
 ];
 
 struct Fields<'a> {
@@ -293,43 +301,61 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// `sale_mode`, and a ballot's `draw_commitment` and optional `draw_beacon` (`{public_key,
-    /// round}`), which only a ballot takes.
-    fn ballot(&mut self) -> Option<BallotTerms> {
+    /// `sale_mode`, and the draw's `draw_commitment` and optional `draw_beacon` (`{public_key,
+    /// round}`), which only a mode that draws takes (a ballot, a fair open).
+    fn sale_mode(&mut self) -> (SaleMode, Option<DrawTerms>) {
         let mode = match self.object.get("sale_mode") {
             None | Some(Value::Null) => SaleMode::FirstCome,
             Some(Value::String(s)) if SaleMode::parse(s).is_some() => SaleMode::parse(s).unwrap_or_default(),
             Some(_) => {
                 self.problem("sale_mode", format!("must be one of {}", SaleMode::NAMES.join(", ")));
-                return None;
+                return (SaleMode::FirstCome, None);
             }
         };
-        let commitment = self.text("draw_commitment", mode == SaleMode::Ballot, 64);
+        let draws = mode != SaleMode::FirstCome;
+        let commitment = self.text("draw_commitment", draws, 64);
         let beacon = match self.object.get("draw_beacon") {
             None | Some(Value::Null) => None,
             Some(v) => match serde_json::from_value::<BeaconRound>(v.clone()) {
                 Ok(round) => Some(round),
                 Err(_) => {
                     self.problem("draw_beacon", "must be an object with public_key (hex) and round (a whole number)");
-                    return None;
+                    return (mode, None);
                 }
             },
         };
-        if mode == SaleMode::FirstCome {
+        if !draws {
             for field in ["draw_commitment", "draw_beacon"] {
                 if self.object.get(field).is_some_and(|v| !v.is_null()) {
-                    self.problem(field, "is for a ballot only (sale_mode: ballot)");
+                    self.problem(field, "is for a sale that draws only (sale_mode: ballot or fair_open)");
+                }
+            }
+            return (mode, None);
+        }
+        let Some(commitment) = commitment else { return (mode, None) };
+        match DrawTerms::new(&commitment, beacon) {
+            Ok(terms) => (mode, Some(terms)),
+            Err((field, problem)) => {
+                self.problem(field, problem);
+                (mode, None)
+            }
+        }
+    }
+
+    /// A fair open's pre-queue: `queue_opens` (required) and `admission_rate` (users admitted per
+    /// second; the capacity by default), which only a fair open takes.
+    fn queue(&mut self, mode: SaleMode, capacity: Option<u32>) -> Option<QueueTerms> {
+        let opens = self.instant("queue_opens", mode == SaleMode::FairOpen);
+        let rate = self.whole("admission_rate", 1, MAX_ADMISSION_RATE, false);
+        if mode != SaleMode::FairOpen {
+            for field in ["queue_opens", "admission_rate"] {
+                if self.object.get(field).is_some_and(|v| !v.is_null()) {
+                    self.problem(field, "is for a fair open only (sale_mode: fair_open)");
                 }
             }
             return None;
         }
-        match BallotTerms::new(&commitment?, beacon) {
-            Ok(terms) => Some(terms),
-            Err((field, problem)) => {
-                self.problem(field, problem);
-                None
-            }
-        }
+        Some(QueueTerms { opens: opens?, admission_rate: rate.or(capacity)?.min(MAX_ADMISSION_RATE) })
     }
 
     fn instant(&mut self, field: &str, required: bool) -> Option<OffsetDateTime> {
@@ -400,7 +426,8 @@ impl EventDraft {
             }
             _ => None,
         };
-        let ballot = f.ballot();
+        let (sale_mode, draw) = f.sale_mode();
+        let queue = f.queue(sale_mode, capacity);
         match (title, capacity, sale_start, sale_end) {
             (Some(title), Some(capacity), Some(sale_start), Some(sale_end)) if f.problems.is_empty() => Ok(Self {
                 id,
@@ -417,7 +444,9 @@ impl EventDraft {
                 check_in_until,
                 expected_rate,
                 red_packet,
-                ballot,
+                sale_mode,
+                draw,
+                queue,
             }),
             _ => Err(InvalidEvent(f.problems)),
         }
@@ -461,7 +490,12 @@ impl EventDraft {
             problems
                 .push(FieldProblem { field: "check_in_until".into(), problem: "must be after check_in_from".into() });
         }
-        if self.ballot.is_some() && self.expected_rate.is_some() {
+        if let Some(queue) = &self.queue
+            && queue.opens >= self.sale_start
+        {
+            problems.push(FieldProblem { field: "queue_opens".into(), problem: "must be before sale_start".into() });
+        }
+        if self.sale_mode == SaleMode::Ballot && self.expected_rate.is_some() {
             problems.push(FieldProblem {
                 field: "expected_rate".into(),
                 problem: "a ballot has no open to warm a fleet for: its draw hands the tickets out".into(),
@@ -490,8 +524,9 @@ impl EventDraft {
                 currency,
                 seed: AmountSeed::generate(),
             }),
-            sale_mode: if self.ballot.is_some() { SaleMode::Ballot } else { SaleMode::FirstCome },
-            ballot: self.ballot,
+            sale_mode: self.sale_mode,
+            draw: self.draw,
+            queue: self.queue,
             created_at: now,
         })
     }

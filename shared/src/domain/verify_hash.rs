@@ -1,7 +1,8 @@
 //! The verify hash: a per-user, per-event token that can only be had once the sale is (nearly)
 //! open, and without which a grab is refused before Redis is touched.
 //!
-//! Token: `v1.<expiry epoch ms>.<base64url HMAC-SHA256(secret, "v1|event|user|expiry")>`.
+//! Token: `v1.<expiry epoch ms>.<base64url HMAC-SHA256(secret, "v1|event|user|expiry")>`. A fair
+//! open's admission token has the same form under version `a1`.
 //! The expiry travels in clear so a grab can check it; the MAC binds it to the event and user, so a
 //! forged, foreign or stretched token fails. The comparison is constant-time (`Mac::verify_slice`).
 
@@ -12,6 +13,9 @@ use sha2::Sha256;
 use super::ids::{EventId, UserId};
 
 const VERSION: &str = "v1";
+/// An admission to a fair open's sale (`handlers::ballot`): the same key and form, another
+/// version, so neither token passes for the other.
+const ADMISSION: &str = "a1";
 const MIN_SECRET_BYTES: usize = 16;
 
 /// The deployment's HMAC secret. Never printed.
@@ -42,30 +46,57 @@ impl HashKey {
         hmac_key(secret).map(Self)
     }
 
-    fn mac(&self, event: &EventId, user: &UserId, expires_ms: i64) -> Hmac<Sha256> {
+    fn mac(&self, version: &str, event: &EventId, user: &UserId, expires_ms: i64) -> Hmac<Sha256> {
         let mut mac = self.0.clone();
         // '|' cannot appear in a validated event or user id, so the fields cannot run together.
-        mac.update(format!("{VERSION}|{event}|{user}|{expires_ms}").as_bytes());
+        mac.update(format!("{version}|{event}|{user}|{expires_ms}").as_bytes());
         mac
     }
 
-    pub fn issue(&self, event: &EventId, user: &UserId, expires_ms: i64) -> String {
-        let tag = self.mac(event, user, expires_ms).finalize().into_bytes();
-        format!("{VERSION}.{expires_ms}.{}", URL_SAFE_NO_PAD.encode(tag))
+    fn issue_as(&self, version: &str, event: &EventId, user: &UserId, expires_ms: i64) -> String {
+        let tag = self.mac(version, event, user, expires_ms).finalize().into_bytes();
+        format!("{version}.{expires_ms}.{}", URL_SAFE_NO_PAD.encode(tag))
     }
 
-    pub fn verify(&self, token: &str, event: &EventId, user: &UserId, now_ms: i64) -> Result<(), BadHash> {
+    fn verify_as(
+        &self,
+        version: &str,
+        token: &str,
+        event: &EventId,
+        user: &UserId,
+        now_ms: i64,
+    ) -> Result<(), BadHash> {
         let mut parts = token.splitn(3, '.');
-        let (Some(VERSION), Some(expiry), Some(tag)) = (parts.next(), parts.next(), parts.next()) else {
+        let (Some(v), Some(expiry), Some(tag)) = (parts.next(), parts.next(), parts.next()) else {
             return Err(BadHash::Malformed);
         };
+        if v != version {
+            return Err(BadHash::Malformed);
+        }
         let expires_ms: i64 = expiry.parse().map_err(|_| BadHash::Malformed)?;
         let tag = URL_SAFE_NO_PAD.decode(tag).map_err(|_| BadHash::Malformed)?;
-        self.mac(event, user, expires_ms).verify_slice(&tag).map_err(|_| BadHash::Forged)?;
+        self.mac(version, event, user, expires_ms).verify_slice(&tag).map_err(|_| BadHash::Forged)?;
         if now_ms >= expires_ms {
             return Err(BadHash::Expired);
         }
         Ok(())
+    }
+
+    pub fn issue(&self, event: &EventId, user: &UserId, expires_ms: i64) -> String {
+        self.issue_as(VERSION, event, user, expires_ms)
+    }
+
+    pub fn verify(&self, token: &str, event: &EventId, user: &UserId, now_ms: i64) -> Result<(), BadHash> {
+        self.verify_as(VERSION, token, event, user, now_ms)
+    }
+
+    /// An admission token: `a1.<expiry epoch ms>.<base64url HMAC-SHA256(secret, "a1|event|user|expiry")>`.
+    pub fn admit(&self, event: &EventId, user: &UserId, expires_ms: i64) -> String {
+        self.issue_as(ADMISSION, event, user, expires_ms)
+    }
+
+    pub fn verify_admission(&self, token: &str, event: &EventId, user: &UserId, now_ms: i64) -> Result<(), BadHash> {
+        self.verify_as(ADMISSION, token, event, user, now_ms)
     }
 }
 
@@ -127,6 +158,18 @@ mod tests {
         for bad in ["", "v1", "v1.x.y", "v2.1.AAAA", "v1.1.!!!", "v1.-1."] {
             assert!(key.verify(bad, &ev, &user, 0).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn an_admission_and_a_hash_never_pass_for_each_other() {
+        let (key, ev, user) = ids();
+        let admission = key.admit(&ev, &user, 2_000);
+        assert_eq!(key.verify_admission(&admission, &ev, &user, 1_999), Ok(()));
+        assert_eq!(key.verify_admission(&admission, &ev, &user, 2_000), Err(BadHash::Expired));
+        assert!(key.verify(&admission, &ev, &user, 0).is_err());
+        assert!(key.verify_admission(&key.issue(&ev, &user, 2_000), &ev, &user, 0).is_err());
+        let other = UserId::parse("u2").unwrap();
+        assert_eq!(key.verify_admission(&admission, &ev, &other, 0), Err(BadHash::Forged));
     }
 
     #[test]

@@ -169,7 +169,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
     // script reads the opening as the latest time it can write, and says NOT_STARTED).
     let (open_from, open_until) = match event.sale_mode {
         SaleMode::Ballot => (script_time(NEVER), script_time(0)),
-        SaleMode::FirstCome => (script_time(start + trust), script_time(end - trust)),
+        SaleMode::FirstCome | SaleMode::FairOpen => (script_time(start + trust), script_time(end - trust)),
     };
     pipe.hset_multiple(
         keys::meta(e),

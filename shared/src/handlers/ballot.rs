@@ -9,7 +9,10 @@
 //! each other entrant's place is written to DynamoDB and the cache in draw order. Every step is
 //! idempotent, so a draw interrupted anywhere is finished by asking for it again.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use futures::{StreamExt, stream};
 use serde::{Deserialize, Serialize};
@@ -21,8 +24,9 @@ use crate::{
         Event, EventId, OrderId, UserId, Waiter,
         ballot::{self, Entrant, SaleMode},
         draw::{self, ProofStep, Published},
-        event::rfc3339,
+        event::{epoch_ms, rfc3339},
         order::{MessageHead, WaitHead},
+        verify_hash::HashKey,
     },
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
     http::{ApiError, Caller},
@@ -39,10 +43,24 @@ const DRAW_CHUNK: usize = 500;
 /// Waiting places written to DynamoDB at once.
 const PLACE_WRITES: usize = 16;
 
-/// The event, known and a ballot.
-async fn ballot_event(rebuilder: &Rebuilder, id: &EventId) -> Result<Event, ApiError> {
+/// How long an admission token lasts: long enough to ask verify-hash, short enough that a token
+/// passed on is soon worthless (a user asks for another whenever they like).
+pub const ADMISSION_TTL: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The event, known and sold in `mode`.
+async fn event_in(rebuilder: &Rebuilder, id: &EventId, mode: SaleMode) -> Result<Event, ApiError> {
     let event = rebuilder.event(id).await?.ok_or(ApiError::EventNotFound)?;
-    if event.sale_mode != SaleMode::Ballot {
+    match (mode, event.sale_mode) {
+        (want, got) if want == got => Ok(event),
+        (SaleMode::FairOpen, _) => Err(ApiError::NotAFairOpen),
+        _ => Err(ApiError::NotABallot),
+    }
+}
+
+/// The event, known and a sale that draws (a ballot, a fair open).
+async fn drawing_event(rebuilder: &Rebuilder, id: &EventId) -> Result<Event, ApiError> {
+    let event = rebuilder.event(id).await?.ok_or(ApiError::EventNotFound)?;
+    if event.draw.is_none() {
         return Err(ApiError::NotABallot);
     }
     Ok(event)
@@ -80,17 +98,17 @@ impl Entries {
 
     /// Enters the caller: `201` the first time, `200` with the same entry after.
     pub async fn register(&self, id: &EventId, caller: &Caller) -> Result<(EntryView, bool), ApiError> {
-        let event = ballot_event(&self.rebuilder, id).await?;
+        let event = event_in(&self.rebuilder, id, SaleMode::Ballot).await?;
         let email = caller.verified_email()?;
         let now = OffsetDateTime::now_utc();
         if now >= event.sale_end {
             return Err(ApiError::RegistrationClosed);
         }
-        let entrant = Entrant { user: caller.user.clone(), email: email.clone() };
+        let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
         let (entered_at, new) = match self.store.register(id, &entrant, now).await? {
             Registered::Entered => (rfc3339(now), true),
-            Registered::Already { entered_at } => (entered_at, false),
-            Registered::Closed => return Err(ApiError::RegistrationClosed),
+            Registered::Already { entered_at, .. } => (entered_at, false),
+            Registered::Closed | Registered::Late(_) => return Err(ApiError::RegistrationClosed),
         };
         let view = EntryView {
             event_id: id.clone(),
@@ -105,10 +123,24 @@ impl Entries {
     }
 }
 
-/// The published draws this environment has recomputed: a draw never changes once complete.
+/// A complete draw, and each entrant's place in its order (1 is first).
+pub struct Drawn {
+    pub published: Published,
+    pub positions: HashMap<String, usize>,
+    pub drawn_at: OffsetDateTime,
+}
+
+impl Drawn {
+    fn new(published: Published, drawn_at: OffsetDateTime) -> Self {
+        let positions = published.order.iter().enumerate().map(|(i, u)| (u.clone(), i + 1)).collect();
+        Self { published, positions, drawn_at }
+    }
+}
+
+/// The draws this environment has recomputed: a draw never changes once complete.
 #[derive(Clone, Default)]
 pub struct DrawBook {
-    drawn: Arc<Mutex<std::collections::HashMap<EventId, Arc<Published>>>>,
+    drawn: Arc<Mutex<HashMap<EventId, Arc<Drawn>>>>,
 }
 
 /// Complete draws remembered per execution environment.
@@ -128,16 +160,16 @@ impl DrawView {
     }
 
     /// The event's draw as it publishes it: `409 NOT_DRAWN` until the draw is complete.
-    pub async fn published(&self, id: &EventId) -> Result<Arc<Published>, ApiError> {
+    pub async fn published(&self, id: &EventId) -> Result<Arc<Drawn>, ApiError> {
         if let Some(drawn) = self.book.drawn.lock().expect("draws").get(id) {
             return Ok(drawn.clone());
         }
-        let event = ballot_event(&self.rebuilder, id).await?;
+        let event = drawing_event(&self.rebuilder, id).await?;
         self.published_of(&event).await?.ok_or(ApiError::NotDrawn)
     }
 
-    /// A ballot's complete draw, recomputed from what is stored; `None` until it is complete.
-    pub async fn published_of(&self, event: &Event) -> Result<Option<Arc<Published>>, ApiError> {
+    /// A complete draw, recomputed from what is stored; `None` until it is complete.
+    pub async fn published_of(&self, event: &Event) -> Result<Option<Arc<Drawn>>, ApiError> {
         if let Some(drawn) = self.book.drawn.lock().expect("draws").get(&event.id) {
             return Ok(Some(drawn.clone()));
         }
@@ -146,19 +178,19 @@ impl DrawView {
             _ => return Ok(None),
         };
         let entrants = self.store.entrants(&event.id).await?;
-        let published = Arc::new(republish(event, &record, entrants)?);
+        let drawn = Arc::new(Drawn::new(republish(event, &record, entrants)?, record.drawn_at));
         let mut book = self.book.drawn.lock().expect("draws");
         if book.len() >= DRAWS_KEPT {
             book.clear();
         }
-        book.insert(event.id.clone(), published.clone());
-        Ok(Some(published))
+        book.insert(event.id.clone(), drawn.clone());
+        Ok(Some(drawn))
     }
 
     /// The caller's entry, and after the draw their position and inclusion proof.
     pub async fn entry(&self, id: &EventId, caller: &Caller) -> Result<EntryView, ApiError> {
-        let event = ballot_event(&self.rebuilder, id).await?;
-        let entered_at = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
+        let event = event_in(&self.rebuilder, id, SaleMode::Ballot).await?;
+        let (entered_at, _) = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
         let mut view = EntryView {
             event_id: id.clone(),
             status: "ENTERED",
@@ -174,12 +206,12 @@ impl DrawView {
             Err(e) => return Err(e),
         };
         let me = caller.user.as_str();
-        let position = drawn.order.iter().position(|u| u == me).map(|i| i + 1);
+        let position = drawn.positions.get(me).copied();
         view.status = "DRAWN";
         view.won = position.map(|p| p <= event.capacity as usize);
         view.draw_position = position;
-        view.root = Some(drawn.root.clone());
-        view.proof = draw::proof(&drawn.entrants, me);
+        view.root = Some(drawn.published.root.clone());
+        view.proof = draw::proof(&drawn.published.entrants, me);
         Ok(view)
     }
 }
@@ -187,7 +219,7 @@ impl DrawView {
 /// The draw again from what is stored: the entries, the revealed secret and the round's
 /// signature (checked once more against the commitment and the chain).
 fn republish(event: &Event, record: &DrawRecord, entrants: Vec<Entrant>) -> Result<Published, ApiError> {
-    let terms = event.ballot.as_ref().ok_or(ApiError::NotABallot)?;
+    let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
     let ids = entrants.into_iter().map(|e| e.user.as_str().to_owned()).collect();
     terms.draw(ids, &record.secret, record.beacon_signature.as_deref()).map_err(|e| {
         tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
@@ -209,12 +241,19 @@ pub struct Reveal {
 #[derive(Debug, Serialize)]
 pub struct DrawSummary {
     pub event_id: EventId,
+    pub sale_mode: SaleMode,
     pub algorithm: &'static str,
     pub commitment: String,
     pub root: String,
     pub entrants: u32,
-    pub winners: usize,
-    pub waiting: usize,
+    /// A ballot's: the orders given, the entrants waiting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub winners: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<usize>,
+    /// A fair open's: when its queue admits its first wave.
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub admits_from: Option<OffsetDateTime>,
     #[serde(with = "time::serde::rfc3339")]
     pub drawn_at: OffsetDateTime,
 }
@@ -235,8 +274,8 @@ impl Draw {
 
     /// Draws the ballot, or finishes a draw left unfinished; a complete draw is answered again.
     pub async fn draw(&self, id: &EventId, reveal: &Reveal, now: OffsetDateTime) -> Result<DrawSummary, ApiError> {
-        let event = ballot_event(&self.rebuilder, id).await?;
-        let terms = event.ballot.as_ref().ok_or(ApiError::NotABallot)?;
+        let event = drawing_event(&self.rebuilder, id).await?;
+        let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
         if now < event.sale_start {
             return Err(ApiError::DrawTooEarly { from: rfc3339(event.sale_start) });
         }
@@ -268,23 +307,29 @@ impl Draw {
             }
         };
         let entrants = self.store.entrants(id).await?;
-        let emails: std::collections::HashMap<UserId, crate::domain::Email> =
+        let emails: HashMap<UserId, crate::domain::Email> =
             entrants.iter().map(|e| (e.user.clone(), e.email.clone())).collect();
         let drawn = republish(&event, &record, entrants)?;
         let (winners, waiting) = ballot::split(&drawn.order, event.capacity);
+        let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {
-            self.lay_down(&event, &drawn.order, &emails, record.drawn_at).await?;
+            // A fair open's draw hands out nothing: its queue admits in the draw's order.
+            if ballot {
+                self.lay_down(&event, &drawn.order, &emails, record.drawn_at).await?;
+            }
             self.store.draw_done(id, now).await?;
-            tracing::info!(event_id = %id, entrants = drawn.entrants.len(), winners = winners.len(), "ballot drawn");
+            tracing::info!(event_id = %id, entrants = drawn.entrants.len(), mode = event.sale_mode.as_str(), "drawn");
         }
         Ok(DrawSummary {
             event_id: id.clone(),
+            sale_mode: event.sale_mode,
             algorithm: draw::ALGORITHM,
             commitment: drawn.commitment,
             root: drawn.root,
             entrants: record.entrants,
-            winners: winners.len(),
-            waiting: waiting.len(),
+            winners: ballot.then_some(winners.len()),
+            waiting: ballot.then_some(waiting.len()),
+            admits_from: event.queue.as_ref().map(|_| record.drawn_at),
             drawn_at: record.drawn_at,
         })
     }
@@ -295,7 +340,7 @@ impl Draw {
         &self,
         event: &Event,
         order: &[String],
-        emails: &std::collections::HashMap<UserId, crate::domain::Email>,
+        emails: &HashMap<UserId, crate::domain::Email>,
         drawn_at: OffsetDateTime,
     ) -> Result<(), ApiError> {
         let id = &event.id;
@@ -342,7 +387,7 @@ impl Draw {
                 }
             }
             let DrawLaid::Laid { granted, written } = laid else { return Err(ApiError::Busy) };
-            let heads: std::collections::HashMap<&OrderId, &MessageHead> =
+            let heads: HashMap<&OrderId, &MessageHead> =
                 orders.iter().map(|(_, order_id, head)| (order_id, head)).collect();
             let deliveries: Vec<Delivery> = granted
                 .iter()
@@ -365,5 +410,113 @@ impl Draw {
             }
         }
         Ok(())
+    }
+}
+
+/// A fair open's pre-queue (grab): `POST /events/{id}/queue` joins it, `GET /events/{id}/queue`
+/// tells the place, and once the place is admitted, an admission token for verify-hash.
+#[derive(Clone)]
+pub struct Queue {
+    store: Store,
+    rebuilder: Rebuilder,
+    draws: DrawView,
+    key: HashKey,
+}
+
+/// A user's place in a fair open's queue.
+#[derive(Debug, Serialize)]
+pub struct QueueView {
+    pub event_id: EventId,
+    /// `QUEUED` (before the draw: the place is not known yet), `WAITING` (a place, admitted at
+    /// `admitted_at`) or `ADMITTED` (with a token for verify-hash).
+    pub status: &'static str,
+    pub entered_at: String,
+    /// Before the draw: when the places taken so far are shuffled.
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub shuffle_at: Option<OffsetDateTime>,
+    /// After the draw: the place (1 is first; a late arrival after every shuffled place), and
+    /// when that place is admitted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late: Option<bool>,
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub admitted_at: Option<OffsetDateTime>,
+    /// Once admitted: the token verify-hash requires (`?admission=`), until `admission_expires_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission: Option<String>,
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub admission_expires_at: Option<OffsetDateTime>,
+}
+
+impl Queue {
+    pub fn new(store: Store, rebuilder: Rebuilder, key: HashKey) -> Self {
+        let draws = DrawView::new(store.clone(), rebuilder.clone());
+        Self { store, rebuilder, draws, key }
+    }
+
+    /// Joins the caller: `201` the first time, `200` with the same place after. Before the draw
+    /// the place is among those it shuffles; after it, behind them in arrival order.
+    pub async fn join(&self, id: &EventId, caller: &Caller) -> Result<(QueueView, bool), ApiError> {
+        let event = event_in(&self.rebuilder, id, SaleMode::FairOpen).await?;
+        let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
+        let email = caller.verified_email()?;
+        let now = OffsetDateTime::now_utc();
+        if now < terms.opens {
+            return Err(ApiError::QueueNotOpen { from: rfc3339(terms.opens) });
+        }
+        if now >= event.sale_end {
+            return Err(ApiError::SaleEnded);
+        }
+        let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
+        let new = match self.store.register(id, &entrant, now).await? {
+            Registered::Entered | Registered::Late(_) => true,
+            Registered::Already { .. } => false,
+            Registered::Closed => {
+                matches!(self.store.join_late(id, &entrant, now).await?, Registered::Late(_) | Registered::Entered)
+            }
+        };
+        Ok((self.place_in(&event, caller, now).await?, new))
+    }
+
+    /// The caller's place, and once it is admitted a fresh admission token.
+    pub async fn place(&self, id: &EventId, caller: &Caller) -> Result<QueueView, ApiError> {
+        let event = event_in(&self.rebuilder, id, SaleMode::FairOpen).await?;
+        self.place_in(&event, caller, OffsetDateTime::now_utc()).await
+    }
+
+    async fn place_in(&self, event: &Event, caller: &Caller, now: OffsetDateTime) -> Result<QueueView, ApiError> {
+        let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
+        let (entered_at, late) = self.store.entry(&event.id, &caller.user).await?.ok_or(ApiError::NotQueued)?;
+        let mut view = QueueView {
+            event_id: event.id.clone(),
+            status: "QUEUED",
+            entered_at,
+            shuffle_at: Some(event.sale_start),
+            position: None,
+            late: None,
+            admitted_at: None,
+            admission: None,
+            admission_expires_at: None,
+        };
+        let Some(drawn) = self.draws.published_of(event).await? else { return Ok(view) };
+        let shuffled = drawn.published.order.len() as u64;
+        let position = match late {
+            Some(rank) => shuffled + rank,
+            None => drawn.positions.get(caller.user.as_str()).copied().ok_or(ApiError::Busy)? as u64,
+        };
+        let admitted_at = ballot::admitted_at(drawn.drawn_at, terms.admission_rate, position);
+        view.shuffle_at = None;
+        view.position = Some(position);
+        view.late = Some(late.is_some());
+        view.admitted_at = Some(admitted_at);
+        view.status = "WAITING";
+        if now >= admitted_at {
+            let expires = now + ADMISSION_TTL;
+            view.status = "ADMITTED";
+            view.admission = Some(self.key.admit(&event.id, &caller.user, epoch_ms(expires)));
+            view.admission_expires_at = Some(expires);
+        }
+        Ok(view)
     }
 }

@@ -1,7 +1,8 @@
 //! The grab function's other writes (it holds every dependency these need): a holder cancels
 //! (`DELETE /events/{id}/order`), a sold-out user joins the waitlist
 //! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`), and a user
-//! enters a ballot (`POST /events/{id}/entry`, `handlers::ballot`).
+//! enters a ballot (`POST /events/{id}/entry`) or a fair open's queue (`POST` and
+//! `GET /events/{id}/queue`), both in `handlers::ballot`.
 //!
 //! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
 //! give-back marker), then Redis takes the number back in one script: to the head of the waitlist as
@@ -46,6 +47,7 @@ pub struct CancelAndWait {
     hash: HashSettings,
     limiter: super::limit::Limiter,
     entries: super::ballot::Entries,
+    queue: super::ballot::Queue,
 }
 
 #[derive(Deserialize)]
@@ -66,7 +68,8 @@ impl CancelAndWait {
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let entries = super::ballot::Entries::new(store.clone(), rebuilder.clone());
-        Self { store, gate, courier, returns, rebuilder, hash, limiter, entries }
+        let queue = super::ballot::Queue::new(store.clone(), rebuilder.clone(), hash.secret.clone());
+        Self { store, gate, courier, returns, rebuilder, hash, limiter, entries, queue }
     }
 
     /// One request of the three routes: the reply and its outcome code.
@@ -96,6 +99,16 @@ impl CancelAndWait {
                     if new { (StatusCode::CREATED, "ENTERED") } else { (StatusCode::OK, "ALREADY_ENTERED") };
                 Ok((json(status, &entry), code))
             }
+            Some(Endpoint::JoinQueue) => {
+                if !req.body().is_empty() {
+                    return Err(ApiError::BadRequest("POST /events/{id}/queue takes no body".into()));
+                }
+                let (place, new) = self.queue.join(&event, &caller).await?;
+                let (status, code) =
+                    if new { (StatusCode::CREATED, "QUEUED") } else { (StatusCode::OK, "ALREADY_QUEUED") };
+                Ok((json(status, &place), code))
+            }
+            Some(Endpoint::QueuePlace) => Ok((json(StatusCode::OK, &self.queue.place(&event, &caller).await?), "OK")),
             _ => Err(ApiError::RouteNotFound),
         }
     }

@@ -96,6 +96,10 @@ impl Auditor {
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
+        if whole.sale_mode == SaleMode::FairOpen {
+            let drawn = self.draws.published_of(whole).await?;
+            report = report.with_queue_draw(drawn.as_deref().map(|d| &d.published));
+        }
         if whole.sale_mode == SaleMode::Ballot {
             let drawn = self.draws.published_of(whole).await?;
             let places: Vec<(UserId, u64)> =
@@ -103,7 +107,7 @@ impl Auditor {
             let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
             let in_flight =
                 ledger.cache.iter().flat_map(|c| &c.outbox).filter(|(order, _)| !stored.contains(order)).count();
-            report = report.with_draw(drawn.as_deref(), &rows, &places, in_flight);
+            report = report.with_draw(drawn.as_deref().map(|d| &d.published), &rows, &places, in_flight);
         }
         Ok(report)
     }

@@ -156,7 +156,7 @@ impl Query {
                 }
                 Some(Endpoint::Entry) => json(StatusCode::OK, &self.draws.entry(&event_id(&req)?, &caller).await?),
                 Some(Endpoint::PublishedDraw) => {
-                    json(StatusCode::OK, &*self.draws.published(&event_id(&req)?).await?)
+                    json(StatusCode::OK, &self.draws.published(&event_id(&req)?).await?.published)
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };

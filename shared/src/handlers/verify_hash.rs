@@ -8,9 +8,17 @@ use time::OffsetDateTime;
 use crate::{
     adapters::Adapters,
     config::{HashSettings, UserLimits},
-    domain::event::{epoch_ms, from_epoch_ms, rfc3339},
+    domain::{
+        EventId,
+        ballot::SaleMode,
+        event::{epoch_ms, from_epoch_ms, rfc3339},
+    },
     gate::{Gate, Window},
-    http::{ApiError, Caller, json, reply::event_id, serve},
+    http::{
+        ApiError, Caller, json,
+        reply::{event_id, query_param},
+        serve,
+    },
     recovery::Rebuilder,
 };
 
@@ -60,6 +68,7 @@ impl VerifyHash {
                 }
             };
             let now = epoch_ms(OffsetDateTime::now_utc());
+            self.admitted(&req, &event, &caller, now).await?;
             let margin = self.hash.open_margin.as_millis() as i64;
             if now < window.start_ms - margin {
                 return Err(ApiError::SaleNotStarted);
@@ -75,5 +84,16 @@ impl VerifyHash {
             Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))
         })
         .await
+    }
+
+    /// A fair open's hash goes only to a user its queue admitted: their admission token
+    /// (`?admission=`, from `GET /events/{id}/queue`). The event is remembered per environment.
+    async fn admitted(&self, req: &Request, event: &EventId, caller: &Caller, now: i64) -> Result<(), ApiError> {
+        let Some(known) = self.rebuilder.event(event).await? else { return Ok(()) };
+        if known.sale_mode != SaleMode::FairOpen {
+            return Ok(());
+        }
+        let token = query_param(req, "admission").ok_or(ApiError::NotAdmitted)?;
+        self.hash.secret.verify_admission(token, event, &caller.user, now).map_err(|_| ApiError::NotAdmitted)
     }
 }

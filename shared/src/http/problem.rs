@@ -71,6 +71,16 @@ pub enum ApiError {
     BallotOnly,
     #[error("this event is not a ballot")]
     NotABallot,
+    #[error("this event is not a fair open")]
+    NotAFairOpen,
+    #[error("the queue opens at {from}")]
+    QueueNotOpen { from: String },
+    #[error("you have not joined this event's queue")]
+    NotQueued,
+    #[error(
+        "a fair open admits users in its queue's order: join it (POST /events/{{id}}/queue) and ask verify-hash with the admission it gives you once admitted"
+    )]
+    NotAdmitted,
     #[error("the ballot's registration is closed")]
     RegistrationClosed,
     #[error("you have not entered this ballot")]
@@ -121,6 +131,10 @@ impl ApiError {
             Self::CheckInClosed { .. } => (S::CONFLICT, "CHECK_IN_CLOSED", "Check-in closed"),
             Self::BallotOnly => (S::CONFLICT, "BALLOT_ONLY", "Ballot only"),
             Self::NotABallot => (S::CONFLICT, "NOT_A_BALLOT", "Not a ballot"),
+            Self::NotAFairOpen => (S::CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open"),
+            Self::QueueNotOpen { .. } => (S::CONFLICT, "QUEUE_NOT_OPEN", "Queue not open"),
+            Self::NotQueued => (S::NOT_FOUND, "NOT_QUEUED", "Not queued"),
+            Self::NotAdmitted => (S::FORBIDDEN, "NOT_ADMITTED", "Not admitted"),
             Self::RegistrationClosed => (S::GONE, "REGISTRATION_CLOSED", "Registration closed"),
             Self::NotEntered => (S::NOT_FOUND, "NOT_ENTERED", "Not entered"),
             Self::NotDrawn => (S::CONFLICT, "NOT_DRAWN", "Not drawn"),

@@ -101,6 +101,10 @@ pub enum Endpoint {
     PublishedDraw,
     /// `POST /admin/events/{id}/draw`: the organiser reveals the secret and draws
     Draw,
+    /// `POST /events/{id}/queue`: join a fair open's queue
+    JoinQueue,
+    /// `GET /events/{id}/queue`: one's place, and once admitted the admission token
+    QueuePlace,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +148,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 18] = [
+pub const ROUTES: [Route; 20] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -276,6 +280,22 @@ pub const ROUTES: [Route; 18] = [
         path: "/admin/events/{id}/draw",
         function: Function::Release,
         limit: Limit::Staff,
+    },
+    // A join is up to three DynamoDB writes (an entry, or after the draw a rank and an entry).
+    Route {
+        endpoint: Endpoint::JoinQueue,
+        method: "POST",
+        path: "/events/{id}/queue",
+        function: Function::Grab,
+        limit: per_user("join-queue", "RATE_LIMIT_JOIN_QUEUE", 5),
+    },
+    // Polled while a user waits: one read of their entry, the draw from memory.
+    Route {
+        endpoint: Endpoint::QueuePlace,
+        method: "GET",
+        path: "/events/{id}/queue",
+        function: Function::Grab,
+        limit: per_user("queue", "RATE_LIMIT_QUEUE", 20),
     },
 ];
 

@@ -24,10 +24,13 @@ use crate::domain::{Email, EventId, UserId, ballot::Entrant, event::rfc3339};
 pub enum Registered {
     /// Entered now.
     Entered,
-    /// Entered before (a retry or a duplicate): the first entry stands.
-    Already { entered_at: String },
+    /// Entered before (a retry or a duplicate): the first entry stands, with its late rank if it
+    /// is a fair open's late arrival.
+    Already { entered_at: String, late: Option<u64> },
     /// The registration is closed: the draw has begun.
     Closed,
+    /// A fair open's late arrival, queued behind the shuffled ones at this rank.
+    Late(u64),
 }
 
 /// The draw as the event's item records it: enough to publish it again with the entries.
@@ -68,6 +71,7 @@ fn entrant_from(item: &Item) -> Result<Entrant, StoreError> {
     Ok(Entrant {
         user: UserId::parse(&get_s(item, "user_id")?).map_err(malformed)?,
         email: Email::parse(&get_s(item, "email")?).map_err(malformed)?,
+        late: super::codec::opt_n(item, "late")?,
     })
 }
 
@@ -118,7 +122,7 @@ impl Store {
         if failed(0) {
             // Entered before: the first entry stands, whatever the registration's state now.
             return match self.entry(event, &entrant.user).await? {
-                Some(entered_at) => Ok(Registered::Already { entered_at }),
+                Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
                 None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
             };
         }
@@ -130,8 +134,9 @@ impl Store {
         Err(StoreError::Dynamo("registration cancelled by a concurrent transaction".into()))
     }
 
-    /// When the user entered the event's ballot, if they did.
-    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<String>, StoreError> {
+    /// When the user entered the event's ballot or queue, if they did, and their late rank if
+    /// they joined a fair open after its draw.
+    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<(String, Option<u64>)>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -140,7 +145,67 @@ impl Store {
             .consistent_read(true)
             .send()
             .await?;
-        Ok(out.item.and_then(|item| opt_s(&item, "entered_at")))
+        let Some(item) = out.item else { return Ok(None) };
+        Ok(opt_s(&item, "entered_at").map(|at| (at, super::codec::opt_n(&item, "late").ok().flatten())))
+    }
+
+    /// A fair open's late arrival (after its draw): the next rank from the event's counter, then
+    /// the entry with it, once. A retry finds the first entry; a rank taken by a request that then
+    /// found the entry there is skipped (the queue admits by position, a gap costs nothing).
+    pub async fn join_late(
+        &self,
+        event: &EventId,
+        entrant: &Entrant,
+        now: OffsetDateTime,
+    ) -> Result<Registered, StoreError> {
+        if let Some((entered_at, late)) = self.entry(event, &entrant.user).await? {
+            return Ok(Registered::Already { entered_at, late });
+        }
+        let counted = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("ADD late_joins :one")
+            .condition_expression("attribute_exists(registration_closed_at)")
+            .expression_attribute_values(":one", n(1))
+            .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
+            .send()
+            .await?;
+        let rank: u64 = counted
+            .attributes
+            .as_ref()
+            .ok_or_else(|| StoreError::Malformed("late_joins not returned".into()))
+            .and_then(|a| get_n(a, "late_joins"))?;
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(entry_key(event, &entrant.user).into_iter().collect()))
+            .item("event_id", s(event.as_str()))
+            .item("user_id", s(entrant.user.as_str()))
+            .item("email", s(entrant.email.as_str()))
+            .item("entered_at", s(rfc3339(now)))
+            .item("late", n(rank))
+            .condition_expression("attribute_not_exists(#pk)")
+            .expression_attribute_names("#pk", attr::PK)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(Registered::Late(rank)),
+            Err(e)
+                if matches!(
+                    e.as_service_error(),
+                    Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_))
+                ) =>
+            {
+                match self.entry(event, &entrant.user).await? {
+                    Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
+                    None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Closes the ballot's registration (the first close stands): from then on every registration
@@ -159,9 +224,11 @@ impl Store {
         Ok(())
     }
 
-    /// Every entry of the ballot, read consistently.
+    /// Every entry the draw shuffles (a fair open's late arrivals left out), read consistently.
     pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
-        self.partition(key::entries(event), None).await?.iter().map(entrant_from).collect()
+        let all: Vec<Entrant> =
+            self.partition(key::entries(event), None).await?.iter().map(entrant_from).collect::<Result<_, _>>()?;
+        Ok(all.into_iter().filter(|e| e.late.is_none()).collect())
     }
 
     /// The registration's close and the draw, from the event's item read consistently.

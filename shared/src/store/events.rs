@@ -14,7 +14,7 @@ use super::{
 };
 use crate::domain::{
     Event, EventId,
-    ballot::{BallotTerms, BeaconRound, SaleMode},
+    ballot::{BeaconRound, DrawTerms, QueueTerms, SaleMode},
     event::rfc3339,
     red_packet::{AmountSeed, Currency, RedPacket},
 };
@@ -196,8 +196,12 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(rate) = event.expected_rate {
         item.insert("expected_rate".into(), n(rate));
     }
-    if let Some(terms) = &event.ballot {
-        item.insert("sale_mode".into(), s(SaleMode::Ballot.as_str()));
+    if let Some(queue) = &event.queue {
+        item.insert("queue_opens".into(), s(rfc3339(queue.opens)));
+        item.insert("admission_rate".into(), n(queue.admission_rate));
+    }
+    if let Some(terms) = &event.draw {
+        item.insert("sale_mode".into(), s(event.sale_mode.as_str()));
         item.insert("draw_commitment".into(), s(&terms.commitment));
         if let Some(beacon) = &terms.beacon {
             item.insert("beacon_key".into(), s(&beacon.public_key));
@@ -232,8 +236,9 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         expected_rate: opt_n(item, "expected_rate")?,
         red_packet: red_packet_from_item(item)?,
-        sale_mode: if item.contains_key("draw_commitment") { SaleMode::Ballot } else { SaleMode::FirstCome },
-        ballot: ballot_from_item(item)?,
+        sale_mode: sale_mode_from_item(item)?,
+        draw: draw_from_item(item)?,
+        queue: queue_from_item(item)?,
         created_at: get_time(item, "created_at")?,
     };
     let remaining_snapshot = get_n(item, "remaining").unwrap_or(event.capacity);
@@ -241,13 +246,28 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
     Ok(StoredEvent { event, remaining_snapshot, waitlist_closed })
 }
 
-fn ballot_from_item(item: &Item) -> Result<Option<BallotTerms>, StoreError> {
+/// Events released before sale modes existed are first come.
+fn sale_mode_from_item(item: &Item) -> Result<SaleMode, StoreError> {
+    match opt_s(item, "sale_mode") {
+        None => Ok(SaleMode::FirstCome),
+        Some(mode) => SaleMode::parse(&mode).ok_or_else(|| StoreError::Malformed(format!("sale_mode {mode}"))),
+    }
+}
+
+fn queue_from_item(item: &Item) -> Result<Option<QueueTerms>, StoreError> {
+    if !item.contains_key("queue_opens") {
+        return Ok(None);
+    }
+    Ok(Some(QueueTerms { opens: get_time(item, "queue_opens")?, admission_rate: get_n(item, "admission_rate")? }))
+}
+
+fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
     let Some(commitment) = opt_s(item, "draw_commitment") else { return Ok(None) };
     let beacon = match opt_s(item, "beacon_key") {
         Some(public_key) => Some(BeaconRound { public_key, round: get_n(item, "beacon_round")? }),
         None => None,
     };
-    BallotTerms::new(&commitment, beacon).map(Some).map_err(|(_, e)| StoreError::Malformed(format!("ballot: {e}")))
+    DrawTerms::new(&commitment, beacon).map(Some).map_err(|(_, e)| StoreError::Malformed(format!("draw: {e}")))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {
