@@ -5,9 +5,9 @@ use serde_json::{Map, Value};
 use time::{Duration, OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
-    ballot::{BeaconRound, DrawTerms, MAX_ADMISSION_RATE, QueueTerms, SaleMode},
     ids::EventId,
     red_packet::{self, AmountSeed, Currency, RedPacket},
+    sale_mode::{BeaconRound, DrawTerms, MAX_ADMISSION_RATE, QueueTerms, SaleMode},
 };
 
 /// Hard cap on tickets per event: the seat list, the rebuild from DynamoDB and the attendee list
@@ -53,7 +53,8 @@ pub struct Event {
     /// without its seed (the commitment instead), which is published after the sale.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "public_red_packet")]
     pub red_packet: Option<RedPacket>,
-    /// How the tickets are handed out; a ballot's terms are in [`Event::ballot`].
+    /// How the tickets are handed out; a draw's terms are in [`Event::draw`], a fair open's queue in
+    /// [`Event::queue`].
     pub sale_mode: SaleMode,
     /// The draw's commitment (and beacon round), published at release: `Some` exactly when
     /// `sale_mode` draws (a ballot, a fair open).

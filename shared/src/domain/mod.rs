@@ -2,7 +2,6 @@
 //! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
 
 pub mod audit;
-pub mod ballot;
 pub mod beacon;
 pub mod confirmation;
 pub mod draw;
@@ -12,6 +11,7 @@ pub mod ids;
 pub mod order;
 pub mod order_seal;
 pub mod red_packet;
+pub mod sale_mode;
 pub mod stream;
 pub mod ticket_pass;
 pub mod verify_hash;

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use redis::AsyncCommands;
 
 use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_on, script_time};
-use crate::domain::{Event, EventId, Holdings, TicketNo, ballot::SaleMode, event::epoch_ms, order::WaitHead};
+use crate::domain::{Event, EventId, Holdings, TicketNo, event::epoch_ms, order::WaitHead, sale_mode::SaleMode};
 
 /// The latest time the scripts' format holds (15 digits of epoch ms): a window opening then never
 /// opens.

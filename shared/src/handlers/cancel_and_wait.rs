@@ -2,7 +2,7 @@
 //! (`DELETE /events/{id}/order`), a sold-out user joins the waitlist
 //! (`POST /events/{id}/waitlist`) and sees their place (`GET /events/{id}/waitlist`), and a user
 //! enters a ballot (`POST /events/{id}/entry`) or a fair open's queue (`POST` and
-//! `GET /events/{id}/queue`), both in `handlers::ballot`.
+//! `GET /events/{id}/queue`), both in `handlers::draws`.
 //!
 //! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
 //! give-back marker), then Redis takes the number back in one script: to the head of the waitlist as
@@ -19,9 +19,9 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         Event, EventId, OrderId, OrderStatus, Waiter,
-        ballot::SaleMode,
         event::{epoch_ms, rfc3339},
         order::{OrderView, WaitHead},
+        sale_mode::SaleMode,
     },
     gate::{Gate, GateError, GaveBack, Join, WaitlistPlace, Waitlisted},
     give_back::GiveBacks,
@@ -46,8 +46,8 @@ pub struct CancelAndWait {
     rebuilder: Rebuilder,
     hash: HashSettings,
     limiter: super::limit::Limiter,
-    entries: super::ballot::Entries,
-    queue: super::ballot::Queue,
+    entries: super::draws::Entries,
+    queue: super::draws::Queue,
 }
 
 #[derive(Deserialize)]
@@ -67,8 +67,8 @@ impl CancelAndWait {
         limits: UserLimits,
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        let entries = super::ballot::Entries::new(store.clone(), rebuilder.clone());
-        let queue = super::ballot::Queue::new(store.clone(), rebuilder.clone(), hash.secret.clone());
+        let entries = super::draws::Entries::new(store.clone(), rebuilder.clone());
+        let queue = super::draws::Queue::new(store.clone(), rebuilder.clone(), hash.secret.clone());
         Self { store, gate, courier, returns, rebuilder, hash, limiter, entries, queue }
     }
 

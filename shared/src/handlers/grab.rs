@@ -18,10 +18,10 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         EventId, OrderId, OrderStatus,
-        ballot::SaleMode,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
         order_seal::SealKey,
+        sale_mode::SaleMode,
     },
     gate::{Gate, GrabAttempt, GrabOutcome, GrabTally},
     give_back::GiveBacks,

@@ -24,8 +24,8 @@ use crate::{
     domain::{
         Event, EventId, OrderId, UserId,
         audit::{AuditRow, Ledger, Report},
-        ballot::SaleMode,
         event::rfc3339,
+        sale_mode::SaleMode,
     },
     gate::{Gate, GrabCounts},
     http::ApiError,
@@ -45,11 +45,11 @@ pub struct Auditor {
     store: Store,
     gate: Gate,
     /// A ballot's published draw, which its check recomputes against.
-    draws: super::ballot::DrawView,
+    draws: super::draws::DrawView,
 }
 
 impl Auditor {
-    pub fn new(store: Store, gate: Gate, draws: super::ballot::DrawView) -> Self {
+    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView) -> Self {
         Self { store, gate, draws }
     }
 

@@ -1,9 +1,9 @@
 //! One file per function: parse -> domain + adapters -> outcome -> reply. Each function's
 //! dependencies are a struct built once per execution environment and lent to every request.
 
-pub mod ballot;
 pub mod cancel_and_wait;
 pub mod door;
+pub mod draws;
 pub mod grab;
 pub mod limit;
 pub mod live;

@@ -40,7 +40,7 @@ pub struct Query {
     /// Red-packet amounts of orders, each event's split computed once.
     splits: crate::amounts::Splits,
     /// Ballots' entries and published draws.
-    draws: super::ballot::DrawView,
+    draws: super::draws::DrawView,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -81,7 +81,7 @@ pub enum StockSource {
 impl Query {
     pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PassKeyRingSource) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        let draws = super::ballot::DrawView::new(store.clone(), rebuilder.clone());
+        let draws = super::draws::DrawView::new(store.clone(), rebuilder.clone());
         let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone());
         let live = Live::new(gate.clone(), auditor.clone());
         Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }

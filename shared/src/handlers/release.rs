@@ -20,7 +20,7 @@ use crate::{
     },
     fleet::{LimitsReader, deployment_limits_from_env},
     gate::{Gate, GateError},
-    handlers::ballot::{Draw, Reveal},
+    handlers::draws::{Draw, Reveal},
     http::{
         ApiError, Caller, apigw, json,
         reply::{endpoint, event_id, json_body},

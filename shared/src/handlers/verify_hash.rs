@@ -10,8 +10,8 @@ use crate::{
     config::{HashSettings, UserLimits},
     domain::{
         EventId,
-        ballot::SaleMode,
         event::{epoch_ms, from_epoch_ms, rfc3339},
+        sale_mode::SaleMode,
     },
     gate::{Gate, Window},
     http::{

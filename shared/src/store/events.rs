@@ -14,9 +14,9 @@ use super::{
 };
 use crate::domain::{
     Event, EventId,
-    ballot::{BeaconRound, DrawTerms, QueueTerms, SaleMode},
     event::rfc3339,
     red_packet::{AmountSeed, Currency, RedPacket},
+    sale_mode::{BeaconRound, DrawTerms, QueueTerms, SaleMode},
 };
 
 #[derive(Debug, thiserror::Error)]

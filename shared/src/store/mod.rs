@@ -7,7 +7,7 @@
 //! | ticket | `TICKET#<E>#<n>`    | `TICKET` |                                                          |
 //! | give-back marker | `RETURN#<E>` | `ORDER#<order id>` | a cancelled number Redis has yet to take back |
 //! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
-//! | entry  | `ENTRY#<E>`         | `USER#<u>` | a ballot's registration (`ballot`)                     |
+//! | entry  | `ENTRY#<E>`         | `USER#<u>` | a ballot's entry or a fair open's place (`draws`)       |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
 //! off the attendee list, found by a rebuild and the organiser's report.
@@ -17,10 +17,10 @@
 //! its writes;
 //! [`schema`] builds every key, [`codec`] every attribute value.
 
-pub mod ballot;
 pub mod cancellations;
 pub mod check_in;
 pub mod codec;
+pub mod draws;
 pub mod events;
 pub mod orders;
 pub mod report;

@@ -58,7 +58,7 @@ pub mod key {
     pub fn waitlist(e: &EventId) -> String {
         format!("WAIT#{e}")
     }
-    /// A ballot's entries: one item per registered user (`store::ballot`), sorted by `waiter`.
+    /// A ballot's entries, a fair open's queue: one item per user (`store::draws`), sorted by `waiter`.
     pub fn entries(e: &EventId) -> String {
         format!("ENTRY#{e}")
     }

@@ -1,5 +1,6 @@
-//! A ballot in DynamoDB: one entry per registered user (`ENTRY#<E>` / `USER#<u>`), and on the
-//! event's item the registration's close and the draw's record.
+//! The sales that draw, in DynamoDB: one entry per user (`ENTRY#<E>` / `USER#<u>`: a ballot's
+//! entry, a fair open's place), and on the event's item the registration's close, the draw's
+//! record and a fair open's count of late arrivals.
 //!
 //! An entry is written in one transaction with a check that the event's registration is still
 //! open, and the draw closes the registration before it reads the entries: a registration either
@@ -17,7 +18,7 @@ use super::{
     codec::{Item, get_n, get_s, get_time, n, opt_s, s},
     schema::{attr, key},
 };
-use crate::domain::{Email, EventId, UserId, ballot::Entrant, event::rfc3339};
+use crate::domain::{Email, EventId, UserId, event::rfc3339, sale_mode::Entrant};
 
 /// What a registration found.
 #[derive(Debug, Clone, PartialEq, Eq)]

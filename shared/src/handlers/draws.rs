@@ -1,13 +1,16 @@
-//! A ballot's routes (docs/DESIGN.md section 11): a user registers (`POST /events/{id}/entry`, in
-//! grab) and sees their entry (`GET /events/{id}/entry`, in query); anyone reads the published
-//! draw (`GET /events/{id}/draw`, in query); the organiser draws
-//! (`POST /admin/events/{id}/draw`, in release).
+//! The routes of the sales that draw (docs/DESIGN.md section 11). A ballot: a user registers
+//! (`POST /events/{id}/entry`, in grab) and sees their entry (`GET /events/{id}/entry`, in query).
+//! A fair open: a user joins the queue and sees their place, with an admission token once
+//! admitted (`POST`/`GET /events/{id}/queue`, in grab). Both: anyone reads the published draw
+//! (`GET /events/{id}/draw`, in query); the organiser draws (`POST /admin/events/{id}/draw`, in
+//! release).
 //!
 //! The draw reveals the secret committed at release, closes the registration (DynamoDB), reads
-//! every entry, records the draw on the event's item, then lays it down in the cache chunk by
-//! chunk (`draw.lua`): each winner's order goes to the outbox and on to the queue like a grab's,
-//! each other entrant's place is written to DynamoDB and the cache in draw order. Every step is
-//! idempotent, so a draw interrupted anywhere is finished by asking for it again.
+//! every entry, records the draw on the event's item. A ballot's is then laid down in the cache
+//! chunk by chunk (`draw.lua`): each winner's order goes to the outbox and on to the queue like a
+//! grab's, each other entrant's place is written to DynamoDB and the cache in draw order. Every
+//! step is idempotent, so a draw interrupted anywhere is finished by asking for it again. A fair
+//! open's draw lays nothing down: its queue admits in the draw's order from then.
 
 use std::{
     collections::HashMap,
@@ -22,10 +25,10 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         Event, EventId, OrderId, UserId, Waiter,
-        ballot::{self, Entrant, SaleMode},
         draw::{self, ProofStep, Published},
         event::{epoch_ms, rfc3339},
         order::{MessageHead, WaitHead},
+        sale_mode::{self, Entrant, SaleMode},
         verify_hash::HashKey,
     },
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
@@ -33,7 +36,7 @@ use crate::{
     recovery::{Rebuild, Rebuilder},
     store::{
         Store,
-        ballot::{DrawRecord, Registered},
+        draws::{DrawRecord, Registered},
     },
 };
 
@@ -310,7 +313,7 @@ impl Draw {
         let emails: HashMap<UserId, crate::domain::Email> =
             entrants.iter().map(|e| (e.user.clone(), e.email.clone())).collect();
         let drawn = republish(&event, &record, entrants)?;
-        let (winners, waiting) = ballot::split(&drawn.order, event.capacity);
+        let (winners, waiting) = sale_mode::split(&drawn.order, event.capacity);
         let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
@@ -505,7 +508,7 @@ impl Queue {
             Some(rank) => shuffled + rank,
             None => drawn.positions.get(caller.user.as_str()).copied().ok_or(ApiError::Busy)? as u64,
         };
-        let admitted_at = ballot::admitted_at(drawn.drawn_at, terms.admission_rate, position);
+        let admitted_at = sale_mode::admitted_at(drawn.drawn_at, terms.admission_rate, position);
         view.shuffle_at = None;
         view.position = Some(position);
         view.late = Some(late.is_some());

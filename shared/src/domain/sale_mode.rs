@@ -1,6 +1,8 @@
-//! A ballot (issue 27, item 3): users register during a window, then a draw anyone can recompute
-//! (`super::draw`) orders them; the first `capacity` get orders through the ordinary order path,
-//! the rest wait in draw order. What a release commits to, and what a draw publishes.
+//! How an event hands out its tickets (docs/DESIGN.md section 11): first come; a ballot (users
+//! register, then a draw anyone can recompute, `super::draw`, orders them: the first `capacity`
+//! get orders through the ordinary order path, the rest wait in draw order); or a fair open (a
+//! queue shuffled by the same draw at the open, admitted in that order at a rate). What a
+//! release commits to, and the rules of the outcome.
 
 use serde::{Deserialize, Serialize};
 
