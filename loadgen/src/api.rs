@@ -112,6 +112,22 @@ impl Api {
         self.send(self.http.get(format!("{}/events/{event}/order", self.base)).bearer_auth(token)).await
     }
 
+    /// A fair open's verify hash, with the caller's admission token.
+    pub async fn verify_hash_admitted(&self, token: &str, event: &str, admission: &str) -> Answer {
+        let url = format!("{}/events/{event}/verify-hash", self.base);
+        self.send(self.http.get(url).query(&[("admission", admission)]).bearer_auth(token)).await
+    }
+
+    /// `POST /events/{id}/queue`: join a fair open's queue.
+    pub async fn join_queue(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.post(format!("{}/events/{event}/queue", self.base)).bearer_auth(token)).await
+    }
+
+    /// `GET /events/{id}/queue`: one's place, and once admitted the admission token.
+    pub async fn queue_place(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.get(format!("{}/events/{event}/queue", self.base)).bearer_auth(token)).await
+    }
+
     /// `POST /events/{id}/entry`: enter a ballot.
     pub async fn enter(&self, token: &str, event: &str) -> Answer {
         self.send(self.http.post(format!("{}/events/{event}/entry", self.base)).bearer_auth(token)).await

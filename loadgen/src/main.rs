@@ -21,6 +21,9 @@ enum Scenario {
     /// A ballot: 2,000 users enter for 100 tickets (some twice at once), the organiser draws, the
     /// draw is recomputed and the winners' orders checked against it.
     Ballot,
+    /// A fair open: 2,000 users queue for 100 tickets, the draw shuffles them at the open, each
+    /// waits for their wave, asks verify-hash with their admission and grabs.
+    FairOpen,
     /// --users and --tickets of your own.
     Custom,
 }
@@ -69,6 +72,10 @@ struct Cli {
     /// at release, and check every winner's (the redpacket scenario: 888 units a packet on average).
     #[arg(long)]
     total_amount: Option<u64>,
+    /// A fair open's admission rate: users admitted per second (default: the tickets, so the
+    /// first wave holds them all).
+    #[arg(long)]
+    admission_rate: Option<u32>,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -88,7 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Scenario::Lecture => (2_000, 100, 1, 64),
         Scenario::Redpacket => (30_000, 20_000, 1, 64),
         Scenario::HotUser => (1, 100, 200, 200),
-        Scenario::Ballot => (2_000, 100, 1, 64),
+        Scenario::Ballot | Scenario::FairOpen => (2_000, 100, 1, 64),
         Scenario::Custom => {
             let (Some(users), Some(tickets)) = (cli.users, cli.tickets) else {
                 return Err("custom needs --users and --tickets".into());
@@ -128,10 +135,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .total_amount
             .or(matches!(cli.scenario, Scenario::Redpacket).then_some(u64::from(tickets) * 888))
             .map(|total| (total, cli.currency.clone())),
+        admission_rate: cli.admission_rate,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {
         Scenario::Ballot => loadgen::ballot::run_ballot(&api, &participants, &plan).await?,
+        Scenario::FairOpen => loadgen::ballot::run_fair_open(&api, &participants, &plan).await?,
         _ => run(&api, &participants, &plan).await?,
     };
     report.base_url = cli.base_url.clone();

@@ -92,7 +92,9 @@ pub struct Confirmation {
 /// A ballot's phases: the entries and the draw.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BallotPhase {
-    /// Entry requests, duplicates included, and how long they took.
+    /// `ballot` or `fair_open`.
+    pub sale_mode: &'static str,
+    /// Entry (or queue) requests, duplicates included, and how long they took.
     pub entries: usize,
     pub seconds: f64,
     pub latency: Latency,
@@ -141,12 +143,12 @@ impl Report {
         );
         if let Some(b) = &self.ballot {
             let outcomes: Vec<String> = b.outcomes.iter().map(|(k, v)| format!("{v} x {k}")).collect();
-            let _ =
-                writeln!(out, "  entries       {} requests in {:.2} s   {}", b.entries, b.seconds, b.latency.line());
+            let what = if b.sale_mode == "ballot" { "entries" } else { "queue  " };
+            let _ = writeln!(out, "  {what}       {} requests in {:.2} s   {}", b.entries, b.seconds, b.latency.line());
             let _ = writeln!(out, "    outcomes    {}", outcomes.join(", "));
             let _ = writeln!(
                 out,
-                "  draw          {:.0} ms: {} entrants, {} winners, {} waiting in draw order",
+                "  draw          {:.0} ms: {} entrants, the first {} to win, {} after them",
                 b.draw_ms, b.entrants, b.winners, b.waiting
             );
             let _ = writeln!(

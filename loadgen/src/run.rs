@@ -51,6 +51,8 @@ pub struct Plan {
     /// Red packets: the total (smallest units) and its currency, split at release into one
     /// amount per ticket; every winner's reply must carry theirs.
     pub red_packets: Option<(u64, String)>,
+    /// A fair open's users admitted per second (the tickets by default).
+    pub admission_rate: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]

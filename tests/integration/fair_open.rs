@@ -153,15 +153,23 @@ async fn a_fair_open_of_100_tickets_admits_2000_queued_users_in_the_draws_order_
     assert_eq!(app.hash_admitted(&id, &published.order[5], Some(&token)).await.code(), "NOT_ADMITTED");
     assert_eq!(app.hash_admitted(&id, &published.order[0], Some("a1.1.AAAA")).await.code(), "NOT_ADMITTED");
 
-    // The first two waves grab as they are admitted: exactly the first 100 win.
-    let contenders: Vec<&String> = published.order.iter().take(150).collect();
-    let grabs: Vec<Reply> =
-        futures::stream::iter(contenders.iter().map(|u| app.admitted_grab(&id, u))).buffered(50).collect().await;
-    let winners: HashSet<&str> =
-        contenders.iter().zip(&grabs).filter(|(_, g)| g.status == 202).map(|(u, _)| u.as_str()).collect();
-    let wanted: HashSet<&str> = published.order[..100].iter().map(String::as_str).collect();
-    assert_eq!(winners, wanted, "the first 100 admitted who grabbed, in the published order");
-    assert!(grabs[100..].iter().all(|g| g.code() == "SOLD_OUT"), "the second wave found it sold out");
+    // The first wave grabs as it is admitted, then the second as it is: exactly the first 100 of
+    // the draw's order win, and the next wave finds the sale sold out.
+    let first_wave: Vec<Reply> =
+        futures::stream::iter(published.order[..100].iter().map(|u| app.admitted_grab(&id, u)))
+            .buffer_unordered(50)
+            .collect()
+            .await;
+    assert!(first_wave.iter().all(|g| g.status == 202), "every user of the first wave won");
+    let second_wave: Vec<Reply> =
+        futures::stream::iter(published.order[100..150].iter().map(|u| app.admitted_grab(&id, u)))
+            .buffer_unordered(50)
+            .collect()
+            .await;
+    assert!(second_wave.iter().all(|g| g.code() == "SOLD_OUT"), "the second wave found it sold out");
+    let holders: HashSet<String> = app.cache(&id).await.holdings.keys().cloned().collect();
+    let wanted: HashSet<String> = published.order[..100].iter().cloned().collect();
+    assert_eq!(holders, wanted, "the first 100 admitted who grabbed, in the published order");
     assert_eq!(app.deliver_all().await, 100);
     let report = app.report(&id, None).await.body;
     let check = report["checks"].as_array().unwrap().iter().find(|c| c["name"] == "fair_open_draw").cloned();
