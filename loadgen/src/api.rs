@@ -58,6 +58,14 @@ pub struct Unexpected {
     pub body: String,
 }
 
+/// An entry's body: the proof of work's nonce, when the event asks for one.
+fn with_work(req: reqwest::RequestBuilder, work: Option<&str>) -> reqwest::RequestBuilder {
+    match work {
+        Some(nonce) => req.json(&serde_json::json!({ "proof_of_work": nonce })),
+        None => req,
+    }
+}
+
 #[derive(Clone)]
 pub struct Api {
     http: reqwest::Client,
@@ -118,9 +126,10 @@ impl Api {
         self.send(self.http.get(url).query(&[("admission", admission)]).bearer_auth(token)).await
     }
 
-    /// `POST /events/{id}/queue`: join a fair open's queue.
-    pub async fn join_queue(&self, token: &str, event: &str) -> Answer {
-        self.send(self.http.post(format!("{}/events/{event}/queue", self.base)).bearer_auth(token)).await
+    /// `POST /events/{id}/queue`: join a fair open's queue, with the work it asks for if any.
+    pub async fn join_queue(&self, token: &str, event: &str, work: Option<&str>) -> Answer {
+        let req = self.http.post(format!("{}/events/{event}/queue", self.base)).bearer_auth(token);
+        self.send(with_work(req, work)).await
     }
 
     /// `GET /events/{id}/queue`: one's place, and once admitted the admission token.
@@ -128,9 +137,10 @@ impl Api {
         self.send(self.http.get(format!("{}/events/{event}/queue", self.base)).bearer_auth(token)).await
     }
 
-    /// `POST /events/{id}/entry`: enter a ballot.
-    pub async fn enter(&self, token: &str, event: &str) -> Answer {
-        self.send(self.http.post(format!("{}/events/{event}/entry", self.base)).bearer_auth(token)).await
+    /// `POST /events/{id}/entry`: enter a ballot, with the work it asks for if any.
+    pub async fn enter(&self, token: &str, event: &str, work: Option<&str>) -> Answer {
+        let req = self.http.post(format!("{}/events/{event}/entry", self.base)).bearer_auth(token);
+        self.send(with_work(req, work)).await
     }
 
     /// `GET /events/{id}/entry`: one's entry, and after the draw its position and proof.

@@ -12,8 +12,9 @@ use std::{
 use futures::StreamExt;
 use serde_json::json;
 use shared::domain::{
+    EventId, UserId,
     draw::{self, ProofStep, Published},
-    hex,
+    hex, proof_of_work,
 };
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
@@ -70,6 +71,9 @@ async fn enter_and_draw(
         "sale_start": draw_at.format(&Rfc3339).unwrap_or_default(),
         "sale_end": (draw_at + time::Duration::hours(1)).format(&Rfc3339).unwrap_or_default(),
     });
+    if let Some(bits) = plan.proof_of_work_bits {
+        release["proof_of_work_bits"] = json!(bits);
+    }
     if mode == Mode::FairOpen {
         release["sale_mode"] = json!("fair_open");
         release["queue_opens"] = json!(OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default());
@@ -84,21 +88,37 @@ async fn enter_and_draw(
     let bar = progress(n as u64, if mode == Mode::Ballot { "entries" } else { "queue" });
     let attempts: Vec<(usize, bool)> =
         (0..n).flat_map(|u| std::iter::once((u, false)).chain((u % TWICE_EVERY == 0).then_some((u, true)))).collect();
-    let answers: Vec<(usize, u16, String, Vec<Duration>)> = futures::stream::iter(attempts)
+    let event_id = EventId::parse(&event).map_err(|e| RunError::Setup(e.to_string()))?;
+    let answers: Vec<(usize, u16, String, Vec<Duration>, Option<Duration>)> = futures::stream::iter(attempts)
         .map(|(user, second)| {
             let (api, event, bar, token) = (api.clone(), event.clone(), bar.clone(), &users.tokens[user]);
+            let sub = users.subs[user].clone();
+            let event_id = event_id.clone();
             async move {
+                // The work is the user's own (a client's core; off the async threads).
+                let solving = Instant::now();
+                let work = match (plan.proof_of_work_bits, sub) {
+                    (Some(bits), Some(sub)) => {
+                        let id = UserId::parse(&sub).ok();
+                        tokio::task::spawn_blocking(move || id.map(|u| proof_of_work::solve(&event_id, &u, bits)))
+                            .await
+                            .ok()
+                            .flatten()
+                    }
+                    _ => None,
+                };
+                let solved = work.as_ref().map(|_| solving.elapsed());
                 let ask = || async {
                     match mode {
-                        Mode::Ballot => api.enter(token, &event).await,
-                        Mode::FairOpen => api.join_queue(token, &event).await,
+                        Mode::Ballot => api.enter(token, &event, work.as_deref()).await,
+                        Mode::FairOpen => api.join_queue(token, &event, work.as_deref()).await,
                     }
                 };
                 let (last, samples, _) = with_retries(started, ask).await;
                 if !second {
                     bar.inc(1);
                 }
-                (user, last.status, last.outcome(), samples.iter().map(|s| s.latency).collect())
+                (user, last.status, last.outcome(), samples.iter().map(|s| s.latency).collect(), solved)
             }
         })
         .buffer_unordered(plan.concurrency)
@@ -108,7 +128,7 @@ async fn enter_and_draw(
     let entry_seconds = started.elapsed().as_secs_f64();
     let mut by_user: HashMap<usize, Vec<u16>> = HashMap::new();
     let mut outcomes = std::collections::BTreeMap::new();
-    for (user, status, outcome, _) in &answers {
+    for (user, status, outcome, _, _) in &answers {
         by_user.entry(*user).or_default().push(*status);
         *outcomes.entry(outcome.clone()).or_insert(0usize) += 1;
     }
@@ -137,6 +157,8 @@ async fn enter_and_draw(
         latency: Latency::of(&latencies),
         outcomes,
         draw_ms,
+        work_bits: plan.proof_of_work_bits,
+        work_solve: Latency::of(&answers.iter().filter_map(|a| a.4).collect::<Vec<_>>()),
         entrants: published.entrants.len(),
         winners: capacity,
         waiting: published.order.len() - capacity,

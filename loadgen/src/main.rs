@@ -76,6 +76,10 @@ struct Cli {
     /// first wave holds them all).
     #[arg(long)]
     admission_rate: Option<u32>,
+    /// A ballot's or a fair open's work per entry (ticket-pow/v1 bits): released with it, each
+    /// user solves it before entering.
+    #[arg(long)]
+    proof_of_work_bits: Option<u32>,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -136,6 +140,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .or(matches!(cli.scenario, Scenario::Redpacket).then_some(u64::from(tickets) * 888))
             .map(|total| (total, cli.currency.clone())),
         admission_rate: cli.admission_rate,
+        proof_of_work_bits: cli.proof_of_work_bits,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {

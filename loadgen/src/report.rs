@@ -102,6 +102,10 @@ pub struct BallotPhase {
     pub outcomes: BTreeMap<String, usize>,
     /// The organiser's draw request, from asking to the answer.
     pub draw_ms: f64,
+    /// With a proof of work: its bits, and each user's solve as these clients ran them (many at
+    /// once on this machine's cores: wall time, waits included).
+    pub work_bits: Option<u32>,
+    pub work_solve: Latency,
     pub entrants: usize,
     pub winners: usize,
     pub waiting: usize,
@@ -146,6 +150,9 @@ impl Report {
             let what = if b.sale_mode == "ballot" { "entries" } else { "queue  " };
             let _ = writeln!(out, "  {what}       {} requests in {:.2} s   {}", b.entries, b.seconds, b.latency.line());
             let _ = writeln!(out, "    outcomes    {}", outcomes.join(", "));
+            if let Some(bits) = b.work_bits {
+                let _ = writeln!(out, "    work        {bits} bits a user, solved here: {}", b.work_solve.line());
+            }
             let _ = writeln!(
                 out,
                 "  draw          {:.0} ms: {} entrants, the first {} to win, {} after them",

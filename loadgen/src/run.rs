@@ -53,6 +53,9 @@ pub struct Plan {
     pub red_packets: Option<(u64, String)>,
     /// A fair open's users admitted per second (the tickets by default).
     pub admission_rate: Option<u32>,
+    /// A ballot's or a fair open's work per entry (ticket-pow/v1, in bits), which each user
+    /// solves before entering.
+    pub proof_of_work_bits: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,7 @@ use shared::{
         beacon::LocalChain,
         draw::{self, ProofStep, Published},
         event::rfc3339,
-        hex,
+        hex, proof_of_work,
     },
     gate::keys,
     http::routes::Function,
@@ -295,6 +295,52 @@ async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing()
     assert_eq!(app.call(Function::Release, as_user).await.status, 403);
     assert_eq!(app.functions.store.ballot_state(&id).await.unwrap(), Default::default(), "nothing closed or drawn");
     assert!(app.functions.store.entrants(&id).await.unwrap().is_empty());
+}
+
+/// A ballot may ask each entry for work (ticket-pow/v1): without it, with a wrong nonce or with
+/// another user's, the entry is refused and nothing is written; with it, entered.
+#[tokio::test]
+async fn a_ballot_asking_for_work_enters_only_who_did_it() {
+    let app = TestApp::new().await;
+    let opens = OffsetDateTime::now_utc() + Duration::minutes(5);
+    let commitment = draw::commitment(&[6; 32]);
+    for bits in [json!(0), json!(29), json!("12")] {
+        let mut body = ballot(&fresh_event_id(), 10, opens, &commitment);
+        body["proof_of_work_bits"] = bits.clone();
+        let refused = app.release_body(&body).await;
+        assert_eq!(refused.body["errors"][0]["field"], "proof_of_work_bits", "{bits}: {}", refused.body);
+    }
+    let mut first_come = ballot(&fresh_event_id(), 10, opens, &commitment);
+    first_come["sale_mode"] = json!("first_come");
+    first_come.as_object_mut().unwrap().remove("draw_commitment");
+    first_come["proof_of_work_bits"] = json!(12);
+    assert_eq!(app.release_body(&first_come).await.body["errors"][0]["field"], "proof_of_work_bits");
+
+    let id = fresh_event_id();
+    let mut body = ballot(&id, 10, opens, &commitment);
+    body["proof_of_work_bits"] = json!(12);
+    let released = app.release_body(&body).await;
+    assert_eq!(released.body["draw"]["proof_of_work_bits"], 12, "{}", released.body);
+    let enter = |user: &'static str, work: Option<String>| {
+        let mut req = for_user(for_event(fixture("entry.json"), &id), user);
+        if let Some(nonce) = work {
+            req = with_body(req, &json!({ "proof_of_work": nonce }));
+        }
+        app.call(Function::Grab, req)
+    };
+    let user = shared::domain::UserId::parse("worker").unwrap();
+    let other = shared::domain::UserId::parse("idler").unwrap();
+    let theirs = proof_of_work::solve(&id, &other, 12);
+    assert!(!proof_of_work::verify(&id, &user, 12, &theirs), "the pair chosen so the nonce is not also ours");
+    // Three refusals and two entries: the route's limit is five a window.
+    for work in [None, Some(theirs), Some("not-a-number".to_owned())] {
+        let refused = enter("worker", work.clone()).await;
+        assert_eq!((refused.status, refused.code()), (403, "BAD_PROOF_OF_WORK"), "{work:?}: {}", refused.body);
+    }
+    assert!(app.functions.store.entrants(&id).await.unwrap().is_empty(), "nothing entered");
+    let mine = proof_of_work::solve(&id, &user, 12);
+    assert_eq!(enter("worker", Some(mine.clone())).await.status, 201);
+    assert_eq!(enter("worker", Some(mine)).await.status, 200, "the same entry again");
 }
 
 fn with_body_of_draw(id: &EventId, reveal: &Value) -> Value {

@@ -373,6 +373,7 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::QueueNotOpen { from: String::new() },
         E::NotQueued,
         E::NotAdmitted,
+        E::BadProofOfWork { bits: 1 },
         E::RouteNotFound,
         E::Busy,
     ];

@@ -187,7 +187,7 @@ pub struct EventDraft {
     pub queue: Option<QueueTerms>,
 }
 
-const FIELDS: [&str; 20] = [
+const FIELDS: [&str; 21] = [
     "id",
     "title",
     "capacity",
@@ -208,6 +208,7 @@ const FIELDS: [&str; 20] = [
     "draw_beacon",
     "queue_opens",
     "admission_rate",
+    "proof_of_work_bits",
 ];
 
 struct Fields<'a> {
@@ -326,16 +327,17 @@ impl<'a> Fields<'a> {
             },
         };
         if !draws {
-            for field in ["draw_commitment", "draw_beacon"] {
+            for field in ["draw_commitment", "draw_beacon", "proof_of_work_bits"] {
                 if self.object.get(field).is_some_and(|v| !v.is_null()) {
                     self.problem(field, "is for a sale that draws only (sale_mode: ballot or fair_open)");
                 }
             }
             return (mode, None);
         }
+        let work = self.whole("proof_of_work_bits", 1, super::proof_of_work::MAX_BITS, false);
         let Some(commitment) = commitment else { return (mode, None) };
         match DrawTerms::new(&commitment, beacon) {
-            Ok(terms) => (mode, Some(terms)),
+            Ok(terms) => (mode, Some(DrawTerms { proof_of_work_bits: work, ..terms })),
             Err((field, problem)) => {
                 self.problem(field, problem);
                 (mode, None)

@@ -10,6 +10,7 @@ pub mod hex;
 pub mod ids;
 pub mod order;
 pub mod order_seal;
+pub mod proof_of_work;
 pub mod red_packet;
 pub mod sale_mode;
 pub mod stream;

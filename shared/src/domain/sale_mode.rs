@@ -83,6 +83,9 @@ pub struct DrawTerms {
     pub commitment: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub beacon: Option<BeaconRound>,
+    /// The work each entry costs (`super::proof_of_work`, in bits); none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proof_of_work_bits: Option<u32>,
 }
 
 impl DrawTerms {
@@ -100,7 +103,7 @@ impl DrawTerms {
                 format!("public_key must be a {} chain's key: 192 lowercase hex digits", beacon::SCHEME),
             ));
         }
-        Ok(Self { commitment: commitment.to_owned(), beacon })
+        Ok(Self { commitment: commitment.to_owned(), beacon, proof_of_work_bits: None })
     }
 
     /// The draw of `entrants` with the revealed `secret` (and the named round's signature): the

@@ -91,19 +91,15 @@ impl CancelAndWait {
             }
             Some(Endpoint::WaitlistPlace) => self.place(&event, &caller).await,
             Some(Endpoint::Enter) => {
-                if !req.body().is_empty() {
-                    return Err(ApiError::BadRequest("POST /events/{id}/entry takes no body".into()));
-                }
-                let (entry, new) = self.entries.register(&event, &caller).await?;
+                let work = super::draws::Work::of(&req)?;
+                let (entry, new) = self.entries.register(&event, &caller, &work).await?;
                 let (status, code) =
                     if new { (StatusCode::CREATED, "ENTERED") } else { (StatusCode::OK, "ALREADY_ENTERED") };
                 Ok((json(status, &entry), code))
             }
             Some(Endpoint::JoinQueue) => {
-                if !req.body().is_empty() {
-                    return Err(ApiError::BadRequest("POST /events/{id}/queue takes no body".into()));
-                }
-                let (place, new) = self.queue.join(&event, &caller).await?;
+                let work = super::draws::Work::of(&req)?;
+                let (place, new) = self.queue.join(&event, &caller, &work).await?;
                 let (status, code) =
                     if new { (StatusCode::CREATED, "QUEUED") } else { (StatusCode::OK, "ALREADY_QUEUED") };
                 Ok((json(status, &place), code))

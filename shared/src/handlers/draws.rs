@@ -28,11 +28,12 @@ use crate::{
         draw::{self, ProofStep, Published},
         event::{epoch_ms, rfc3339},
         order::{MessageHead, WaitHead},
+        proof_of_work,
         sale_mode::{self, Entrant, SaleMode},
         verify_hash::HashKey,
     },
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
-    http::{ApiError, Caller},
+    http::{ApiError, Caller, reply::json_body},
     recovery::{Rebuild, Rebuilder},
     store::{
         Store,
@@ -49,6 +50,33 @@ const PLACE_WRITES: usize = 16;
 /// How long an admission token lasts: long enough to ask verify-hash, short enough that a token
 /// passed on is soon worthless (a user asks for another whenever they like).
 pub const ADMISSION_TTL: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// An entry's body: none, or the work the event asks for (`domain::proof_of_work`).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Work {
+    #[serde(default)]
+    proof_of_work: Option<String>,
+}
+
+impl Work {
+    /// The request's body: empty, or `{"proof_of_work": "<nonce>"}`.
+    pub fn of(req: &lambda_http::Request) -> Result<Self, ApiError> {
+        if req.body().is_empty() {
+            return Ok(Self::default());
+        }
+        json_body(req)
+    }
+
+    /// Whether the work is what `event` asks of `user` (nothing, when it asks none).
+    fn check(&self, event: &Event, user: &crate::domain::UserId) -> Result<(), ApiError> {
+        let Some(bits) = event.draw.as_ref().and_then(|d| d.proof_of_work_bits) else { return Ok(()) };
+        match &self.proof_of_work {
+            Some(nonce) if proof_of_work::verify(&event.id, user, bits, nonce) => Ok(()),
+            _ => Err(ApiError::BadProofOfWork { bits }),
+        }
+    }
+}
 
 /// The event, known and sold in `mode`.
 async fn event_in(rebuilder: &Rebuilder, id: &EventId, mode: SaleMode) -> Result<Event, ApiError> {
@@ -100,9 +128,10 @@ impl Entries {
     }
 
     /// Enters the caller: `201` the first time, `200` with the same entry after.
-    pub async fn register(&self, id: &EventId, caller: &Caller) -> Result<(EntryView, bool), ApiError> {
+    pub async fn register(&self, id: &EventId, caller: &Caller, work: &Work) -> Result<(EntryView, bool), ApiError> {
         let event = event_in(&self.rebuilder, id, SaleMode::Ballot).await?;
         let email = caller.verified_email()?;
+        work.check(&event, &caller.user)?;
         let now = OffsetDateTime::now_utc();
         if now >= event.sale_end {
             return Err(ApiError::RegistrationClosed);
@@ -460,10 +489,11 @@ impl Queue {
 
     /// Joins the caller: `201` the first time, `200` with the same place after. Before the draw
     /// the place is among those it shuffles; after it, behind them in arrival order.
-    pub async fn join(&self, id: &EventId, caller: &Caller) -> Result<(QueueView, bool), ApiError> {
+    pub async fn join(&self, id: &EventId, caller: &Caller, work: &Work) -> Result<(QueueView, bool), ApiError> {
         let event = event_in(&self.rebuilder, id, SaleMode::FairOpen).await?;
         let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
         let email = caller.verified_email()?;
+        work.check(&event, &caller.user)?;
         let now = OffsetDateTime::now_utc();
         if now < terms.opens {
             return Err(ApiError::QueueNotOpen { from: rfc3339(terms.opens) });

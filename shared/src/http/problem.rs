@@ -77,6 +77,8 @@ pub enum ApiError {
     QueueNotOpen { from: String },
     #[error("you have not joined this event's queue")]
     NotQueued,
+    #[error("this event asks each entry for ticket-pow/v1 work of {bits} bits (proof_of_work in the body)")]
+    BadProofOfWork { bits: u32 },
     #[error(
         "a fair open admits users in its queue's order: join it (POST /events/{{id}}/queue) and ask verify-hash with the admission it gives you once admitted"
     )]
@@ -134,6 +136,7 @@ impl ApiError {
             Self::NotAFairOpen => (S::CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open"),
             Self::QueueNotOpen { .. } => (S::CONFLICT, "QUEUE_NOT_OPEN", "Queue not open"),
             Self::NotQueued => (S::NOT_FOUND, "NOT_QUEUED", "Not queued"),
+            Self::BadProofOfWork { .. } => (S::FORBIDDEN, "BAD_PROOF_OF_WORK", "Bad proof of work"),
             Self::NotAdmitted => (S::FORBIDDEN, "NOT_ADMITTED", "Not admitted"),
             Self::RegistrationClosed => (S::GONE, "REGISTRATION_CLOSED", "Registration closed"),
             Self::NotEntered => (S::NOT_FOUND, "NOT_ENTERED", "Not entered"),

@@ -203,6 +203,9 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(terms) = &event.draw {
         item.insert("sale_mode".into(), s(event.sale_mode.as_str()));
         item.insert("draw_commitment".into(), s(&terms.commitment));
+        if let Some(bits) = terms.proof_of_work_bits {
+            item.insert("pow_bits".into(), n(bits));
+        }
         if let Some(beacon) = &terms.beacon {
             item.insert("beacon_key".into(), s(&beacon.public_key));
             item.insert("beacon_round".into(), n(beacon.round));
@@ -267,7 +270,8 @@ fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
         Some(public_key) => Some(BeaconRound { public_key, round: get_n(item, "beacon_round")? }),
         None => None,
     };
-    DrawTerms::new(&commitment, beacon).map(Some).map_err(|(_, e)| StoreError::Malformed(format!("draw: {e}")))
+    let terms = DrawTerms::new(&commitment, beacon).map_err(|(_, e)| StoreError::Malformed(format!("draw: {e}")))?;
+    Ok(Some(DrawTerms { proof_of_work_bits: opt_n(item, "pow_bits")?, ..terms }))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {
