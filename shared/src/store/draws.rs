@@ -122,10 +122,7 @@ impl Store {
             |i: usize| cancelled.cancellation_reasons().get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
         if failed(0) {
             // Entered before: the first entry stands, whatever the registration's state now.
-            return match self.entry(event, &entrant.user).await? {
-                Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
-                None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
-            };
+            return self.already(event, &entrant.user).await;
         }
         if failed(1) {
             return Ok(Registered::Closed);
@@ -133,6 +130,14 @@ impl Store {
         // A concurrent transaction on the same items (the same user twice at once): retried by
         // the caller, and then found.
         Err(StoreError::Dynamo("registration cancelled by a concurrent transaction".into()))
+    }
+
+    /// The entry a duplicate found in its way.
+    async fn already(&self, event: &EventId, user: &UserId) -> Result<Registered, StoreError> {
+        match self.entry(event, user).await? {
+            Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
+            None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
+        }
     }
 
     /// When the user entered the event's ballot or queue, if they did, and their late rank if
@@ -200,25 +205,34 @@ impl Store {
                     Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                match self.entry(event, &entrant.user).await? {
-                    Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
-                    None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
-                }
+                self.already(event, &entrant.user).await
             }
             Err(e) => Err(e.into()),
         }
     }
 
-    /// Closes the ballot's registration (the first close stands): from then on every registration
-    /// is refused, so the entries read after it are all there will be.
+    /// Closes the registration (the first close stands): from then on every registration is
+    /// refused, so the entries read after it are all there will be.
     pub async fn close_registration(&self, event: &EventId, now: OffsetDateTime) -> Result<(), StoreError> {
+        self.stamp_once(event, "registration_closed_at", &format!("attribute_exists({})", attr::PK), now).await
+    }
+
+    /// Stamps `name` on the event's item with `now` while `condition` holds; a second stamp keeps
+    /// the first.
+    async fn stamp_once(
+        &self,
+        event: &EventId,
+        name: &str,
+        condition: &str,
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
         self.client
             .update_item()
             .table_name(&self.table)
             .set_key(Some(event_key(event).into_iter().collect()))
-            .update_expression("SET registration_closed_at = if_not_exists(registration_closed_at, :now)")
-            .condition_expression("attribute_exists(#pk)")
-            .expression_attribute_names("#pk", attr::PK)
+            .update_expression("SET #stamp = if_not_exists(#stamp, :now)")
+            .condition_expression(condition)
+            .expression_attribute_names("#stamp", name)
             .expression_attribute_values(":now", s(rfc3339(now)))
             .send()
             .await?;
@@ -284,17 +298,8 @@ impl Store {
         }
     }
 
-    /// The draw is complete: its orders are on their way and its waitlist laid down.
+    /// The draw is complete: a ballot's orders are on their way and its waitlist laid down.
     pub async fn draw_done(&self, event: &EventId, now: OffsetDateTime) -> Result<(), StoreError> {
-        self.client
-            .update_item()
-            .table_name(&self.table)
-            .set_key(Some(event_key(event).into_iter().collect()))
-            .update_expression("SET draw_done_at = if_not_exists(draw_done_at, :now)")
-            .condition_expression("attribute_exists(draw_secret)")
-            .expression_attribute_values(":now", s(rfc3339(now)))
-            .send()
-            .await?;
-        Ok(())
+        self.stamp_once(event, "draw_done_at", "attribute_exists(draw_secret)", now).await
     }
 }
