@@ -29,6 +29,25 @@ const TWICE_EVERY: usize = 10;
 /// Losers whose place and entry are read back (each a request or two).
 const SAMPLED: usize = 50;
 
+/// One user's entry (or join), as it was answered.
+struct Entered {
+    user: usize,
+    status: u16,
+    outcome: String,
+    latencies: Vec<Duration>,
+    /// How long the user's work took, when the event asked for it.
+    solved: Option<Duration>,
+}
+
+/// One fair-open user's try: their place, whether the queue told them that place, the grab's answer.
+struct Tried {
+    position: usize,
+    user: usize,
+    at_place: bool,
+    status: u16,
+    outcome: String,
+}
+
 /// Which sale that draws.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -89,7 +108,7 @@ async fn enter_and_draw(
     let attempts: Vec<(usize, bool)> =
         (0..n).flat_map(|u| std::iter::once((u, false)).chain((u % TWICE_EVERY == 0).then_some((u, true)))).collect();
     let event_id = EventId::parse(&event).map_err(|e| RunError::Setup(e.to_string()))?;
-    let answers: Vec<(usize, u16, String, Vec<Duration>, Option<Duration>)> = futures::stream::iter(attempts)
+    let answers: Vec<Entered> = futures::stream::iter(attempts)
         .map(|(user, second)| {
             let (api, event, bar, token) = (api.clone(), event.clone(), bar.clone(), &users.tokens[user]);
             let sub = users.subs[user].clone();
@@ -118,7 +137,13 @@ async fn enter_and_draw(
                 if !second {
                     bar.inc(1);
                 }
-                (user, last.status, last.outcome(), samples.iter().map(|s| s.latency).collect(), solved)
+                Entered {
+                    user,
+                    status: last.status,
+                    outcome: last.outcome(),
+                    latencies: samples.iter().map(|s| s.latency).collect(),
+                    solved,
+                }
             }
         })
         .buffer_unordered(plan.concurrency)
@@ -128,11 +153,11 @@ async fn enter_and_draw(
     let entry_seconds = started.elapsed().as_secs_f64();
     let mut by_user: HashMap<usize, Vec<u16>> = HashMap::new();
     let mut outcomes = std::collections::BTreeMap::new();
-    for (user, status, outcome, _, _) in &answers {
-        by_user.entry(*user).or_default().push(*status);
-        *outcomes.entry(outcome.clone()).or_insert(0usize) += 1;
+    for a in &answers {
+        by_user.entry(a.user).or_default().push(a.status);
+        *outcomes.entry(a.outcome.clone()).or_insert(0usize) += 1;
     }
-    let latencies: Vec<Duration> = answers.iter().flat_map(|a| a.3.iter().copied()).collect();
+    let latencies: Vec<Duration> = answers.iter().flat_map(|a| a.latencies.iter().copied()).collect();
 
     let left = draw_at - OffsetDateTime::now_utc();
     if left.is_positive() {
@@ -158,7 +183,7 @@ async fn enter_and_draw(
         outcomes,
         draw_ms,
         work_bits: plan.proof_of_work_bits,
-        work_solve: Latency::of(&answers.iter().filter_map(|a| a.4).collect::<Vec<_>>()),
+        work_solve: Latency::of(&answers.iter().filter_map(|a| a.solved).collect::<Vec<_>>()),
         entrants: published.entrants.len(),
         winners: capacity,
         waiting: published.order.len() - capacity,
@@ -288,9 +313,9 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
     let in_order: Vec<(usize, usize)> =
         published.order.iter().enumerate().filter_map(|(k, u)| Some((k + 1, *index.get(u)?))).collect();
     let bar = progress(in_order.len() as u64, "admitted");
-    let mut outcomes: Vec<(usize, usize, bool, u16, String)> = Vec::with_capacity(in_order.len());
+    let mut outcomes: Vec<Tried> = Vec::with_capacity(in_order.len());
     for wave in in_order.chunks(rate) {
-        let answered: Vec<(usize, usize, bool, u16, String)> = futures::stream::iter(wave.iter().copied())
+        let answered: Vec<Tried> = futures::stream::iter(wave.iter().copied())
             .map(|(position, user)| {
                 let (api, event, bar, token) = (api.clone(), event.clone(), bar.clone(), &users.tokens[user]);
                 async move {
@@ -313,7 +338,7 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
                     let hash = hash.body["hash"].as_str().unwrap_or_default().to_owned();
                     let (grabbed, _, _) = with_retries(drawn.started, || api.grab(token, &event, &hash)).await;
                     bar.inc(1);
-                    (position, user, at_place, grabbed.status, grabbed.outcome())
+                    Tried { position, user, at_place, status: grabbed.status, outcome: grabbed.outcome() }
                 }
             })
             .buffer_unordered(plan.concurrency)
@@ -325,11 +350,11 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
     // A winner's last answer is 202, or 200 when a retry (after a 503) found the same order.
     let won_it = |status: u16| status == 202 || status == 200;
     let mut orders = HashMap::new();
-    for (_, user, _, status, _) in &outcomes {
-        if won_it(*status) {
-            let answer = api.order(&users.tokens[*user], event).await;
+    for tried in &outcomes {
+        if won_it(tried.status) {
+            let answer = api.order(&users.tokens[tried.user], event).await;
             if let Some(order) = answer.body["order_id"].as_str() {
-                orders.insert(order.to_owned(), *user);
+                orders.insert(order.to_owned(), tried.user);
             }
         }
     }
@@ -337,7 +362,7 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
     report.confirmation = confirmation;
 
     let mut checks = draw_checks(&drawn, users.tokens.len());
-    let placed = outcomes.iter().filter(|o| o.2).count();
+    let placed = outcomes.iter().filter(|o| o.at_place).count();
     checks.push(Check::new(
         "each user queued at their place in the draw's order",
         placed == outcomes.len(),
@@ -348,8 +373,8 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
     // by arrival, as in any sale).
     let capacity = (plan.tickets as usize).min(published.order.len());
     let wave_of = |position: usize| (position - 1) / rate;
-    let won: Vec<usize> = outcomes.iter().filter(|o| won_it(o.3)).map(|o| o.0).collect();
-    let refused: Vec<usize> = outcomes.iter().filter(|o| o.4 == "409 SOLD_OUT").map(|o| o.0).collect();
+    let won: Vec<usize> = outcomes.iter().filter(|o| won_it(o.status)).map(|o| o.position).collect();
+    let refused: Vec<usize> = outcomes.iter().filter(|o| o.outcome == "409 SOLD_OUT").map(|o| o.position).collect();
     let selling = refused.iter().map(|&p| wave_of(p)).min().unwrap_or(usize::MAX);
     let in_order = won.iter().all(|&p| wave_of(p) <= selling)
         && refused.iter().all(|&p| wave_of(p) >= selling)
