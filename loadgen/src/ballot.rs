@@ -172,6 +172,10 @@ async fn enter_and_draw(
         return Err(RunError::Setup(format!("the draw answered {}: {}", drawn.status, drawn.body)));
     }
     let published = api.published_draw(&users.tokens[0], &event).await;
+    if let Some(path) = &plan.draw_out {
+        std::fs::write(path, published.body.to_string())
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
+    }
     let published: Published = serde_json::from_value(published.body.clone())
         .map_err(|e| RunError::Setup(format!("the published draw: {e}: {}", published.body)))?;
     let capacity = (plan.tickets as usize).min(published.order.len());

@@ -80,6 +80,10 @@ struct Cli {
     /// user solves it before entering.
     #[arg(long)]
     proof_of_work_bits: Option<u32>,
+    /// A ballot's or a fair open's published draw, written here as `GET /events/{id}/draw` gave it
+    /// (what `ticketgrab-verify draw` reads).
+    #[arg(long)]
+    draw_out: Option<PathBuf>,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -141,6 +145,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .map(|total| (total, cli.currency.clone())),
         admission_rate: cli.admission_rate,
         proof_of_work_bits: cli.proof_of_work_bits,
+        draw_out: cli.draw_out.clone(),
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {

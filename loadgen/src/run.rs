@@ -56,6 +56,8 @@ pub struct Plan {
     /// A ballot's or a fair open's work per entry (ticket-pow/v1, in bits), which each user
     /// solves before entering.
     pub proof_of_work_bits: Option<u32>,
+    /// Where to write a ballot's or a fair open's published draw (for `ticketgrab-verify draw`).
+    pub draw_out: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
