@@ -225,7 +225,7 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     assert_eq!(published.beacon.as_ref().map(|b| b.round), Some(77));
     assert_eq!(published.verify(), Ok(()));
 
-    // A draw cut off before it was marked complete: asking again lays nothing twice.
+    // A draw cut off before it counted a chunk laid: asking again lays it again, nothing twice.
     let cache_before = app.cache(&id).await;
     app.functions
         .store
@@ -234,7 +234,7 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
         .table_name(app.functions.store.table())
         .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("EVENT#{id}")))
         .key("SK", aws_sdk_dynamodb::types::AttributeValue::S("META".into()))
-        .update_expression("REMOVE draw_done_at")
+        .update_expression("REMOVE draw_done_at, draw_chunks_laid")
         .send()
         .await
         .unwrap();

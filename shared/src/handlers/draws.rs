@@ -332,6 +332,7 @@ impl Draw {
                     entrants: drawn.entrants.len() as u32,
                     drawn_at: now,
                     done: false,
+                    chunks_laid: 0,
                 };
                 // A concurrent draw recorded first: its record stands (the same secret and round
                 // give the same draw).
@@ -347,7 +348,7 @@ impl Draw {
         if !record.done {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
             if ballot {
-                self.lay_down(&event, &drawn.order, &emails, record.drawn_at).await?;
+                self.lay_down(&event, &drawn.order, &emails, &record).await?;
             }
             self.store.draw_done(id, now).await?;
             tracing::info!(event_id = %id, entrants = drawn.entrants.len(), mode = event.sale_mode.as_str(), "drawn");
@@ -367,18 +368,20 @@ impl Draw {
     }
 
     /// Lays the draw down, chunk by chunk in draw order: the winners' orders (outbox, then the
-    /// queue), the others' places (DynamoDB first, then the cache, as a join does).
+    /// queue), the others' places (DynamoDB first, then the cache, as a join does). Each chunk
+    /// laid is counted on the event's item, so a draw cut off goes on from the next one.
     async fn lay_down(
         &self,
         event: &Event,
         order: &[String],
         emails: &HashMap<UserId, crate::domain::Email>,
-        drawn_at: OffsetDateTime,
+        record: &DrawRecord,
     ) -> Result<(), ApiError> {
         let id = &event.id;
-        let created_at = rfc3339(drawn_at);
+        let created_at = rfc3339(record.drawn_at);
+        let drawn_at = record.drawn_at;
         let capacity = event.capacity as usize;
-        for (chunk_no, chunk) in order.chunks(DRAW_CHUNK).enumerate() {
+        for (chunk_no, chunk) in order.chunks(DRAW_CHUNK).enumerate().skip(record.chunks_laid as usize) {
             let first = chunk_no * DRAW_CHUNK;
             let users: Vec<UserId> = chunk
                 .iter()
@@ -440,6 +443,7 @@ impl Draw {
                 // organiser's retry finishes the draw.
                 return Err(ApiError::Busy);
             }
+            self.store.chunks_laid(id, chunk_no as u32 + 1).await?;
         }
         Ok(())
     }

@@ -47,6 +47,8 @@ pub struct DrawRecord {
     pub drawn_at: OffsetDateTime,
     /// Every winner's order is in the outbox and every other entrant waits: the draw is complete.
     pub done: bool,
+    /// How many of a ballot's chunks are laid down: a draw asked again goes on from there.
+    pub chunks_laid: u32,
 }
 
 /// Where a ballot stands, read consistently from the event's item.
@@ -265,6 +267,7 @@ impl Store {
                 entrants: get_n(&item, "draw_entrants")?,
                 drawn_at: get_time(&item, "drawn_at")?,
                 done: item.contains_key("draw_done_at"),
+                chunks_laid: super::codec::opt_n(&item, "draw_chunks_laid")?.unwrap_or(0),
             }),
             None => None,
         };
@@ -293,6 +296,31 @@ impl Store {
             Ok(_) => Ok(record.clone()),
             Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
                 self.ballot_state(event).await?.draw.ok_or_else(|| StoreError::Dynamo("draw record missing".into()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// A ballot's first `chunks` chunks are laid down (their orders sent, their places written):
+    /// the count only grows.
+    pub async fn chunks_laid(&self, event: &EventId, chunks: u32) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("SET draw_chunks_laid = :n")
+            .condition_expression(
+                "attribute_exists(draw_secret) AND (attribute_not_exists(draw_chunks_laid) OR draw_chunks_laid < :n)",
+            )
+            .expression_attribute_values(":n", n(chunks))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // A concurrent run got there first: the count stands.
+            Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
+                Ok(())
             }
             Err(e) => Err(e.into()),
         }
