@@ -324,15 +324,32 @@ mod tests {
     }
 }
 
+/// Where an [`EventBook`] reads an event it does not remember: the store, or a test's fake.
+pub trait EventSource: Clone + Send + Sync + 'static {
+    fn stored_event(
+        &self,
+        id: &EventId,
+    ) -> impl std::future::Future<Output = Result<Option<StoredEvent>, StoreError>> + Send;
+}
+
+impl EventSource for super::Store {
+    async fn stored_event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+        self.get_event(id).await
+    }
+}
+
 /// Released events, remembered per execution environment once read (an event never changes once
 /// released), and ids DynamoDB does not know, remembered for [`MISS_KEPT`]: requests naming an
 /// unknown event cost no read meanwhile (a flood of made-up ids costs one read per id and
 /// environment per that time); an event released meanwhile is seen after it. Both maps bounded.
+/// One read per id at a time: the requests that find an event unknown to memory while it is being
+/// read wait for that read (a cold environment's first burst costs one read, not one each).
 #[derive(Clone)]
-pub struct EventBook {
-    store: super::Store,
+pub struct EventBook<S: EventSource = super::Store> {
+    source: S,
     events: std::sync::Arc<std::sync::Mutex<HashMap<EventId, Event>>>,
     misses: std::sync::Arc<std::sync::Mutex<HashMap<EventId, std::time::Instant>>>,
+    reading: std::sync::Arc<std::sync::Mutex<HashMap<EventId, std::sync::Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// How long an unknown id is remembered as unknown.
@@ -340,19 +357,35 @@ pub const MISS_KEPT: std::time::Duration = std::time::Duration::from_secs(2);
 /// Events (and misses) remembered per execution environment.
 const EVENTS_KEPT: usize = 1_000;
 
-impl EventBook {
-    pub fn new(store: super::Store) -> Self {
-        Self { store, events: Default::default(), misses: Default::default() }
+impl<S: EventSource> EventBook<S> {
+    pub fn new(source: S) -> Self {
+        Self { source, events: Default::default(), misses: Default::default(), reading: Default::default() }
+    }
+
+    /// What memory says of `id`: the event, known unknown (`Some(None)`), or nothing yet (`None`).
+    fn remembered(&self, id: &EventId) -> Option<Option<Event>> {
+        if let Some(event) = self.events.lock().expect("events").get(id) {
+            return Some(Some(event.clone()));
+        }
+        if self.misses.lock().expect("misses").get(id).is_some_and(|at| at.elapsed() < MISS_KEPT) {
+            return Some(None);
+        }
+        None
     }
 
     pub async fn get(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
-        if let Some(event) = self.events.lock().expect("events").get(id) {
-            return Ok(Some(event.clone()));
+        if let Some(known) = self.remembered(id) {
+            return Ok(known);
         }
-        if self.misses.lock().expect("misses").get(id).is_some_and(|at| at.elapsed() < MISS_KEPT) {
-            return Ok(None);
+        let turn = self.reading.lock().expect("reading").entry(id.clone()).or_default().clone();
+        let _reading = turn.lock().await;
+        // The read before this one may have answered meanwhile.
+        if let Some(known) = self.remembered(id) {
+            return Ok(known);
         }
-        let Some(stored) = self.store.get_event(id).await? else {
+        let read = self.source.stored_event(id).await;
+        self.reading.lock().expect("reading").remove(id);
+        let Some(stored) = read? else {
             let mut misses = self.misses.lock().expect("misses");
             if misses.len() >= EVENTS_KEPT {
                 misses.retain(|_, at| at.elapsed() < MISS_KEPT);
@@ -369,5 +402,72 @@ impl EventBook {
         }
         events.insert(id.clone(), stored.event.clone());
         Ok(Some(stored.event))
+    }
+}
+
+#[cfg(test)]
+mod book_tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use super::*;
+
+    /// A source that counts its reads and answers slowly, knowing one event.
+    #[derive(Clone)]
+    struct Slow {
+        reads: Arc<AtomicUsize>,
+        event: Event,
+    }
+
+    impl EventSource for Slow {
+        async fn stored_event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok((id == &self.event.id).then(|| StoredEvent {
+                event: self.event.clone(),
+                remaining_snapshot: 0,
+                waitlist_closed: false,
+            }))
+        }
+    }
+
+    fn event(id: &str) -> Event {
+        let at = time::OffsetDateTime::UNIX_EPOCH;
+        Event {
+            id: EventId::parse(id).unwrap(),
+            title: "t".into(),
+            capacity: 1,
+            sale_start: at,
+            sale_end: at,
+            venue: None,
+            starts_at: None,
+            description: None,
+            cancel_until: at,
+            waitlist_size: 0,
+            check_in_from: None,
+            check_in_until: None,
+            expected_rate: None,
+            red_packet: None,
+            sale_mode: Default::default(),
+            draw: None,
+            queue: None,
+            created_at: at,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_burst_for_one_unknown_event_reads_it_once() {
+        let source = Slow { reads: Arc::default(), event: event("known") };
+        let book = EventBook::new(source.clone());
+        let known = EventId::parse("known").unwrap();
+        let found = futures::future::join_all((0..64).map(|_| book.get(&known))).await;
+        assert!(found.iter().all(|f| f.as_ref().unwrap().as_ref().map(|e| &e.id) == Some(&known)));
+        assert_eq!(source.reads.load(Ordering::SeqCst), 1, "one read for the burst");
+        let nowhere = EventId::parse("nowhere").unwrap();
+        let missed = futures::future::join_all((0..64).map(|_| book.get(&nowhere))).await;
+        assert!(missed.iter().all(|f| f.as_ref().unwrap().is_none()));
+        assert_eq!(source.reads.load(Ordering::SeqCst), 2, "and one for an unknown id");
     }
 }
