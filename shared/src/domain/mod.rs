@@ -1,4 +1,5 @@
-//! The product's own words: events, tickets, orders and the verify hash. Pure types and rules;
+//! The product's own words: events, tickets, orders, the verify hash, sale modes and their draws,
+//! red packets, the warm fleet's size. Pure types and rules;
 //! nothing here does I/O or knows about HTTP, Redis, DynamoDB or SQS.
 
 pub mod audit;
