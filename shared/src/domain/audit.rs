@@ -137,14 +137,14 @@ impl Report {
     /// revealed secret (`drawn`; `None` until the draw is complete), decided who holds and who
     /// waits. Every order not from the waitlist belongs to one of the first `capacity` of the
     /// draw's order, every order from the waitlist to one after them; every winner's order is
-    /// stored or still on its way (`in_flight` orders in the outbox); every durable waiting place
+    /// stored or still on its way (orders in the outbox `ledger` read); every durable waiting place
     /// `p` is the entrant at `capacity + p` in the draw's order.
     pub fn with_draw(
         mut self,
         drawn: Option<&Published>,
         rows: &[AuditRow],
         places: &[(UserId, u64)],
-        in_flight: usize,
+        ledger: &Ledger,
     ) -> Self {
         let Some(drawn) = drawn else {
             self.checks.push(Check { name: "ballot_draw", passed: true, detail: "not drawn yet".into() });
@@ -159,6 +159,7 @@ impl Report {
             + promoted.iter().filter(|r| !lost(&r.user_id)).count();
         let winners_stored: HashSet<&UserId> = drawn_orders.iter().map(|r| &r.user_id).filter(|u| won(u)).collect();
         let missing = capacity.saturating_sub(winners_stored.len());
+        let in_flight = in_flight(rows, ledger).len();
         let misplaced = places
             .iter()
             .filter(|(user, place)| {
@@ -207,14 +208,7 @@ impl Report {
 pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Report {
     let count = |f: &dyn Fn(&AuditRow) -> bool| rows.iter().filter(|r| f(r)).count() as u64;
     let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();
-    let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
-    let in_flight: Vec<TicketNo> = ledger
-        .cache
-        .iter()
-        .flat_map(|c| &c.outbox)
-        .filter(|(order, _)| !stored.contains(order))
-        .map(|(_, n)| *n)
-        .collect();
+    let in_flight = in_flight(rows, ledger);
 
     let mut numbers = HashSet::new();
     let twice: Vec<TicketNo> = confirmed.iter().filter(|r| !numbers.insert(r.ticket_no)).map(|r| r.ticket_no).collect();
@@ -272,6 +266,12 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         passed: checks.iter().all(|c| c.passed),
         checks,
     }
+}
+
+/// The numbers of the orders the cache's outbox holds that DynamoDB does not yet: on their way.
+fn in_flight(rows: &[AuditRow], ledger: &Ledger) -> Vec<TicketNo> {
+    let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
+    ledger.cache.iter().flat_map(|c| &c.outbox).filter(|(order, _)| !stored.contains(order)).map(|(_, n)| *n).collect()
 }
 
 /// Every number is in exactly one place: on sale, held for the waitlist, held by a confirmed
@@ -399,22 +399,37 @@ mod tests {
         let rows = vec![row(1, ord(0), OrderStatus::Confirmed, true), row(2, ord(1), OrderStatus::Confirmed, true)];
         let places = [(u(2), 1), (u(3), 2), (u(4), 3)];
         let check = |r: Report| r.checks.into_iter().find(|c| c.name == "ballot_draw").unwrap();
-        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &places, 0);
+        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &places, &ledger(&rows, 2));
         assert!(clean.passed, "{:?}", clean.checks);
 
         // A loser holding an order, a waiting place out of draw order, a winner's order missing.
         let mut stranger = rows.clone();
         stranger[1] = row(2, ord(2), OrderStatus::Confirmed, true);
         assert!(
-            !check(report(&e, 2, &stranger, &ledger(&stranger, 2)).with_draw(Some(&drawn), &stranger, &places, 0))
-                .passed
+            !check(report(&e, 2, &stranger, &ledger(&stranger, 2)).with_draw(
+                Some(&drawn),
+                &stranger,
+                &places,
+                &ledger(&stranger, 2)
+            ))
+            .passed
         );
         let swapped = [(u(3), 1), (u(2), 2), (u(4), 3)];
-        assert!(!check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &swapped, 0)).passed);
-        let one = &rows[..1];
-        assert!(!check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, 0)).passed);
         assert!(
-            check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, 1)).passed,
+            !check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &swapped, &ledger(&rows, 2)))
+                .passed
+        );
+        let one = &rows[..1];
+        // The missing winner's order in the outbox, not stored yet.
+        let mut on_its_way = ledger(one, 2);
+        if let Some(cache) = on_its_way.cache.as_mut() {
+            cache.outbox.push((o(ord(1)), t(2)));
+        }
+        assert!(
+            !check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, &ledger(one, 2))).passed
+        );
+        assert!(
+            check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, &on_its_way)).passed,
             "on its way"
         );
         // A winner who cancelled, their number promoted to the first who waited.
@@ -422,10 +437,18 @@ mod tests {
         promoted[0].status = OrderStatus::Cancelled;
         promoted.push(AuditRow { promoted: true, ..row(1, ord(2), OrderStatus::Confirmed, true) });
         assert!(
-            check(report(&e, 2, &promoted, &ledger(&promoted, 2)).with_draw(Some(&drawn), &promoted, &places, 0))
-                .passed
+            check(report(&e, 2, &promoted, &ledger(&promoted, 2)).with_draw(
+                Some(&drawn),
+                &promoted,
+                &places,
+                &ledger(&promoted, 2)
+            ))
+            .passed
         );
-        assert!(check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(None, &rows, &[], 0)).passed, "not drawn yet");
+        assert!(
+            check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(None, &rows, &[], &ledger(&rows, 2))).passed,
+            "not drawn yet"
+        );
     }
 
     #[test]

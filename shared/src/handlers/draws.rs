@@ -122,6 +122,21 @@ pub struct EntryView {
     pub proof: Option<Vec<ProofStep>>,
 }
 
+impl EntryView {
+    /// An entry before its draw.
+    fn entered(event: &EventId, entered_at: String) -> Self {
+        Self {
+            event_id: event.clone(),
+            status: "ENTERED",
+            entered_at,
+            draw_position: None,
+            won: None,
+            root: None,
+            proof: None,
+        }
+    }
+}
+
 impl Entries {
     pub fn new(store: Store, rebuilder: Rebuilder) -> Self {
         Self { store, rebuilder }
@@ -142,16 +157,7 @@ impl Entries {
             Registered::Already { entered_at, .. } => (entered_at, false),
             Registered::Closed | Registered::Late(_) => return Err(ApiError::RegistrationClosed),
         };
-        let view = EntryView {
-            event_id: id.clone(),
-            status: "ENTERED",
-            entered_at,
-            draw_position: None,
-            won: None,
-            root: None,
-            proof: None,
-        };
-        Ok((view, new))
+        Ok((EntryView::entered(id, entered_at), new))
     }
 }
 
@@ -223,15 +229,7 @@ impl DrawView {
     pub async fn entry(&self, id: &EventId, caller: &Caller) -> Result<EntryView, ApiError> {
         let event = event_in(&self.rebuilder, id, SaleMode::Ballot).await?;
         let (entered_at, _) = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
-        let mut view = EntryView {
-            event_id: id.clone(),
-            status: "ENTERED",
-            entered_at,
-            draw_position: None,
-            won: None,
-            root: None,
-            proof: None,
-        };
+        let mut view = EntryView::entered(id, entered_at);
         let drawn = match self.published(id).await {
             Ok(drawn) => drawn,
             Err(ApiError::NotDrawn) => return Ok(view),
@@ -316,15 +314,19 @@ impl Draw {
             .draw(Vec::new(), &reveal.secret, reveal.beacon_signature.as_deref())
             .map_err(|e| ApiError::BadReveal(e.to_string()))?;
         let state = self.store.ballot_state(id).await?;
+        if state.draw.is_none() {
+            self.store.close_registration(id, now).await?;
+        }
+        // Once the registration is closed the entries are all there will be; the secret the
+        // commitment fixes and the named round's one signature give the recorded draw again.
+        let entrants = self.store.entrants(id).await?;
+        let ids: Vec<String> = entrants.iter().map(|e| e.user.as_str().to_owned()).collect();
+        let drawn = terms
+            .draw(ids, &reveal.secret, reveal.beacon_signature.as_deref())
+            .map_err(|e| ApiError::BadReveal(e.to_string()))?;
         let record = match state.draw {
             Some(record) => record,
             None => {
-                self.store.close_registration(id, now).await?;
-                let entrants = self.store.entrants(id).await?;
-                let ids: Vec<String> = entrants.iter().map(|e| e.user.as_str().to_owned()).collect();
-                let drawn = terms
-                    .draw(ids, &reveal.secret, reveal.beacon_signature.as_deref())
-                    .map_err(|e| ApiError::BadReveal(e.to_string()))?;
                 let record = DrawRecord {
                     secret: drawn.secret.clone(),
                     beacon_signature: reveal.beacon_signature.clone(),
@@ -339,10 +341,7 @@ impl Draw {
                 self.store.record_draw(id, &record).await?
             }
         };
-        let entrants = self.store.entrants(id).await?;
-        let emails: HashMap<UserId, crate::domain::Email> =
-            entrants.iter().map(|e| (e.user.clone(), e.email.clone())).collect();
-        let drawn = republish(&event, &record, entrants)?;
+        let emails: HashMap<UserId, crate::domain::Email> = entrants.into_iter().map(|e| (e.user, e.email)).collect();
         let (winners, waiting) = sale_mode::split(&drawn.order, event.capacity);
         let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {

@@ -12,7 +12,7 @@
 //!   audit per five seconds.
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -22,7 +22,7 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Event, EventId, OrderId, UserId,
+        Event, EventId, UserId,
         audit::{AuditRow, Ledger, Report},
         event::rfc3339,
         sale_mode::SaleMode,
@@ -96,18 +96,16 @@ impl Auditor {
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
-        if whole.sale_mode == SaleMode::FairOpen {
+        if whole.draw.is_some() {
             let drawn = self.draws.published_of(whole).await?;
-            report = report.with_queue_draw(drawn.as_deref().map(|d| &d.published));
-        }
-        if whole.sale_mode == SaleMode::Ballot {
-            let drawn = self.draws.published_of(whole).await?;
-            let places: Vec<(UserId, u64)> =
-                self.store.waiters(event).await?.into_iter().map(|w| (w.user, w.place)).collect();
-            let stored: HashSet<&OrderId> = rows.iter().map(|r| &r.order_id).collect();
-            let in_flight =
-                ledger.cache.iter().flat_map(|c| &c.outbox).filter(|(order, _)| !stored.contains(order)).count();
-            report = report.with_draw(drawn.as_deref().map(|d| &d.published), &rows, &places, in_flight);
+            let drawn = drawn.as_deref().map(|d| &d.published);
+            report = if whole.sale_mode == SaleMode::Ballot {
+                let places: Vec<(UserId, u64)> =
+                    self.store.waiters(event).await?.into_iter().map(|w| (w.user, w.place)).collect();
+                report.with_draw(drawn, &rows, &places, &ledger)
+            } else {
+                report.with_queue_draw(drawn)
+            };
         }
         Ok(report)
     }

@@ -62,6 +62,20 @@ fn entry_key(event: &EventId, user: &UserId) -> [(String, aws_sdk_dynamodb::type
     [(attr::PK.to_owned(), s(key::entries(event))), (attr::SK.to_owned(), s(key::waiter(user)))]
 }
 
+/// An entry as stored: its key, the user and their address, when they entered, and a fair open's
+/// late rank.
+fn entry_item(event: &EventId, entrant: &Entrant, now: OffsetDateTime, late: Option<u64>) -> Item {
+    let mut item: Item = entry_key(event, &entrant.user).into_iter().collect();
+    item.insert("event_id".into(), s(event.as_str()));
+    item.insert("user_id".into(), s(entrant.user.as_str()));
+    item.insert("email".into(), s(entrant.email.as_str()));
+    item.insert("entered_at".into(), s(rfc3339(now)));
+    if let Some(rank) = late {
+        item.insert("late".into(), n(rank));
+    }
+    item
+}
+
 fn event_key(event: &EventId) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
     [(attr::PK.to_owned(), s(key::event(event))), (attr::SK.to_owned(), s(key::EVENT_SK))]
 }
@@ -89,11 +103,7 @@ impl Store {
         let put = built(
             Put::builder()
                 .table_name(&self.table)
-                .set_item(Some(entry_key(event, &entrant.user).into_iter().collect()))
-                .item("event_id", s(event.as_str()))
-                .item("user_id", s(entrant.user.as_str()))
-                .item("email", s(entrant.email.as_str()))
-                .item("entered_at", s(rfc3339(now)))
+                .set_item(Some(entry_item(event, entrant, now, None)))
                 .condition_expression("attribute_not_exists(#pk)")
                 .expression_attribute_names("#pk", attr::PK)
                 .build(),
@@ -189,12 +199,7 @@ impl Store {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(entry_key(event, &entrant.user).into_iter().collect()))
-            .item("event_id", s(event.as_str()))
-            .item("user_id", s(entrant.user.as_str()))
-            .item("email", s(entrant.email.as_str()))
-            .item("entered_at", s(rfc3339(now)))
-            .item("late", n(rank))
+            .set_item(Some(entry_item(event, entrant, now, Some(rank))))
             .condition_expression("attribute_not_exists(#pk)")
             .expression_attribute_names("#pk", attr::PK)
             .send()

@@ -434,27 +434,9 @@ mod book_tests {
     }
 
     fn event(id: &str) -> Event {
-        let at = time::OffsetDateTime::UNIX_EPOCH;
-        Event {
-            id: EventId::parse(id).unwrap(),
-            title: "t".into(),
-            capacity: 1,
-            sale_start: at,
-            sale_end: at,
-            venue: None,
-            starts_at: None,
-            description: None,
-            cancel_until: at,
-            waitlist_size: 0,
-            check_in_from: None,
-            check_in_until: None,
-            expected_rate: None,
-            red_packet: None,
-            sale_mode: Default::default(),
-            draw: None,
-            queue: None,
-            created_at: at,
-        }
+        let draft = serde_json::json!({ "id": id, "title": "t", "capacity": 1,
+            "sale_start": "2030-01-01T09:00:00Z", "sale_end": "2030-01-01T10:00:00Z" });
+        crate::domain::EventDraft::from_json(&draft).unwrap().into_event(time::OffsetDateTime::UNIX_EPOCH).unwrap()
     }
 
     #[tokio::test]
