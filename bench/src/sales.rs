@@ -22,6 +22,7 @@ pub fn open_event(id: EventId, title: &str, capacity: u32, sale_start: OffsetDat
         check_in_from: None,
         check_in_until: None,
         expected_rate: None,
+        buckets: 1,
         red_packet: None,
         sale_mode: Default::default(),
         draw: None,

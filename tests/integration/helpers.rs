@@ -248,10 +248,12 @@ pub struct Cache {
     pub seats: Vec<u32>,
     /// order id -> order message
     pub outbox: BTreeMap<String, String>,
+    /// user -> the take under way from a sibling bucket (`@<bucket>:<order id>`; sharded events)
+    pub taking: BTreeMap<String, String>,
 }
 
 impl Cache {
-    pub async fn read(redis: &shared::gate::Connection, event: &EventId) -> Self {
+    pub async fn read(redis: &shared::gate::Connection, event: &impl shared::gate::keys::HashTag) -> Self {
         use redis::AsyncCommands;
         use shared::gate::keys;
         let mut r = redis.clone();
@@ -265,6 +267,7 @@ impl Cache {
             match field.strip_prefix('=') {
                 None => _ = cache.meta.insert(field, value),
                 Some(user) if value.starts_with('#') => _ = cache.counters.insert(user.to_owned(), value),
+                Some(user) if value.starts_with('@') => _ = cache.taking.insert(user.to_owned(), value),
                 Some(user) if value.starts_with('!') => {
                     _ = cache.cancelled.insert(user.to_owned(), value[1..].to_owned())
                 }
@@ -308,6 +311,7 @@ pub fn test_event(id: EventId, capacity: u32, start: OffsetDateTime, end: Offset
         check_in_from: None,
         check_in_until: None,
         expected_rate: None,
+        buckets: 1,
         red_packet: None,
         sale_mode: Default::default(),
         draw: None,

@@ -1,6 +1,7 @@
 //! Integration tests: one binary, against the real local stack (redis-server and MiniStack).
 
 mod ballot;
+mod buckets;
 mod cancel_and_wait;
 mod cancel_and_wait_faults;
 mod cluster;

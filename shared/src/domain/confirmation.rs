@@ -135,6 +135,7 @@ mod tests {
             check_in_from: None,
             check_in_until: None,
             expected_rate: None,
+            buckets: 1,
             red_packet: None,
             sale_mode: Default::default(),
             draw: None,

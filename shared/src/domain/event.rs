@@ -13,6 +13,9 @@ use super::{
 /// Hard cap on tickets per event: the seat list, the rebuild from DynamoDB and the attendee list
 /// are sized for it (the reference drop is 20,000; 100,000 is tested).
 pub const MAX_CAPACITY: u32 = 100_000;
+/// The most buckets one event's numbers may be split over (a release's `buckets`; docs/DESIGN.md
+/// section 6, "Buckets").
+pub const MAX_BUCKETS: u16 = 16;
 const MAX_TITLE: usize = 200;
 const MAX_TEXT: usize = 2_000;
 const MAX_SALE_LENGTH: Duration = Duration::days(90);
@@ -49,6 +52,10 @@ pub struct Event {
     /// (`super::warm_fleet`). `None`: no fleet is kept for this event.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expected_rate: Option<u32>,
+    /// How many Redis buckets the numbers are split over, each on its own cluster slot, so one
+    /// event's grabs are not bounded by one shard (1: unsharded). A first-come sale without a
+    /// waitlist only.
+    pub buckets: u16,
     /// Red packets: a total split into one amount per ticket number (`super::red_packet`). Shown
     /// without its seed (the commitment instead), which is published after the sale.
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "public_red_packet")]
@@ -178,6 +185,7 @@ pub struct EventDraft {
     pub check_in_from: Option<OffsetDateTime>,
     pub check_in_until: Option<OffsetDateTime>,
     pub expected_rate: Option<u32>,
+    pub buckets: Option<u16>,
     /// The red packets' total (in the currency's smallest unit) and currency, both or neither.
     pub red_packet: Option<(u64, Currency)>,
     /// How the tickets are handed out, and a draw's terms (for a ballot, a fair open).
@@ -187,7 +195,7 @@ pub struct EventDraft {
     pub queue: Option<QueueTerms>,
 }
 
-const FIELDS: [&str; 21] = [
+const FIELDS: [&str; 22] = [
     "id",
     "title",
     "capacity",
@@ -201,6 +209,7 @@ const FIELDS: [&str; 21] = [
     "check_in_from",
     "check_in_until",
     "expected_rate",
+    "buckets",
     "total_amount",
     "currency",
     "sale_mode",
@@ -407,6 +416,7 @@ impl EventDraft {
         let check_in_from = f.instant("check_in_from", false);
         let check_in_until = f.instant("check_in_until", false);
         let expected_rate = f.whole("expected_rate", 1, super::warm_fleet::MAX_EXPECTED_RATE, false);
+        let buckets = f.whole("buckets", 1, u32::from(MAX_BUCKETS), false).map(|n| n as u16);
         let total_amount = f.amount("total_amount");
         let currency = f.text("currency", false, 3).and_then(|c| match Currency::parse(&c) {
             Ok(c) => Some(c),
@@ -446,6 +456,7 @@ impl EventDraft {
                 check_in_from,
                 check_in_until,
                 expected_rate,
+                buckets,
                 red_packet,
                 sale_mode,
                 draw,
@@ -504,6 +515,28 @@ impl EventDraft {
                 problem: "a ballot has no open to warm a fleet for: its draw hands the tickets out".into(),
             });
         }
+        let buckets = self.buckets.unwrap_or(1);
+        if buckets > 1 {
+            // A bucket decides alone: the waitlist's one line and a draw's one order would span them.
+            if self.sale_mode != SaleMode::FirstCome {
+                problems.push(FieldProblem {
+                    field: "buckets".into(),
+                    problem: "only a first_come sale splits its numbers over buckets".into(),
+                });
+            }
+            if self.waitlist_size.is_some_and(|w| w > 0) {
+                problems.push(FieldProblem {
+                    field: "waitlist_size".into(),
+                    problem: "must be 0 with buckets above 1: a sharded sale has no waitlist".into(),
+                });
+            }
+            if u32::from(buckets) > self.capacity {
+                problems.push(FieldProblem {
+                    field: "buckets".into(),
+                    problem: "must not exceed the capacity: every bucket starts with a number".into(),
+                });
+            }
+        }
         if !problems.is_empty() {
             return Err(InvalidEvent(problems));
         }
@@ -517,10 +550,12 @@ impl EventDraft {
             starts_at: self.starts_at,
             description: self.description,
             cancel_until,
-            waitlist_size: self.waitlist_size.unwrap_or(self.capacity),
+            // A sharded sale has no waitlist (checked above), so none by default.
+            waitlist_size: self.waitlist_size.unwrap_or(if buckets > 1 { 0 } else { self.capacity }),
             check_in_from: self.check_in_from,
             check_in_until: self.check_in_until,
             expected_rate: self.expected_rate,
+            buckets,
             // The seed is drawn here, once: a retried release keeps the first (`same_release`).
             red_packet: self.red_packet.map(|(total, currency)| RedPacket {
                 total,

@@ -84,6 +84,12 @@ impl MessageHead {
     pub fn complete(&self, ticket_no: TicketNo) -> String {
         format!("{},\"ticket_no\":{ticket_no}}}", self.0)
     }
+
+    /// The user a head as Redis keeps it names (a sharded grab's take under way keeps its head).
+    pub fn user_of(head: &str) -> Result<UserId, String> {
+        let whole = Self(head.to_owned()).complete(TicketNo::new(1));
+        OrderMessage::parse(&whole).map(|m| m.user_id).map_err(|e| e.to_string())
+    }
 }
 
 /// A waiting user's order message before a returned ticket comes: the JSON object of

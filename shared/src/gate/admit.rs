@@ -30,7 +30,11 @@ pub enum Admitted {
 impl Gate {
     /// Asks the cache whether it counts `order`, taking it in when it can (one script).
     pub async fn admit(&self, order: &OrderMessage) -> Result<Admitted, GateError> {
-        let e = &order.event_id;
+        let buckets = self.buckets(&order.event_id).await?;
+        // The user's field is at their home; a number free elsewhere (a rare late send after a
+        // rebuild) is not looked for there: the order is then stored REJECTED and the number
+        // stays on sale, never sold twice.
+        let e = buckets.home(&order.user_id);
         let mut conn = self.link.conn().await?;
         let opening = super::opening_arg(&conn);
         let reply: String = ADMIT_SCRIPT

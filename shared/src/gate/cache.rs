@@ -29,11 +29,15 @@ impl Gate {
     /// `MULTI` so a grab never sees half an event; `meta` goes last because its presence is what
     /// "warmed" means. The outbox is never touched: only the consumer and reconcile remove entries.
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
+        let buckets = self.buckets.learn(&event.id, event.buckets);
         let mut conn = self.link.conn().await?;
-        fill(&mut pipe, event, &Holdings::default(), &opening_on(&mut conn, &event.id).await?);
-        pipe.query_async::<()>(&mut conn).await?;
+        // Bucket 0 last: its meta is what "warmed" means to a grab that has not read the count.
+        for bucket in buckets.iter().rev() {
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            fill(&mut pipe, event, &buckets, bucket, &Holdings::default(), &opening_on(&mut conn, bucket).await?);
+            pipe.query_async::<()>(&mut conn).await?;
+        }
         Ok(())
     }
 
@@ -69,21 +73,39 @@ impl Gate {
 
     /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
     /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while the cache
-    /// is still missing from this server's history (absent, or written before a failover), in one
-    /// `MULTI`: a concurrent rebuild or grab cannot double anything. The outbox is left as it is.
-    /// Returns false when the cache is already there.
+    /// (any bucket of it) is still missing from this server's history (absent, or written before a
+    /// failover), one `MULTI` per bucket: a concurrent rebuild or grab cannot double anything. The
+    /// outbox is left as it is. Returns false when the cache is already there.
     pub async fn rebuild(&self, _lock: &RebuildLock, event: &Event, holdings: &Holdings) -> Result<bool, GateError> {
         let e = &event.id;
+        let buckets = self.buckets.learn(e, event.buckets);
         let mut conn = self.link.conn().await?;
-        let opening = opening_on(&mut conn, e).await?;
-        if conn.hexists::<_, _, bool>(keys::meta(e), &opening).await? {
+        let mut openings = Vec::new();
+        let mut intact = true;
+        for bucket in buckets.iter() {
+            let opening = opening_on(&mut conn, bucket).await?;
+            intact &= conn.hexists::<_, _, bool>(keys::meta(bucket), &opening).await?;
+            openings.push(opening);
+        }
+        if intact {
             return Ok(false);
         }
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        fill(&mut pipe, event, holdings, &opening);
-        pipe.del(keys::lost_since(e)).ignore();
-        pipe.query_async::<()>(&mut conn).await?;
+        // A sharded event is rebuilt whole, each bucket from DynamoDB: a number may sit free or
+        // held in a bucket other than its own, so one bucket alone cannot be told what it lacks.
+        // First every bucket stops deciding (each script answers STALE, and its caller waits for
+        // this rebuild), then each is laid down again.
+        if buckets.is_sharded() {
+            for (bucket, opening) in buckets.iter().zip(&openings) {
+                conn.hdel::<_, _, ()>(keys::meta(bucket), opening).await?;
+            }
+        }
+        for (bucket, opening) in buckets.iter().zip(&openings).rev() {
+            let mut pipe = redis::pipe();
+            pipe.atomic();
+            fill(&mut pipe, event, &buckets, bucket, holdings, opening);
+            pipe.query_async::<()>(&mut conn).await?;
+        }
+        conn.del::<_, ()>(keys::lost_since(e)).await?;
         Ok(true)
     }
 
@@ -119,30 +141,46 @@ impl Gate {
     }
 }
 
-/// The commands that lay down an event's whole cache (inside a `MULTI`): meta with its users'
-/// fields, the numbers on sale and those held for the waitlist, and the waitlist itself. The outbox
-/// is left as it is.
-fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening: &str) {
-    let e = &event.id;
-    for key in [keys::seats(e), keys::meta(e), keys::returned(e), keys::wait(e), keys::waiting(e)] {
+/// The commands that lay down one bucket of an event's cache (inside a `MULTI`; an unsharded
+/// event has one, the whole cache): meta with the event's fields and its home users' fields, the
+/// free numbers whose bucket it is (`Buckets::shelf_of`) on sale or held for the waitlist, and the
+/// waitlist itself. The outbox is left as it is; takes under way are forgotten (a take's steps
+/// answer GONE, and reconcile finds nothing to settle).
+fn fill(
+    pipe: &mut redis::Pipeline,
+    event: &Event,
+    buckets: &keys::Buckets,
+    bucket: &keys::Bucket,
+    holdings: &Holdings,
+    opening: &str,
+) {
+    let b = bucket;
+    let here = |n: &TicketNo| buckets.shelf_of(*n) == bucket;
+    let homed = |u: &crate::domain::UserId| buckets.home(u) == bucket;
+    let laid = [keys::seats(b), keys::meta(b), keys::returned(b), keys::wait(b), keys::waiting(b)];
+    for key in laid.iter().chain([&keys::taking(b), &keys::taken(b)]) {
         pipe.del(key).ignore();
     }
     let on_sale: Vec<u32> = (1..=event.capacity)
-        .filter(|&n| !holdings.held.contains(&TicketNo::new(n)) && !holdings.returned.contains(&TicketNo::new(n)))
+        .map(TicketNo::new)
+        .filter(|n| here(n) && !holdings.held.contains(n) && !holdings.returned.contains(n))
+        .map(TicketNo::get)
         .collect();
     for chunk in on_sale.chunks(WARM_CHUNK as usize) {
-        pipe.rpush(keys::seats(e), chunk).ignore();
+        pipe.rpush(keys::seats(b), chunk).ignore();
     }
-    let returned: Vec<u32> = holdings.returned.iter().map(|n| n.get()).collect();
+    let returned: Vec<u32> = holdings.returned.iter().filter(|n| here(n)).map(|n| n.get()).collect();
     for chunk in returned.chunks(WARM_CHUNK as usize) {
-        pipe.rpush(keys::returned(e), chunk).ignore();
+        pipe.rpush(keys::returned(b), chunk).ignore();
     }
-    for chunk in holdings.buyers.chunks(WARM_CHUNK as usize) {
+    let buyers: Vec<_> = holdings.buyers.iter().filter(|x| homed(&x.user)).collect();
+    for chunk in buyers.chunks(WARM_CHUNK as usize) {
         let fields: Vec<(String, String)> =
             chunk.iter().map(|b| (keys::user_field(&b.user), keys::holding(&b.holding()))).collect();
-        pipe.hset_multiple(keys::meta(e), &fields).ignore();
+        pipe.hset_multiple(keys::meta(b), &fields).ignore();
     }
-    for chunk in holdings.cancelled.chunks(WARM_CHUNK as usize) {
+    let cancelled: Vec<_> = holdings.cancelled.iter().filter(|c| homed(&c.user)).collect();
+    for chunk in cancelled.chunks(WARM_CHUNK as usize) {
         // A number still to be given back stays with its order, so the give-back can run on it.
         let fields: Vec<(String, String)> = chunk
             .iter()
@@ -151,17 +189,23 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
                 (keys::user_field(&c.user), value)
             })
             .collect();
-        pipe.hset_multiple(keys::meta(e), &fields).ignore();
+        pipe.hset_multiple(keys::meta(b), &fields).ignore();
     }
-    for (order, message) in &holdings.promotions {
-        pipe.hset(keys::outbox(e), order.as_str(), message).ignore();
-    }
-    for chunk in holdings.waiting.chunks(WARM_CHUNK as usize) {
-        let places: Vec<(u64, &str)> = chunk.iter().map(|w| (w.place, w.user.as_str())).collect();
-        pipe.zadd_multiple(keys::wait(e), &places).ignore();
-        let heads: Vec<(&str, String)> =
-            chunk.iter().map(|w| (w.user.as_str(), WaitHead::new(e, &w.user, &w.email).as_str().to_owned())).collect();
-        pipe.hset_multiple(keys::waiting(e), &heads).ignore();
+    // Only an unsharded event has a waitlist (a release refuses one with buckets), so its
+    // promotions and waiting users are bucket 0's.
+    if bucket.index() == 0 {
+        for (order, message) in &holdings.promotions {
+            pipe.hset(keys::outbox(b), order.as_str(), message).ignore();
+        }
+        for chunk in holdings.waiting.chunks(WARM_CHUNK as usize) {
+            let places: Vec<(u64, &str)> = chunk.iter().map(|w| (w.place, w.user.as_str())).collect();
+            pipe.zadd_multiple(keys::wait(b), &places).ignore();
+            let heads: Vec<(&str, String)> = chunk
+                .iter()
+                .map(|w| (w.user.as_str(), WaitHead::new(&event.id, &w.user, &w.email).as_str().to_owned()))
+                .collect();
+            pipe.hset_multiple(keys::waiting(b), &heads).ignore();
+        }
     }
     let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
     let trust = CLOCK_TRUST.as_millis() as i64;
@@ -172,7 +216,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
         SaleMode::FirstCome | SaleMode::FairOpen => (script_time(start + trust), script_time(end - trust)),
     };
     pipe.hset_multiple(
-        keys::meta(e),
+        keys::meta(b),
         &[
             ("capacity", event.capacity.to_string()),
             ("start", start.to_string()),
@@ -185,6 +229,8 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
             // The waitlist's rules (wait.lua).
             ("cancel_until", epoch_ms(event.cancel_until).to_string()),
             ("wait_max", event.waitlist_size.to_string()),
+            // How many buckets the numbers are split over (`Gate::buckets` reads bucket 0's).
+            ("buckets", buckets.count().to_string()),
             // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
             // hash table from the start: as a listpack, its first 512 user fields would each be
             // found by a linear scan, costing the first grabs of every event more than the rest.
@@ -193,7 +239,7 @@ fn fill(pipe: &mut redis::Pipeline, event: &Event, holdings: &Holdings, opening:
     )
     .ignore();
     let forget_at = epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64;
-    for key in [keys::meta(e), keys::seats(e), keys::returned(e), keys::wait(e), keys::waiting(e)] {
+    for key in laid {
         pipe.cmd("PEXPIREAT").arg(key).arg(forget_at).ignore();
     }
 }

@@ -44,7 +44,9 @@ impl Gate {
     /// outbox, like a grab's), or it is free again. Idempotent: the user's field must still hold
     /// exactly this order.
     pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<(GaveBack, Written), GateError> {
-        let e = g.event;
+        // The canceller's home bucket: during the sale the number goes on sale again there.
+        let buckets = self.buckets(g.event).await?;
+        let e = buckets.home(g.user);
         let mut conn = self.link.conn().await?;
         let opening = opening_arg(&conn);
         let reply: String = GIVE_BACK_SCRIPT

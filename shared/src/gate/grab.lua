@@ -6,6 +6,8 @@
 --                          is written here: a holding on OK, the refusal counter otherwise
 -- KEYS[2]  ev:{E}:seats    list: the free ticket numbers
 -- KEYS[3]  ev:{E}:outbox   hash: order id -> order message
+-- KEYS[4]  ev:{E}:taking   hash: order id -> message head, while the user takes from a sibling
+--                          (a sharded event's bucket only; gate/keys.rs)
 -- ARGV[1]  the user's field, "=<user id>"
 -- ARGV[2]  order id (UUIDv7, made by the caller; used only on OK)
 -- ARGV[3]  the order message, a JSON object without its closing brace; the script appends
@@ -18,10 +20,15 @@
 --          another history (before a failover) or by another layout lacks it.
 --          In cluster mode, where the caller cannot know the node, only "open_from@<layout>@": the
 --          history is then the node's own id (a promoted replica is another node)
+-- ARGV[8]  (a sharded event's home bucket only) the sibling bucket to take from when this one has
+--          no number left: the user's field is marked "@<bucket>:<order id>" and the head kept in
+--          KEYS[4]; take.lua and settle.lua finish the grab (docs/DESIGN.md section 6, "Buckets")
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
---   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT
+--   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT |
+--   TAKE:<bucket> (marked: take from that sibling) | TAKING:<bucket>:<order id> (a take under way:
+--   the caller finishes it)
 --
 -- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -30,7 +37,7 @@
 -- is checked before the first write, so an error cannot leave half a grab.
 
 local now = ARGV[6]
-if #ARGV ~= 7 or #now ~= 15 or #ARGV[5] ~= 15 then
+if #ARGV < 7 or #ARGV > 8 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
 local field = ARGV[1]
@@ -44,9 +51,12 @@ local held = m[3]
 local count, window_end = 0, ARGV[5]
 if held then
   local mark = string.byte(held, 1)
-  if mark ~= 35 then -- not '#': an order, or one the user cancelled ('!')
+  if mark ~= 35 then -- not '#': an order, one the user cancelled ('!'), or a take ('@')
     if mark == 33 then
       return 'CANCELLED:' .. string.sub(held, 2)
+    end
+    if mark == 64 then
+      return 'TAKING:' .. string.sub(held, 2)
     end
     return 'ALREADY:' .. held
   end
@@ -91,6 +101,17 @@ if open then
     redis.call('HSET', KEYS[1], field, ARGV[2] .. ':' .. n)
     redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ',"ticket_no":' .. n .. '}')
     return 'OK:' .. n
+  end
+  if ARGV[8] then
+    redis.call('HSET', KEYS[1], field, '@' .. ARGV[8] .. ':' .. ARGV[2])
+    redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
+    if redis.call('PTTL', KEYS[4]) == -1 then
+      local forget_at = redis.call('PEXPIRETIME', KEYS[1])
+      if forget_at > 0 then
+        redis.call('PEXPIREAT', KEYS[4], forget_at)
+      end
+    end
+    return 'TAKE:' .. ARGV[8]
   end
   refused = 'SOLD_OUT'
 end

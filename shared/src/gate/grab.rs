@@ -2,7 +2,11 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, cache_script, keys, opening_arg, script_time, split_holding};
+use super::{
+    Gate, GateError, Written,
+    buckets::{Settled, TakeUnderWay},
+    cache_script, keys, opening_arg, script_time, split_holding,
+};
 use crate::{
     config::GrabPolicy,
     domain::{EventId, Holding, OrderId, UserId, order::MessageHead},
@@ -11,6 +15,10 @@ use crate::{
 /// The grab script as Redis runs it: the preamble and `grab.lua` (gate-bench and the script's own
 /// tests load this very text).
 pub const GRAB_SOURCE: &str = cache_script!("grab.lua", opening = ARGV[7]);
+
+/// How often a sharded grab starts again when its take was rebuilt away under it (`settle.lua`'s
+/// `GONE`): a rebuild finishing meanwhile, at most once or twice.
+const SHARDED_TRIES: usize = 3;
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
@@ -95,18 +103,91 @@ pub struct Grabbed {
 
 impl Gate {
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<Grabbed, GateError> {
-        let e = attempt.event;
+        let buckets = self.buckets(attempt.event).await?;
+        if !buckets.is_sharded() {
+            let (reply, written) = self.grab_at(attempt, policy, attempt.event, None).await?;
+            let outcome = parse_grab_reply(&reply, attempt, policy)?;
+            return Ok(Grabbed { outcome, written });
+        }
+        for _ in 0..SHARDED_TRIES {
+            if let Some(grabbed) = self.grab_sharded(attempt, policy, &buckets).await? {
+                return Ok(grabbed);
+            }
+        }
+        Err(GateError::Protocol("a sharded grab's take kept being rebuilt away".into()))
+    }
+
+    /// One run of grab.lua on the bucket `at` (with the sibling to mark for, at a sharded home).
+    async fn grab_at(
+        &self,
+        attempt: &GrabAttempt<'_>,
+        policy: GrabPolicy,
+        at: &impl keys::HashTag,
+        sibling: Option<u16>,
+    ) -> Result<(String, Written), GateError> {
         let mut conn = self.link.conn().await?;
-        let mut call = GRAB_SCRIPT.key(keys::meta(e));
-        call.key(keys::seats(e)).key(keys::outbox(e));
+        let mut call = GRAB_SCRIPT.key(keys::meta(at));
+        call.key(keys::seats(at)).key(keys::outbox(at)).key(keys::taking(at));
         let opening = opening_arg(&conn);
         for arg in attempt.script_args(policy, &opening) {
             call.arg(arg);
         }
+        if let Some(k) = sibling {
+            call.arg(k);
+        }
         let reply: String = call.invoke_async(&mut conn).await?;
-        let outcome = parse_grab_reply(&reply, attempt, policy)?;
-        Ok(Grabbed { outcome, written: Written { conn, key: keys::meta(e) } })
+        Ok((reply, Written { conn, key: keys::meta(at) }))
     }
+
+    /// A grab of a sharded event: at the user's home bucket; when it has no number left, taken
+    /// from the siblings in turn (`buckets::finish_take`). `None` when the take was rebuilt away
+    /// under it: start again.
+    async fn grab_sharded(
+        &self,
+        attempt: &GrabAttempt<'_>,
+        policy: GrabPolicy,
+        buckets: &keys::Buckets,
+    ) -> Result<Option<Grabbed>, GateError> {
+        let home = buckets.home(attempt.user);
+        let siblings = super::buckets::siblings(buckets, home.index(), attempt.order_id);
+        let (reply, written) = self.grab_at(attempt, policy, home, siblings.first().copied()).await?;
+        let window_end = script_time(attempt.clock_ms + policy.rate_window.as_millis() as i64);
+        let (order, from) = match reply.split_once(':') {
+            Some(("TAKE", k)) => (attempt.order_id.clone(), parse_bucket(k, &reply)?),
+            Some(("TAKING", under_way)) => {
+                let (k, order) = under_way.split_once(':').ok_or_else(|| bad_reply(&reply))?;
+                (OrderId::parse(order).map_err(|_| bad_reply(&reply))?, parse_bucket(k, &reply)?)
+            }
+            _ => return Ok(Some(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written })),
+        };
+        let rest: Vec<u16> = siblings.iter().copied().filter(|&k| k != from).collect();
+        let mut conn = written.conn.clone();
+        let take = TakeUnderWay { user: attempt.user, order: &order, from };
+        let settled = self.finish_take(&mut conn, buckets, take, &rest, &window_end).await?;
+        let reply = match settled {
+            Settled::Granted(n) if order == *attempt.order_id => format!("OK:{n}"),
+            // Another request's take, finished here: the user's retry gets that order.
+            Settled::Granted(n) => format!("ALREADY:{order}:{n}"),
+            Settled::Before(held) => match held.strip_prefix("ALREADY:").and_then(keys::parse_holding) {
+                // This request's own take, settled by a concurrent retry: still this grab's order.
+                Some(h) if h.order == *attempt.order_id => format!("OK:{}", h.ticket_no),
+                _ => held,
+            },
+            Settled::SoldOut => "SOLD_OUT".into(),
+            Settled::NotCached(code) => code.into(),
+            Settled::Gone => return Ok(None),
+            Settled::Next(_) => return Err(bad_reply("TAKE after the last sibling")),
+        };
+        Ok(Some(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written }))
+    }
+}
+
+fn bad_reply(reply: &str) -> GateError {
+    GateError::Protocol(format!("grab reply {reply:?}"))
+}
+
+fn parse_bucket(k: &str, reply: &str) -> Result<u16, GateError> {
+    k.parse().map_err(|_| bad_reply(reply))
 }
 
 /// Reads the script's one-string reply (`OK:<n>`, `ALREADY:<order>:<n>`, `RATE_LIMITED:<ms>`, ...).

@@ -1,8 +1,109 @@
 //! The Redis keys of one event and what their fields mean: the cache's layout, written once
-//! (docs/DESIGN.md section 6). Every key carries the hash tag `{<event id>}`, so one script touches
-//! one cluster slot.
+//! (docs/DESIGN.md section 6). Every key carries a hash tag, so one script touches one cluster
+//! slot: the event's `{<event id>}`, or for a sharded event one of its buckets' ([`Buckets`]).
 
-use crate::domain::{EventId, Holding, OrderId, UserId};
+use sha2::Digest;
+
+use crate::domain::{EventId, Holding, OrderId, TicketNo, UserId};
+
+/// What an event's cache keys are tagged with: the event (an unsharded event, and bucket 0 of a
+/// sharded one), or one bucket of a sharded event.
+pub trait HashTag: std::fmt::Display {}
+impl HashTag for EventId {}
+impl HashTag for Bucket {}
+
+/// One bucket of a sharded event (docs/DESIGN.md section 6, "Buckets"): a cache of its own (meta
+/// with the event's fields and its home users' fields, seats with its share of the numbers, an
+/// outbox), under its own hash tag. Bucket 0's tag is the event id itself, so an unsharded event's
+/// keys are its bucket 0's.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Bucket {
+    tag: String,
+    index: u16,
+}
+
+impl Bucket {
+    pub fn index(&self) -> u16 {
+        self.index
+    }
+}
+
+impl std::fmt::Display for Bucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.tag)
+    }
+}
+
+/// Redis Cluster's slots.
+const SLOTS: u32 = 16_384;
+
+/// The cluster slot of a hash tag, as Redis computes it (CRC16/XMODEM mod 16384).
+pub fn slot(tag: &str) -> u16 {
+    (u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS) as u16
+}
+
+/// A sharded event's buckets, and which one is each user's home.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buckets {
+    all: Vec<Bucket>,
+}
+
+impl Buckets {
+    /// The `count` buckets of `event`. Bucket 0 is tagged with the event id; bucket k with
+    /// `<event>#<k>.<s>`, the first `s` whose slot lies in the k-th of `count` equal arcs of the
+    /// slot ring counted from bucket 0's slot. A cluster whose masters own equal runs of slots (as
+    /// `redis-cli --cluster create` and ElastiCache lay them out) then holds `count` buckets on
+    /// `count` different masters when it has that many. Deterministic: every environment finds the
+    /// same tags.
+    pub fn of(event: &EventId, count: u16) -> Self {
+        let count = count.clamp(1, crate::domain::event::MAX_BUCKETS);
+        let first = u32::from(slot(event.as_str()));
+        let arc = SLOTS / u32::from(count);
+        let mut all = vec![Bucket { tag: event.to_string(), index: 0 }];
+        for k in 1..count {
+            let from = (first + u32::from(k) * arc) % SLOTS;
+            let within = |tag: &str| (u32::from(slot(tag)) + SLOTS - from) % SLOTS < arc;
+            // About `count` tries each; the bound only guards the loop.
+            let tag = (0..100_000)
+                .map(|s| format!("{event}#{k}.{s}"))
+                .find(|tag| within(tag))
+                .unwrap_or_else(|| format!("{event}#{k}"));
+            all.push(Bucket { tag, index: k });
+        }
+        Self { all }
+    }
+
+    pub fn count(&self) -> u16 {
+        self.all.len() as u16
+    }
+
+    pub fn is_sharded(&self) -> bool {
+        self.all.len() > 1
+    }
+
+    /// Every bucket, bucket 0 first.
+    pub fn iter(&self) -> std::slice::Iter<'_, Bucket> {
+        self.all.iter()
+    }
+
+    pub fn get(&self, index: u16) -> Option<&Bucket> {
+        self.all.get(usize::from(index))
+    }
+
+    /// The bucket that holds `user`'s field: the first 8 bytes of SHA-256 of the user id, mod the
+    /// count (another hash than the slot's, so homes do not follow the tags' slots).
+    pub fn home(&self, user: &UserId) -> &Bucket {
+        let digest = sha2::Sha256::digest(user.as_str().as_bytes());
+        let h = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
+        &self.all[(h % self.all.len() as u64) as usize]
+    }
+
+    /// The bucket a free number is laid down in when the event is warmed or rebuilt:
+    /// `(n - 1) mod count`, so each bucket starts with an equal share.
+    pub fn shelf_of(&self, n: TicketNo) -> &Bucket {
+        &self.all[((n.get().max(1) - 1) as usize) % self.all.len()]
+    }
+}
 
 /// The version of the cache's layout: its keys and the meaning of meta's fields. It is part of the
 /// opening field's name ([`opening`]), which every script reads first anyway, so a cache
@@ -11,22 +112,22 @@ use crate::domain::{EventId, Holding, OrderId, UserId};
 pub const LAYOUT_VERSION: &str = "v4";
 
 /// What the meta hash's user fields mean, stored in meta itself (for a person reading the cache).
-pub(super) const LAYOUT: &str = "v4: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or \
-                      !<cancelled order id>; closed: the waitlist is closed";
+pub(super) const LAYOUT: &str = "v4: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count>, \
+                      !<cancelled order id> or @<bucket>:<order id> (taking); closed: the waitlist is closed";
 
 /// The event and its users, one hash: `capacity`, `start`, `end`, `cancel_until` (epoch ms),
 /// `state`, `wait_max`, `closed` (the waitlist is closed), `layout` (`LAYOUT`), the opening
 /// field ([`opening`]) and `open_until` (the span where the caller's clock decides, in the
 /// scripts' time format), and one field per user ([`user_field`]).
-pub fn meta(e: &EventId) -> String {
+pub fn meta(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:meta")
 }
 /// The free ticket numbers.
-pub fn seats(e: &EventId) -> String {
+pub fn seats(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:seats")
 }
 /// Order id -> order message, until DynamoDB holds the order.
-pub fn outbox(e: &EventId) -> String {
+pub fn outbox(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:outbox")
 }
 /// The user's field in `meta`, `=<user>` (the `=` keeps it apart from the event's own fields).
@@ -60,21 +161,33 @@ pub fn older_openings(history: &str) -> [String; 1] {
     [format!("open_from@{history}")]
 }
 /// The waitlist: waiting user id -> place (a sorted set; the lowest place is served first).
-pub fn wait(e: &EventId) -> String {
+pub fn wait(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:wait")
 }
 /// Waiting user id -> the head of the order message their promotion completes.
-pub fn waiting(e: &EventId) -> String {
+pub fn waiting(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:waiting")
 }
 /// Numbers returned after the sale's end while nobody waited: held for the next user who joins
 /// the waitlist (until `cancel_until`; then unsold).
-pub fn returned(e: &EventId) -> String {
+pub fn returned(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:returned")
 }
-/// Everything a lost cache loses: what the grab script reads and writes, and the waitlist.
-pub fn cache(e: &EventId) -> [String; 6] {
-    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e)]
+/// At a user's home bucket of a sharded event: order id -> the order message's head, while the
+/// user takes a number from a sibling bucket (their field holds [`taking_from`] meanwhile).
+pub fn taking(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:taking")
+}
+/// At a bucket of a sharded event: order id -> `<ticket no>:<user id>` (or `-:<user id>`: none
+/// left), the numbers this bucket gave to users homed elsewhere, written by the same step that
+/// took the number, so a take asked again answers the same.
+pub fn taken(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:taken")
+}
+/// Everything a lost cache loses: what the grab script reads and writes, the waitlist, and a
+/// sharded bucket's takes under way.
+pub fn cache(e: &impl HashTag) -> [String; 8] {
+    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), taking(e), taken(e)]
 }
 /// The grab outcomes counted in one minute of the event (`<unix second>:<code>` -> count), for
 /// the organiser's live page: written by the grab environments' tallies about once a second, read
@@ -106,6 +219,12 @@ pub fn holding(h: &Holding) -> String {
 pub fn parse_holding(value: &str) -> Option<Holding> {
     let (order, ticket_no) = value.split_once(':')?;
     Some(Holding { order: OrderId::parse(order).ok()?, ticket_no: ticket_no.parse().ok()? })
+}
+
+/// A user's field while their grab takes a number from sibling bucket `from` for `order`:
+/// `@<bucket>:<order id>` (sharded events only; `settle.lua` turns it into a holding).
+pub fn taking_from(from: u16, order: &OrderId) -> String {
+    format!("@{from}:{order}")
 }
 
 /// A user's field once they cancelled `order`: `!<order id>` (no second ticket).

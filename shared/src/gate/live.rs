@@ -25,15 +25,24 @@ impl Gate {
     /// `None` when the event is not cached in this history (not released, expired, or lost).
     pub async fn sale_now(&self, event: &EventId) -> Result<Option<SaleNow>, GateError> {
         let mut conn = self.link.conn().await?;
-        let opening = opening_on(&mut conn, event).await?;
-        let (cached, remaining, in_flight, waiting): (bool, u64, u64, u64) = redis::pipe()
-            .hexists(keys::meta(event), &opening)
-            .llen(keys::seats(event))
-            .hlen(keys::outbox(event))
-            .zcard(keys::wait(event))
-            .query_async(&mut conn)
-            .await?;
-        Ok(cached.then_some(SaleNow { remaining, in_flight, waiting }))
+        let mut now = SaleNow { remaining: 0, in_flight: 0, waiting: 0 };
+        for b in self.buckets(event).await?.iter() {
+            let opening = opening_on(&mut conn, b).await?;
+            let (cached, remaining, in_flight, waiting): (bool, u64, u64, u64) = redis::pipe()
+                .hexists(keys::meta(b), &opening)
+                .llen(keys::seats(b))
+                .hlen(keys::outbox(b))
+                .zcard(keys::wait(b))
+                .query_async(&mut conn)
+                .await?;
+            if !cached {
+                return Ok(None);
+            }
+            now.remaining += remaining;
+            now.in_flight += in_flight;
+            now.waiting += waiting;
+        }
+        Ok(Some(now))
     }
 
     /// Adds counted outcomes to their minutes' tallies: one `HINCRBY` per (second, code) and an

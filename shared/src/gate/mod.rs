@@ -17,6 +17,7 @@
 use std::sync::LazyLock;
 
 mod admit;
+mod buckets;
 mod cache;
 mod draw;
 mod give_back;
@@ -31,6 +32,7 @@ mod stock;
 mod tally;
 mod waitlist;
 pub use admit::Admitted;
+pub use buckets::{STRAY_TAKE_AGE, TAKE_SOURCE, TakesTidied};
 pub use cache::RebuildLock;
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
@@ -102,6 +104,8 @@ pub struct Gate {
     reader: std::sync::Arc<sold_out::Reader>,
     sold_out: std::sync::Arc<sold_out::SoldOutMemory>,
     sold_out_memory: std::time::Duration,
+    /// The events' bucket counts this environment has read.
+    buckets: std::sync::Arc<buckets::BucketBook>,
 }
 
 impl Gate {
@@ -135,6 +139,7 @@ impl Gate {
             reader: std::sync::Arc::new(reader),
             sold_out: std::sync::Arc::default(),
             sold_out_memory: settings.sold_out_memory,
+            buckets: std::sync::Arc::default(),
         })
     }
 
@@ -167,7 +172,7 @@ impl Gate {
 
 /// The opening field of `event` on the server `conn` leads to: from the connection's history, or in
 /// cluster mode from the node that serves the event's slot.
-async fn opening_on(conn: &mut LinkConn, event: &EventId) -> Result<String, GateError> {
+async fn opening_on(conn: &mut LinkConn, event: &impl keys::HashTag) -> Result<String, GateError> {
     match conn.history() {
         Some(history) => Ok(keys::opening(history)),
         None => Ok(NODE_OPENING_SCRIPT.key(keys::meta(event)).arg(keys::opening_prefix()).invoke_async(conn).await?),

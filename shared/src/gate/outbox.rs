@@ -4,7 +4,7 @@
 use redis::AsyncCommands;
 
 use super::{Gate, GateError, keys};
-use crate::domain::{EventId, OrderId};
+use crate::domain::{EventId, OrderId, UserId};
 
 /// An order waiting in the outbox for DynamoDB to hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,19 +15,40 @@ pub struct OutboxEntry {
 }
 
 impl Gate {
+    /// Orders in the outbox, over every bucket of the event.
     pub async fn outbox_len(&self, event: &EventId) -> Result<u64, GateError> {
-        Ok(self.link.conn().await?.hlen(keys::outbox(event)).await?)
+        let mut conn = self.link.conn().await?;
+        let mut len = 0;
+        for b in self.buckets(event).await?.iter() {
+            len += conn.hlen::<_, u64>(keys::outbox(b)).await?;
+        }
+        Ok(len)
     }
 
     /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
     pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
-        let all: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::outbox(event)).await?;
-        Ok(all.into_iter().filter_map(|(key, message)| entry(key, message)).collect())
+        let mut conn = self.link.conn().await?;
+        let mut entries = Vec::new();
+        for b in self.buckets(event).await?.iter() {
+            let all: Vec<(String, String)> = conn.hgetall(keys::outbox(b)).await?;
+            entries.extend(all.into_iter().filter_map(|(key, message)| entry(key, message)));
+        }
+        Ok(entries)
     }
 
-    /// Removes an order's outbox entry once DynamoDB holds the order.
-    pub async fn remove_from_outbox(&self, event: &EventId, order_id: &OrderId) -> Result<(), GateError> {
-        let _: u32 = self.link.conn().await?.hdel(keys::outbox(event), order_id.as_str()).await?;
+    /// Removes an order's outbox entry once DynamoDB holds the order: from its user's home bucket
+    /// (the only one that can hold it), or, for an entry whose user cannot be read, from every one.
+    pub async fn remove_from_outbox(
+        &self,
+        event: &EventId,
+        user: Option<&UserId>,
+        order_id: &OrderId,
+    ) -> Result<(), GateError> {
+        let buckets = self.buckets(event).await?;
+        let mut conn = self.link.conn().await?;
+        for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
+            let _: u32 = conn.hdel(keys::outbox(b), order_id.as_str()).await?;
+        }
         Ok(())
     }
 
@@ -45,31 +66,37 @@ impl Gate {
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let cutoff = secs * 1000 + micros / 1000 - age.as_millis() as i64;
         let mut due = Vec::new();
-        let mut cursor = 0u64;
-        loop {
-            let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
-                .arg(keys::outbox(event))
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(500)
-                .query_async(&mut conn)
-                .await?;
-            for (key, message) in page {
-                let Ok(order_id) = OrderId::parse(&key) else {
-                    tracing::error!(event_id = %event, "outbox entry under a key that is no order id removed");
-                    let _: u32 = conn.hdel(keys::outbox(event), &key).await?;
-                    continue;
-                };
-                if order_id.created_ms().is_none_or(|ms| ms <= cutoff) {
-                    due.push(OutboxEntry { order_id, message });
+        for b in self.buckets(event).await?.iter() {
+            let mut cursor = 0u64;
+            loop {
+                let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                    .arg(keys::outbox(b))
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(500)
+                    .query_async(&mut conn)
+                    .await?;
+                for (key, message) in page {
+                    let Ok(order_id) = OrderId::parse(&key) else {
+                        tracing::error!(event_id = %event, "outbox entry under a key that is no order id removed");
+                        let _: u32 = conn.hdel(keys::outbox(b), &key).await?;
+                        continue;
+                    };
+                    if order_id.created_ms().is_none_or(|ms| ms <= cutoff) {
+                        due.push(OutboxEntry { order_id, message });
+                    }
+                }
+                cursor = next;
+                if due.len() >= limit {
+                    due.truncate(limit);
+                    return Ok(due);
+                }
+                if cursor == 0 {
+                    break;
                 }
             }
-            cursor = next;
-            if cursor == 0 || due.len() >= limit {
-                due.truncate(limit);
-                return Ok(due);
-            }
         }
+        Ok(due)
     }
 }
 

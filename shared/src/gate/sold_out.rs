@@ -57,7 +57,8 @@ impl Gate {
         if !self.sold_out.remembers(event) {
             return None;
         }
-        match self.reader.user_field(&self.link, event, user).await {
+        let buckets = self.buckets(event).await.ok()?;
+        match self.reader.user_field(&self.link, buckets.home(user), user).await {
             Ok(field) => Some(refusal(field.as_deref())),
             Err(e) => {
                 tracing::warn!(event_id = %event, error = %e, "the reader could not answer; the grab script decides");
@@ -74,11 +75,26 @@ impl Gate {
         if self.sold_out_memory.is_zero() {
             return;
         }
-        match self.all_replicas_hold(written).await {
+        match self.every_bucket_replicated(event, written).await {
             Ok(true) => self.sold_out.remember(event, self.sold_out_memory),
             Ok(false) => tracing::info!(event_id = %event, "a replica lags; sold out is not remembered yet"),
             Err(e) => tracing::warn!(event_id = %event, error = %e, "replication unknown; sold out is not remembered"),
         }
+    }
+
+    /// Whether every replica holds what was written by then on `written`'s server, and for a
+    /// sharded event on each of its buckets' servers (its holdings live in every bucket).
+    async fn every_bucket_replicated(&self, event: &EventId, written: &Written) -> Result<bool, GateError> {
+        let buckets = self.buckets(event).await?;
+        if !buckets.is_sharded() {
+            return self.all_replicas_hold(written).await;
+        }
+        for b in buckets.iter() {
+            if !self.all_replicas_hold(&Written { conn: written.conn.clone(), key: keys::meta(b) }).await? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     async fn all_replicas_hold(&self, written: &Written) -> Result<bool, GateError> {
@@ -163,7 +179,7 @@ impl Reader {
     async fn user_field(
         &self,
         primary: &link::Link,
-        event: &EventId,
+        event: &keys::Bucket,
         user: &UserId,
     ) -> Result<Option<String>, GateError> {
         let (meta, field) = (keys::meta(event), keys::user_field(user));

@@ -35,30 +35,50 @@ impl Gate {
         if events.is_empty() {
             return Ok(Vec::new());
         }
+        let mut each = Vec::with_capacity(events.len());
+        for e in events {
+            each.push(self.buckets(e).await?);
+        }
         let mut conn = self.link.conn().await?;
         let Some(history) = conn.history() else {
-            // A cluster answers per slot: one event at a time, the events' nodes in parallel.
-            let each = events.iter().map(|e| {
-                let mut conn = conn.clone();
+            // A cluster answers per slot: one bucket at a time, the buckets' nodes in parallel.
+            let each = each.iter().map(|buckets| {
+                let conn = conn.clone();
                 async move {
-                    let opening = opening_on(&mut conn, e).await?;
-                    let (current, left): (bool, u32) = redis::pipe()
-                        .hexists(keys::meta(e), &opening)
-                        .llen(keys::seats(e))
-                        .query_async(&mut conn)
-                        .await?;
-                    Ok::<_, GateError>(current.then_some(left))
+                    let per_bucket = buckets.iter().map(|b| {
+                        let mut conn = conn.clone();
+                        async move {
+                            let opening = opening_on(&mut conn, b).await?;
+                            let (current, left): (bool, u32) = redis::pipe()
+                                .hexists(keys::meta(b), &opening)
+                                .llen(keys::seats(b))
+                                .query_async(&mut conn)
+                                .await?;
+                            Ok::<_, GateError>(current.then_some(left))
+                        }
+                    });
+                    let counts = futures::future::try_join_all(per_bucket).await?;
+                    Ok::<_, GateError>(counts.into_iter().sum::<Option<u32>>())
                 }
             });
             return futures::future::try_join_all(each).await;
         };
         let opening = keys::opening(history);
         let mut pipe = redis::pipe();
-        for e in events {
-            pipe.hexists(keys::meta(e), &opening).llen(keys::seats(e));
+        for buckets in &each {
+            for b in buckets.iter() {
+                pipe.hexists(keys::meta(b), &opening).llen(keys::seats(b));
+            }
         }
         let flat: Vec<u32> = pipe.query_async(&mut conn).await?;
-        Ok(flat.chunks(2).map(|p| (p[0] == 1).then_some(p[1])).collect())
+        let mut pairs = flat.chunks(2);
+        Ok(each
+            .iter()
+            .map(|buckets| {
+                // Every bucket cached, or the event reads as not cached.
+                (&mut pairs).take(buckets.iter().len()).map(|p| (p[0] == 1).then_some(p[1])).sum::<Option<u32>>()
+            })
+            .collect())
     }
 
     /// The sale window, or `None` when the event is not in this server's history's cache.
@@ -83,6 +103,8 @@ impl Gate {
     /// a failover cannot say (the user's grab may be among the writes it lacks): an error, so the
     /// caller answers "busy" rather than "no order".
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<Holding>, GateError> {
+        let buckets = self.buckets(event).await?;
+        let event = buckets.home(user);
         let mut conn = self.link.conn().await?;
         let opening = opening_on(&mut conn, event).await?;
         let (current, start, field): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
@@ -99,61 +121,74 @@ impl Gate {
         })
     }
 
-    /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL`).
+    /// Every holding the cache records (tests, tools and the invariant checks; one `HGETALL` per
+    /// bucket).
     pub async fn holdings(&self, event: &EventId) -> Result<Vec<Buyer>, GateError> {
-        let meta: Vec<(String, String)> = self.link.conn().await?.hgetall(keys::meta(event)).await?;
-        buyers_in(meta)
+        let mut conn = self.link.conn().await?;
+        let mut buyers = Vec::new();
+        for b in self.buckets(event).await?.iter() {
+            let meta: Vec<(String, String)> = conn.hgetall(keys::meta(b)).await?;
+            buyers.extend(buyers_in(meta)?);
+        }
+        Ok(buyers)
     }
 
-    /// The holdings and the outbox's order ids, read together (one `MULTI`), so an order the
-    /// consumer stores and clears meanwhile is in one or the other: reconcile's drift check.
+    /// The holdings and the outbox's order ids, read together (one `MULTI` per bucket: a user's
+    /// holding and its outbox entry share their home bucket), so an order the consumer stores and
+    /// clears meanwhile is in one or the other: reconcile's drift check.
     pub async fn holdings_and_outbox(
         &self,
         event: &EventId,
     ) -> Result<(Vec<Buyer>, std::collections::HashSet<OrderId>), GateError> {
-        let (meta, outbox): (Vec<(String, String)>, Vec<String>) = redis::pipe()
-            .atomic()
-            .hgetall(keys::meta(event))
-            .hkeys(keys::outbox(event))
-            .query_async(&mut self.link.conn().await?)
-            .await?;
-        // Only the scripts write outbox keys, each an order id they were given.
-        Ok((buyers_in(meta)?, outbox.iter().filter_map(|key| OrderId::parse(key).ok()).collect()))
+        let mut conn = self.link.conn().await?;
+        let (mut buyers, mut in_outbox) = (Vec::new(), std::collections::HashSet::new());
+        for b in self.buckets(event).await?.iter() {
+            let (meta, outbox): (Vec<(String, String)>, Vec<String>) =
+                redis::pipe().atomic().hgetall(keys::meta(b)).hkeys(keys::outbox(b)).query_async(&mut conn).await?;
+            buyers.extend(buyers_in(meta)?);
+            // Only the scripts write outbox keys, each an order id they were given.
+            in_outbox.extend(outbox.iter().filter_map(|key| OrderId::parse(key).ok()));
+        }
+        Ok((buyers, in_outbox))
     }
 
-    /// What the audit needs of the cache, read in one step (`MULTI`): the numbers on sale and held
-    /// for the waitlist, the outbox's orders and the waitlist's length. `None` when the event is
-    /// not cached in this history.
+    /// What the audit needs of the cache, read in one step per bucket (`MULTI`): the numbers on
+    /// sale and held for the waitlist, the outbox's orders and the waitlist's length. `None` when
+    /// the event (any bucket of it) is not cached in this history. A sharded event's buckets are
+    /// read one after the other: a take between two reads can show its number twice or not at all,
+    /// so the audit of a sharded sale is read once its takes are over (after the sale).
     pub async fn audit_view(&self, event: &EventId) -> Result<Option<crate::domain::audit::CacheView>, GateError> {
         let mut conn = self.link.conn().await?;
-        let opening = opening_on(&mut conn, event).await?;
-        type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64);
-        let (cached, on_sale, returned, outbox, waiting): View = redis::pipe()
-            .atomic()
-            .hexists(keys::meta(event), &opening)
-            .lrange(keys::seats(event), 0, -1)
-            .lrange(keys::returned(event), 0, -1)
-            .hgetall(keys::outbox(event))
-            .zcard(keys::wait(event))
-            .query_async(&mut conn)
-            .await?;
-        if !cached {
-            return Ok(None);
-        }
-        let outbox = outbox
-            .into_iter()
-            .filter_map(|(order, message)| {
+        let mut view = crate::domain::audit::CacheView {
+            on_sale: Default::default(),
+            returned: Default::default(),
+            outbox: Default::default(),
+            waiting: 0,
+        };
+        for b in self.buckets(event).await?.iter() {
+            let opening = opening_on(&mut conn, b).await?;
+            type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64);
+            let (cached, on_sale, returned, outbox, waiting): View = redis::pipe()
+                .atomic()
+                .hexists(keys::meta(b), &opening)
+                .lrange(keys::seats(b), 0, -1)
+                .lrange(keys::returned(b), 0, -1)
+                .hgetall(keys::outbox(b))
+                .zcard(keys::wait(b))
+                .query_async(&mut conn)
+                .await?;
+            if !cached {
+                return Ok(None);
+            }
+            view.on_sale.extend(on_sale.into_iter().map(TicketNo::new));
+            view.returned.extend(returned.into_iter().map(TicketNo::new));
+            view.outbox.extend(outbox.into_iter().filter_map(|(order, message)| {
                 let order = OrderId::parse(&order).ok()?;
                 crate::domain::OrderMessage::parse(&message).ok().map(|m| (order, m.ticket_no))
-            })
-            .collect();
-        let numbers = |v: Vec<u32>| v.into_iter().map(TicketNo::new).collect();
-        Ok(Some(crate::domain::audit::CacheView {
-            on_sale: numbers(on_sale),
-            returned: numbers(returned),
-            outbox,
-            waiting,
-        }))
+            }));
+            view.waiting += waiting;
+        }
+        Ok(Some(view))
     }
 }
 

@@ -64,7 +64,10 @@ impl Gate {
     /// Puts a user on the waitlist (once; in arrival order; within its size), or after the sale's
     /// end hands them a returned number nobody waited for.
     pub async fn join_waitlist(&self, j: &Join<'_>) -> Result<(Waitlisted, Written), GateError> {
-        let event = j.event;
+        // A sharded event's waitlist is its home bucket's, which is always empty (no waitlist
+        // with buckets): the script still answers a returned number and every refusal.
+        let buckets = self.buckets(j.event).await?;
+        let event = buckets.home(j.user);
         let mut conn = self.link.conn().await?;
         let opening = opening_arg(&conn);
         let reply: String = WAIT_SCRIPT
@@ -88,6 +91,8 @@ impl Gate {
 
     /// The user's place on the waitlist, or the order a promotion gave them.
     pub async fn waitlist_place(&self, event: &EventId, user: &UserId) -> Result<WaitlistPlace, GateError> {
+        let buckets = self.buckets(event).await?;
+        let event = buckets.home(user);
         let mut conn = self.link.conn().await?;
         // One slot, one round trip; read together so a promotion between them cannot hide the user.
         let (rank, waiting, held): (Option<u64>, u64, Option<String>) = redis::pipe()

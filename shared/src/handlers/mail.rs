@@ -338,7 +338,7 @@ impl Mail {
 
     /// Best effort: reconcile removes what is left.
     async fn clear_outbox(&self, order: &OrderMessage) {
-        if let Err(e) = self.gate.remove_from_outbox(&order.event_id, &order.order_id).await {
+        if let Err(e) = self.gate.remove_from_outbox(&order.event_id, Some(&order.user_id), &order.order_id).await {
             tracing::warn!(order_id = %order.order_id, error = %e, "outbox entry left for reconcile");
         }
     }

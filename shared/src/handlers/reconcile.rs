@@ -97,6 +97,10 @@ pub struct ReconcileReport {
     pub outbox_left: u64,
     /// Cancelled numbers given back now (a crash or a lost cache had left them).
     pub returned: u32,
+    /// A sharded event's takes from a sibling bucket left under way, finished now.
+    pub takes_settled: u32,
+    /// Numbers a sibling bucket gave to a take that can no longer settle, on sale again.
+    pub takes_returned: u32,
     /// Tickets Redis counts as held whose order is neither stored in DynamoDB nor in the outbox:
     /// an order that can no longer reach its user. Zero unless something lost writes.
     pub drift: u64,
@@ -204,6 +208,8 @@ impl Reconcile {
                 ("Cleared", report.cleared.into()),
                 ("Rebuilt", report.rebuilt.into()),
                 ("Returned", report.returned.into()),
+                ("TakesSettled", report.takes_settled.into()),
+                ("TakesReturned", report.takes_returned.into()),
                 ("WaitlistNotices", report.notices.into()),
                 ("Drift", report.drift),
                 ("Failures", report.failures.into()),
@@ -230,20 +236,22 @@ impl Reconcile {
             }
             stock = self.gate.stock(&event.id).await?;
         }
-        // 2. the outbox: durable orders leave it, the others are sent again
+        // 2. a sharded event's takes left under way are finished (their orders join the outbox),
+        //    and numbers given to takes that cannot settle go back on sale
+        let tidied = self.gate.tidy_takes(&event.id, outbox_age, crate::gate::STRAY_TAKE_AGE).await?;
+        report.takes_settled += tidied.settled;
+        report.takes_returned += tidied.returned;
+        // 3. the outbox: durable orders leave it, the others are sent again
         for entry in self.gate.outbox_due(&event.id, outbox_age, OUTBOX_BATCH).await? {
-            let durable = match OrderMessage::parse(&entry.message) {
-                Ok(order) => {
-                    let user = order.user_id;
-                    self.store.get_order(&event.id, &user).await?.is_some()
-                }
+            let (durable, user) = match OrderMessage::parse(&entry.message) {
+                Ok(order) => (self.store.get_order(&event.id, &order.user_id).await?.is_some(), Some(order.user_id)),
                 Err(reason) => {
                     tracing::error!(event_id = %event.id, reason = %reason, "malformed outbox entry removed");
-                    true
+                    (true, None)
                 }
             };
             if durable {
-                self.gate.remove_from_outbox(&event.id, &entry.order_id).await?;
+                self.gate.remove_from_outbox(&event.id, user.as_ref(), &entry.order_id).await?;
                 report.cleared += 1;
             } else {
                 self.queue.send(&entry.message, &self.seal).await?;
@@ -251,7 +259,7 @@ impl Reconcile {
             }
         }
         report.outbox_left += self.gate.outbox_len(&event.id).await?;
-        // 3. cancellations whose number Redis has not taken back (the cache must be there)
+        // 4. cancellations whose number Redis has not taken back (the cache must be there)
         if stock.is_some() {
             for due in self.store.give_backs_due(&event.id).await? {
                 let gave = self.returns.give_back(&event.id, &due).await?;
@@ -262,11 +270,11 @@ impl Reconcile {
             report.drift += self.drift(&event.id).await?;
             stock = self.gate.stock(&event.id).await?;
         }
-        // 4. after `cancel_until`: the waitlist closes, and each user still waiting is told once
+        // 5. after `cancel_until`: the waitlist closes, and each user still waiting is told once
         if now >= event.cancel_until && !stored.waitlist_closed {
             self.close_waitlist(&event.id, now, report).await?;
         }
-        // 5. the snapshot served while Redis is down
+        // 6. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
             self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;

@@ -193,6 +193,9 @@ pub(super) fn event_item(event: &Event) -> Item {
         item.insert("rp_currency".into(), s(packet.currency.as_str()));
         item.insert("rp_seed".into(), s(packet.seed.to_hex()));
     }
+    if event.buckets > 1 {
+        item.insert("buckets".into(), n(event.buckets));
+    }
     if let Some(rate) = event.expected_rate {
         item.insert("expected_rate".into(), n(rate));
     }
@@ -238,6 +241,7 @@ pub(super) fn event_from_item(item: &Item) -> Result<StoredEvent, StoreError> {
         check_in_from: opt_s(item, "check_in_from").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         check_in_until: opt_s(item, "check_in_until").and_then(|v| OffsetDateTime::parse(&v, &Rfc3339).ok()),
         expected_rate: opt_n(item, "expected_rate")?,
+        buckets: opt_n(item, "buckets")?.unwrap_or(1),
         red_packet: red_packet_from_item(item)?,
         sale_mode: sale_mode_from_item(item)?,
         draw: draw_from_item(item)?,
