@@ -43,7 +43,7 @@ async fn on_cluster_with(adjust: impl FnOnce(&mut local_runner::LocalSettings)) 
 }
 
 /// A sharded first-come event whose sale is open now: stored and warmed as release would.
-async fn open_sharded(app: &TestApp, capacity: u32, buckets: u16) -> (EventId, keys::Buckets) {
+pub(crate) async fn open_sharded(app: &TestApp, capacity: u32, buckets: u16) -> (EventId, keys::Buckets) {
     let now = OffsetDateTime::now_utc();
     let mut event =
         test_event(fresh_event_id(), capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1));
@@ -55,7 +55,7 @@ async fn open_sharded(app: &TestApp, capacity: u32, buckets: u16) -> (EventId, k
 }
 
 /// `count` users (named `<prefix>-<i>`) whose home is `bucket`.
-fn homed_at(buckets: &keys::Buckets, bucket: u16, prefix: &str, count: usize) -> Vec<String> {
+pub(crate) fn homed_at(buckets: &keys::Buckets, bucket: u16, prefix: &str, count: usize) -> Vec<String> {
     (0..)
         .map(|i| format!("{prefix}-{i}"))
         .filter(|u| buckets.home(&UserId::parse(u).unwrap()).index() == bucket)
@@ -64,7 +64,7 @@ fn homed_at(buckets: &keys::Buckets, bucket: u16, prefix: &str, count: usize) ->
 }
 
 /// Every bucket's cache, bucket 0 first.
-async fn caches(app: &TestApp, buckets: &keys::Buckets) -> Vec<Cache> {
+pub(crate) async fn caches(app: &TestApp, buckets: &keys::Buckets) -> Vec<Cache> {
     let mut all = Vec::new();
     for b in buckets.iter() {
         all.push(Cache::read(&app.redis, b).await);
@@ -74,7 +74,7 @@ async fn caches(app: &TestApp, buckets: &keys::Buckets) -> Vec<Cache> {
 
 /// The exactness of the cache over all buckets: every user's holding in their home bucket and
 /// their order in its outbox; every number either free in one bucket or held by one user.
-fn assert_exact(all: &[Cache], buckets: &keys::Buckets, capacity: u32) -> HashMap<String, (String, u32)> {
+pub(crate) fn assert_exact(all: &[Cache], buckets: &keys::Buckets, capacity: u32) -> HashMap<String, (String, u32)> {
     let mut holdings = HashMap::new();
     let mut numbers = Vec::new();
     for (b, cache) in buckets.iter().zip(all) {

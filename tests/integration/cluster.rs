@@ -118,7 +118,8 @@ async fn info(conn: &mut redis::aio::MultiplexedConnection, what: &str) -> Strin
 /// slot on the primary), the primary killed and the replica taking over (`CLUSTER FAILOVER
 /// TAKEOVER`). The replica is another node, so every event cached by the primary reads as written
 /// in another history: the sale pauses, the cache is rebuilt from DynamoDB, and every user told
-/// `202` before the failover still holds their ticket after it.
+/// `202` before the failover still holds their ticket after it. The event is sharded (three
+/// buckets, docs/DESIGN.md section 6): all of them are rebuilt, a take from a sibling included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     logs_when_asked();
@@ -145,12 +146,15 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
         s.rebuild.max_wait = Duration::from_secs(10);
     })
     .await;
-    let event = app.open_event(10).await;
+    // A sharded event (its buckets all on this one shard): three users homed in one bucket, so the
+    // third takes a number from a sibling before the failover.
+    let (event, buckets) = crate::buckets::open_sharded(&app, 6, 3).await;
+    let users = crate::buckets::homed_at(&buckets, 0, "u", 4);
     let mut told = HashMap::new();
-    for user in ["u1", "u2", "u3"] {
+    for user in &users[..3] {
         let reply = app.grab(&event, user).await;
         assert_eq!(reply.status, 202, "{}", reply.body);
-        told.insert(user, (reply.body["order_id"].clone(), reply.body["ticket_no"].clone()));
+        told.insert(user.as_str(), (reply.body["order_id"].clone(), reply.body["ticket_no"].clone()));
     }
     // The replica has them too (this test is about the node changing, not about lag).
     let replicated = eventually(Duration::from_secs(10), || {
@@ -180,7 +184,7 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     let mut statuses = Vec::new();
     let mut u4 = None;
     while started.elapsed() < Duration::from_secs(60) {
-        let reply = app.grab(&event, "u4").await;
+        let reply = app.grab(&event, &users[3]).await;
         statuses.push(reply.status);
         if reply.status != 503 {
             u4 = Some(reply);
@@ -204,13 +208,16 @@ async fn a_failover_in_cluster_mode_pauses_the_sale_and_rebuilds_it_exactly() {
     })
     .await;
     assert!(found);
-    let cache = app.cache(&event).await;
+    // Rebuilt whole: every bucket again, each user's holding at home, every number once.
+    let caches = crate::buckets::caches(&app, &buckets).await;
+    let holdings = crate::buckets::assert_exact(&caches, &buckets, 6);
     for (user, (order, ticket)) in &told {
-        let (held_order, held_ticket) = &cache.holdings[*user];
+        let (held_order, held_ticket) = &holdings[*user];
         assert_eq!((held_order.as_str(), u64::from(*held_ticket)), (order.as_str().unwrap(), ticket.as_u64().unwrap()));
     }
-    let numbers: HashSet<u32> = cache.holdings.values().map(|(_, n)| *n).collect();
-    assert_eq!((cache.holdings.len(), numbers.len(), cache.seats.len()), (4, 4, 6));
+    let numbers: HashSet<u32> = holdings.values().map(|(_, n)| *n).collect();
+    let free: usize = caches.iter().map(|c| c.seats.len()).sum();
+    assert_eq!((holdings.len(), numbers.len(), free), (4, 4, 2));
 }
 
 /// Refusals of a sold-out event in cluster mode read the user's field on the slot's replica

@@ -671,6 +671,31 @@ mod tests {
     }
 
     #[test]
+    fn buckets_split_a_first_come_sale_without_a_waitlist_only() {
+        let release = |extra: Value| {
+            let mut body = json!({"title": "t", "capacity": 1000, "sale_start": "2026-11-22T12:00:00Z", "sale_end": "2026-11-22T13:00:00Z"});
+            body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+            EventDraft::from_json(&body).and_then(|d| d.into_event(NOW))
+        };
+        let sharded = release(json!({"buckets": 3})).unwrap();
+        assert_eq!((sharded.buckets, sharded.waitlist_size), (3, 0), "no waitlist unless asked, and none allowed");
+        let plain = release(json!({})).unwrap();
+        assert_eq!((plain.buckets, plain.waitlist_size), (1, 1000));
+        assert_eq!(release(json!({"buckets": 1, "waitlist_size": 5})).unwrap().buckets, 1);
+        for (bad, field) in [
+            (json!({"buckets": 0}), "buckets"),
+            (json!({"buckets": 17}), "buckets"),
+            (json!({"buckets": "3"}), "buckets"),
+            (json!({"buckets": 3, "waitlist_size": 10}), "waitlist_size"),
+            (json!({"buckets": 3, "sale_mode": "ballot", "draw_commitment": "00".repeat(32)}), "buckets"),
+            (json!({"buckets": 3, "capacity": 2}), "buckets"),
+        ] {
+            let err = release(bad.clone()).unwrap_err();
+            assert_eq!(fields(err), [field], "{bad}");
+        }
+    }
+
+    #[test]
     fn capacity_is_bounded() {
         for bad in [json!(0), json!(-1), json!(1.5), json!("10"), json!(MAX_CAPACITY + 1)] {
             let err = EventDraft::from_json(&json!({

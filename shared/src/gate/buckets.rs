@@ -291,3 +291,33 @@ fn under_way_from(field: &str, order: &OrderId) -> Option<u16> {
     let (k, of) = field.strip_prefix('@')?.split_once(':')?;
     (of == order.as_str()).then(|| k.parse().ok()).flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grab_asks_every_other_bucket_once_from_an_offset_of_its_own() {
+        let buckets = keys::Buckets::of(&EventId::parse("lecture").unwrap(), 4);
+        let mut firsts = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let order = OrderId::generate();
+            let asked = siblings(&buckets, 2, &order);
+            let mut sorted = asked.clone();
+            sorted.sort_unstable();
+            assert_eq!(sorted, [0, 1, 3], "every sibling once, never the home");
+            assert_eq!(siblings(&buckets, 2, &order), asked, "the same order asks in the same order");
+            firsts.insert(asked[0]);
+        }
+        assert_eq!(firsts.len(), 3, "the crowd spreads over the siblings");
+    }
+
+    #[test]
+    fn a_users_field_names_the_take_under_way() {
+        let order = OrderId::generate();
+        assert_eq!(under_way_from(&keys::taking_from(2, &order), &order), Some(2));
+        assert_eq!(under_way_from(&keys::taking_from(2, &order), &OrderId::generate()), None);
+        assert_eq!(under_way_from(&format!("{order}:7"), &order), None);
+        assert_eq!(under_way_from("#000001795619000000:3", &order), None);
+    }
+}

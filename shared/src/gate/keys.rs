@@ -231,3 +231,53 @@ pub fn taking_from(from: u16, order: &OrderId) -> String {
 pub fn cancelled(order: &OrderId) -> String {
     format!("!{order}")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_redis_clusters() {
+        // `CLUSTER KEYSLOT` of these, asked of redis-server 7.
+        assert_eq!(slot("foo"), 12182);
+        assert_eq!(slot("bar"), 5061);
+        assert_eq!(slot("123456789"), 12739);
+    }
+
+    #[test]
+    fn buckets_take_equal_arcs_of_the_slot_ring_from_the_events_own_slot() {
+        for (event, count) in [("lecture-1", 3), ("red-packets", 2), ("coupons", 16), ("x", 5)] {
+            let id = EventId::parse(event).unwrap();
+            let buckets = Buckets::of(&id, count);
+            assert_eq!(buckets.count(), count);
+            assert_eq!(buckets.get(0).unwrap().to_string(), event, "bucket 0 is the event's own tag");
+            assert_eq!(meta(buckets.get(0).unwrap()), meta(&id));
+            let first = u32::from(slot(event));
+            let arc = SLOTS / u32::from(count);
+            for b in buckets.iter().skip(1) {
+                let from = (first + u32::from(b.index()) * arc) % SLOTS;
+                let offset = (u32::from(slot(&b.to_string())) + SLOTS - from) % SLOTS;
+                assert!(offset < arc, "{b} lies in arc {}", b.index());
+                assert!(b.to_string().starts_with(&format!("{event}#{}.", b.index())));
+            }
+            assert_eq!(Buckets::of(&id, count), buckets, "every environment finds the same tags");
+        }
+    }
+
+    #[test]
+    fn homes_spread_evenly_and_numbers_start_in_equal_shares() {
+        let buckets = Buckets::of(&EventId::parse("lecture").unwrap(), 3);
+        let mut homes = [0u32; 3];
+        for i in 0..30_000 {
+            homes[usize::from(buckets.home(&UserId::parse(&format!("u{i}")).unwrap()).index())] += 1;
+        }
+        assert!(homes.iter().all(|&h| (9_500..10_500).contains(&h)), "{homes:?}");
+        let user = UserId::parse("ada").unwrap();
+        assert_eq!(buckets.home(&user), buckets.home(&user));
+        let shelves: Vec<u16> = (1..=6).map(|n| buckets.shelf_of(TicketNo::new(n)).index()).collect();
+        assert_eq!(shelves, [0, 1, 2, 0, 1, 2]);
+        let one = Buckets::of(&EventId::parse("lecture").unwrap(), 1);
+        assert!(!one.is_sharded());
+        assert_eq!(one.home(&user).index(), 0);
+    }
+}
