@@ -4,12 +4,16 @@
 //! - **Scaling**: grabs per second with 1, 2 and 3 buckets, every grab winning (the event holds a
 //!   number for each user), with the server time per grab summed over the masters and the busiest
 //!   master's share of it.
-//! - **Paths**: server time per grab on the unsharded script, on a sharded event's home path (the
-//!   user's home has a number), and on its take-from-a-sibling path (the home is empty: grab.lua
-//!   marks, take.lua takes at the sibling, settle.lua settles at home), with script calls per grab.
+//! - **Paths**, on one redis-server (the same CPU for every kind): server time per grab on the
+//!   unsharded script, on a sharded event's home path (the user's home has a number), and on its
+//!   take-from-a-sibling path (the home is empty: grab.lua marks, take.lua takes at the sibling,
+//!   settle.lua settles at home), with script calls per grab.
 //!
 //! Rounds alternate between the kinds, so machine noise hits all alike; medians over the rounds,
-//! and the ratios to the unsharded event measured in the same run.
+//! and the ratios to the unsharded event measured in the same run. On a machine with fewer cores
+//! than masters (and the bench beside them) the grabs per second measure the machine, not the
+//! masters; the last column derives what the event would take with each master on its own core:
+//! one over the busiest master's server time per grab.
 //! `scripts/stack start` then `cargo run --release -p bench --bin buckets -- [--rounds 5]`.
 
 use std::time::{Duration, Instant};
@@ -30,6 +34,9 @@ use time::OffsetDateTime;
 struct Args {
     #[arg(long, env = "REDIS_CLUSTER_URL", default_value = "redis://127.0.0.1:16381")]
     cluster_url: String,
+    /// One redis-server, where the paths are measured side by side on the same CPU.
+    #[arg(long, env = "REDIS_URL", default_value = "redis://127.0.0.1:16379")]
+    redis_url: String,
     /// Grabs per round and kind, each by another user, each winning.
     #[arg(long, default_value_t = 20_000)]
     grabs: u32,
@@ -40,6 +47,14 @@ struct Args {
     rounds: usize,
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Only the paths, on the one server (not the cluster's scaling).
+    #[arg(long)]
+    paths_only: bool,
+    /// Count the one server's instructions per grab too: it runs under valgrind's callgrind,
+    /// dumping into this directory (as gate-bench's `--callgrind`; scripts/bench starts it). Use few
+    /// grabs: callgrind runs Redis ~50x slower.
+    #[arg(long)]
+    callgrind: Option<std::path::PathBuf>,
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -50,19 +65,21 @@ struct Round {
     per_second: f64,
     /// Scripts' server time per grab, all masters together (us).
     server_us: f64,
-    /// The busiest master's share of that time.
+    /// The busiest master's share of the script runs.
     busiest: f64,
     /// Script runs per grab, all masters together.
     scripts: f64,
+    /// The server's instructions per grab, with `--callgrind` (the one server only).
+    instructions: Option<f64>,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     let token = std::env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.is_empty());
-    let gate = Gate::new(&GateSettings {
-        redis_url: args.cluster_url.clone(),
-        cluster: true,
+    let settings = |url: &str, cluster: bool| GateSettings {
+        redis_url: url.to_owned(),
+        cluster,
         connect_timeout: Duration::from_secs(5),
         command_timeout: Duration::from_secs(60),
         replica_wait: Duration::from_millis(100),
@@ -70,65 +87,111 @@ async fn main() -> Result<(), Failure> {
         reader_url: None,
         sold_out_memory: Duration::ZERO,
         reader_refresh: Duration::from_secs(60),
-    })?;
-    let masters = masters(&args.cluster_url, token.as_deref()).await?;
+    };
+    let cluster = Target {
+        gate: Gate::new(&settings(&args.cluster_url, true))?,
+        masters: if args.paths_only { Vec::new() } else { masters(&args.cluster_url, token.as_deref()).await? },
+        callgrind: None,
+    };
+    let single = Target {
+        callgrind: args.callgrind.clone(),
+        gate: Gate::new(&settings(&args.redis_url, false))?,
+        masters: vec![
+            redis::Client::open(shared::gate::with_token(&args.redis_url, token.as_deref())?)?
+                .get_multiplexed_async_connection()
+                .await?,
+        ],
+    };
     println!(
-        "buckets: {} masters, {} grabs per round and kind, {} in flight, {} rounds (kinds alternating); {} cores",
-        masters.len(),
+        "buckets: a {}-master cluster and one redis-server; {} grabs per round and kind, {} in flight, {} rounds (kinds alternating); {} cores",
+        cluster.masters.len(),
         args.grabs,
         args.concurrency,
         args.rounds,
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
     );
-    const KINDS: [(&str, u16, Path); 5] = [
-        ("1 bucket (unsharded)", 1, Path::Home),
-        ("2 buckets", 2, Path::Home),
-        ("3 buckets", 3, Path::Home),
-        ("3 buckets, home path", 3, Path::HomeOnly),
-        ("3 buckets, sibling path", 3, Path::Sibling),
+    // Scaling on the cluster; then the paths on one server, where every kind meets the same CPU
+    // (on the cluster, one bucket keeps one master busy and three keep three, sharing the cores).
+    let kinds: [(&str, &Target, u16, Path); 6] = [
+        ("cluster: 1 bucket (unsharded)", &cluster, 1, Path::Home),
+        ("cluster: 2 buckets", &cluster, 2, Path::Home),
+        ("cluster: 3 buckets", &cluster, 3, Path::Home),
+        ("one server: unsharded", &single, 1, Path::HomeOnly),
+        ("one server: 3 buckets, home path", &single, 3, Path::HomeOnly),
+        ("one server: 3 buckets, sibling path", &single, 3, Path::Sibling),
     ];
-    let mut results: Vec<Vec<Round>> = vec![Vec::new(); KINDS.len()];
+    let mut results: Vec<Vec<Round>> = vec![Vec::new(); kinds.len()];
     for round in 0..args.rounds {
-        for (i, (name, buckets, path)) in KINDS.iter().enumerate() {
-            let r = run(&gate, &masters, &args, *buckets, *path, round).await?;
+        for (i, (name, target, buckets, path)) in kinds.iter().enumerate() {
+            if args.paths_only && i < 3 {
+                continue;
+            }
+            let r = run(target, &args, *buckets, *path, round).await?;
             println!(
-                "  round {} {name}: {:.0} grabs/s, {:.1} us server time per grab ({:.0}% on the busiest master), {:.2} scripts per grab",
+                "  round {} {name}: {:.0} grabs/s, {:.1} us server time per grab, {:.2} scripts per grab, {:.0}% of them on the busiest master",
                 round + 1,
                 r.per_second,
                 r.server_us,
-                r.busiest * 100.0,
-                r.scripts
+                r.scripts,
+                r.busiest * 100.0
             );
             results[i].push(r);
         }
     }
+    if let Some(first) = results.iter().position(|r| !r.is_empty()) {
+        results[..first].iter_mut().for_each(|r| r.push(Round::default()));
+    }
     let med = |i: usize, f: fn(&Round) -> f64| median(results[i].iter().map(f).collect());
-    println!("\nmedians over {} rounds:", args.rounds);
+    println!("\nmedians over {} rounds (ratios to the unsharded event on the same Redis):", args.rounds);
     println!(
-        "| event | grabs/s | vs 1 bucket | server us per grab | vs 1 bucket | busiest master | scripts per grab |"
+        "| event | grabs/s here | vs unsharded | server us per grab | vs unsharded | scripts per grab | on the busiest master | ceiling, a core per master |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut rows = Vec::new();
-    for (i, (name, _, _)) in KINDS.iter().enumerate() {
+    for (i, (name, ..)) in kinds.iter().enumerate() {
+        if args.paths_only && i < 3 {
+            continue;
+        }
+        let base = if i < 3 { 0 } else { 3 };
         let (rate, us, busiest, scripts) =
             (med(i, |r| r.per_second), med(i, |r| r.server_us), med(i, |r| r.busiest), med(i, |r| r.scripts));
-        let (rate0, us0) = (med(0, |r| r.per_second), med(0, |r| r.server_us));
+        let (rate0, us0) = (med(base, |r| r.per_second), med(base, |r| r.server_us));
+        // With each master on its own core or node, the busiest one bounds the event: its share of
+        // the scripts times their time. Derived from the measured figures (cluster rows only).
+        let ceiling = if i < 3 { format!("{:.0}/s", 1e6 / (us * busiest)) } else { "-".to_owned() };
         println!(
-            "| {name} | {rate:.0} | {:.2}x | {us:.1} | {:.2}x | {:.0}% | {scripts:.2} |",
+            "| {name} | {rate:.0} | {:.2}x | {us:.1} | {:.2}x | {scripts:.2} | {:.0}% | {ceiling} |",
             rate / rate0,
             us / us0,
             busiest * 100.0
         );
         rows.push(serde_json::json!({
             "event": name, "grabs_per_second": rate, "server_us_per_grab": us,
-            "busiest_master_share": busiest, "scripts_per_grab": scripts,
+            "busiest_master_share_of_scripts": busiest, "scripts_per_grab": scripts,
             "rate_vs_unsharded": rate / rate0, "server_time_vs_unsharded": us / us0,
         }));
+    }
+    if args.callgrind.is_some() {
+        let ir = |i: usize| median(results[i].iter().filter_map(|r| r.instructions).collect());
+        let base = ir(3);
+        for (i, (name, ..)) in kinds.iter().enumerate().skip(3) {
+            let n = ir(i);
+            println!("instructions per grab (callgrind): {name:<36} {n:>8.0}  {:.2}x the unsharded", n / base);
+            rows[i - if args.paths_only { 3 } else { 0 }]["instructions_per_grab"] = serde_json::json!(n);
+        }
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&serde_json::json!({ "rows": rows }))?)?;
     }
     Ok(())
+}
+
+/// A Redis to measure on: the gate connected to it, a connection to each of its masters, and the
+/// callgrind dumps' directory when it runs under callgrind.
+struct Target {
+    gate: Gate,
+    masters: Vec<redis::aio::MultiplexedConnection>,
+    callgrind: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -141,14 +204,8 @@ enum Path {
     Sibling,
 }
 
-async fn run(
-    gate: &Gate,
-    masters: &[redis::aio::MultiplexedConnection],
-    args: &Args,
-    buckets: u16,
-    path: Path,
-    round: usize,
-) -> Result<Round, Failure> {
+async fn run(target: &Target, args: &Args, buckets: u16, path: Path, round: usize) -> Result<Round, Failure> {
+    let (gate, masters) = (&target.gate, &target.masters);
     let id = EventId::parse(&format!("bench-buckets-{}", uuid::Uuid::now_v7().simple()))?;
     let capacity = match path {
         Path::Home => args.grabs,
@@ -175,6 +232,9 @@ async fn run(
     for m in masters {
         let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut m.clone()).await?;
     }
+    if target.callgrind.is_some() {
+        bench::measure::callgrind_control("-z").map_err(|e| e.to_string())?;
+    }
     let email = Email::parse("fan@example.com")?;
     let started = Instant::now();
     let policy = GrabPolicy::default();
@@ -193,19 +253,23 @@ async fn run(
         .collect()
         .await;
     let elapsed = started.elapsed().as_secs_f64();
+    let instructions = match &target.callgrind {
+        Some(dir) => Some(bench::measure::dumped_instructions(dir).map_err(|e| e.to_string())? / users.len() as f64),
+        None => None,
+    };
     let granted = outcomes.iter().filter(|o| matches!(o, Ok(GrabOutcome::Granted { .. }))).count();
     if granted != users.len() {
         let failed = outcomes.iter().find(|o| !matches!(o, Ok(GrabOutcome::Granted { .. })));
         return Err(format!("{granted} of {} grabs won; one: {failed:?}", users.len()).into());
     }
     let mut per_master = Vec::new();
-    let mut scripts = 0u64;
+    let mut total = 0.0;
     for m in masters {
         let (usec, calls) = script_stats(&mut m.clone()).await?;
-        per_master.push(usec);
-        scripts += calls;
+        per_master.push(calls);
+        total += usec;
     }
-    let total: f64 = per_master.iter().sum();
+    let scripts: u64 = per_master.iter().sum();
     let grabs = users.len() as f64;
     // The event's keys go with their cache's expiry; the bench leaves nothing of its own.
     let mut conn = gate.connection().await?;
@@ -215,8 +279,9 @@ async fn run(
     Ok(Round {
         per_second: grabs / elapsed,
         server_us: total / grabs,
-        busiest: per_master.iter().copied().fold(0.0, f64::max) / total.max(1.0),
+        busiest: per_master.iter().copied().max().unwrap_or(0) as f64 / scripts.max(1) as f64,
         scripts: scripts as f64 / grabs,
+        instructions,
     })
 }
 

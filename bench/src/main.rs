@@ -305,7 +305,7 @@ async fn run_round(
     script.prepare_invoke().load_async(&mut warm).await?;
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(admin).await?;
     if args.callgrind.is_some() {
-        callgrind_control("-z")?;
+        bench::measure::callgrind_control("-z")?;
     }
 
     // The opening field the warm wrote (named after the primary's replication id).
@@ -407,7 +407,7 @@ async fn run_round(
     }
     let usec_per_call = usec_per_call.ok_or("no evalsha stats")?;
     let instructions_per_call = match &args.callgrind {
-        Some(dir) => Some(dumped_instructions(dir)? / script_calls.max(1.0)),
+        Some(dir) => Some(bench::measure::dumped_instructions(dir)? / script_calls.max(1.0)),
         None => None,
     };
     if std::env::var_os("GATE_BENCH_COMMANDSTATS").is_some() {
@@ -425,41 +425,6 @@ async fn run_round(
         commands_per_call: command_calls / script_calls.max(1.0),
         granted,
     })
-}
-
-fn callgrind_control(flag: &str) -> Result<(), Box<dyn std::error::Error>> {
-    let status =
-        std::process::Command::new("callgrind_control").arg(flag).stdout(std::process::Stdio::null()).status()?;
-    if !status.success() {
-        return Err(format!("callgrind_control {flag}: {status}").into());
-    }
-    Ok(())
-}
-
-/// Dumps the counters and reads the new dump's total instructions (`summary:`/`totals:` line).
-fn dumped_instructions(dir: &std::path::Path) -> Result<f64, Box<dyn std::error::Error>> {
-    let newest = |dir: &std::path::Path| -> std::io::Result<Option<(std::time::SystemTime, std::path::PathBuf)>> {
-        let mut newest = None;
-        for entry in std::fs::read_dir(dir)? {
-            let entry = entry?;
-            let modified = entry.metadata()?.modified()?;
-            if newest.as_ref().is_none_or(|(t, _)| modified > *t) {
-                newest = Some((modified, entry.path()));
-            }
-        }
-        Ok(newest)
-    };
-    let before = newest(dir)?;
-    callgrind_control("-d")?;
-    let after = newest(dir)?.ok_or("no callgrind dump")?;
-    if before.as_ref().is_some_and(|(t, p)| *p == after.1 && *t == after.0) {
-        return Err("callgrind wrote no new dump".into());
-    }
-    let text = std::fs::read_to_string(&after.1)?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .ok_or_else(|| format!("no totals in {}", after.1.display()).into())
 }
 
 struct Keys {

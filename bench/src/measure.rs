@@ -23,3 +23,39 @@ pub async fn calls(conn: &mut redis::aio::MultiplexedConnection) -> redis::Redis
 pub async fn reset(conn: &mut redis::aio::MultiplexedConnection) -> redis::RedisResult<()> {
     redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await
 }
+
+/// Zeroes (`-z`) or dumps (`-d`) the counters of the redis-server running under callgrind.
+pub fn callgrind_control(flag: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let status =
+        std::process::Command::new("callgrind_control").arg(flag).stdout(std::process::Stdio::null()).status()?;
+    if !status.success() {
+        return Err(format!("callgrind_control {flag}: {status}").into());
+    }
+    Ok(())
+}
+
+/// Dumps the counters and reads the new dump's total instructions (`summary:`/`totals:` line).
+pub fn dumped_instructions(dir: &std::path::Path) -> Result<f64, Box<dyn std::error::Error>> {
+    let newest = |dir: &std::path::Path| -> std::io::Result<Option<(std::time::SystemTime, std::path::PathBuf)>> {
+        let mut newest = None;
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let modified = entry.metadata()?.modified()?;
+            if newest.as_ref().is_none_or(|(t, _)| modified > *t) {
+                newest = Some((modified, entry.path()));
+            }
+        }
+        Ok(newest)
+    };
+    let before = newest(dir)?;
+    callgrind_control("-d")?;
+    let after = newest(dir)?.ok_or("no callgrind dump")?;
+    if before.as_ref().is_some_and(|(t, p)| *p == after.1 && *t == after.0) {
+        return Err("callgrind wrote no new dump".into());
+    }
+    let text = std::fs::read_to_string(&after.1)?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("summary:").or_else(|| l.strip_prefix("totals:")))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no totals in {}", after.1.display()).into())
+}

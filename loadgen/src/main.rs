@@ -84,6 +84,10 @@ struct Cli {
     /// (what `ticketgrab-verify draw` reads).
     #[arg(long)]
     draw_out: Option<PathBuf>,
+    /// Split the numbers over this many Redis buckets (hash tags on spread slots) at release: a
+    /// first-come sale past one shard.
+    #[arg(long)]
+    buckets: Option<u16>,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -146,6 +150,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         admission_rate: cli.admission_rate,
         proof_of_work_bits: cli.proof_of_work_bits,
         draw_out: cli.draw_out.clone(),
+        buckets: cli.buckets,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {

@@ -58,6 +58,8 @@ pub struct Plan {
     pub proof_of_work_bits: Option<u32>,
     /// Where to write a ballot's or a fair open's published draw (for `ticketgrab-verify draw`).
     pub draw_out: Option<std::path::PathBuf>,
+    /// Split the numbers over this many Redis buckets at release (a first-come sale).
+    pub buckets: Option<u16>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -104,6 +106,9 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     if let Some((total, currency)) = &plan.red_packets {
         release["total_amount"] = json!(total);
         release["currency"] = json!(currency);
+    }
+    if let Some(buckets) = plan.buckets {
+        release["buckets"] = json!(buckets);
     }
     let released = api.release(&users.admin, &release).await;
     if released.status != 201 {

@@ -37,6 +37,9 @@ impl std::fmt::Display for Bucket {
 /// Redis Cluster's slots.
 const SLOTS: u32 = 16_384;
 
+/// How close to its point on the slot ring a bucket's tag lands (`Buckets::of`).
+pub const SPREAD: u32 = 16;
+
 /// The cluster slot of a hash tag, as Redis computes it (CRC16/XMODEM mod 16384).
 pub fn slot(tag: &str) -> u16 {
     (u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS) as u16
@@ -50,21 +53,21 @@ pub struct Buckets {
 
 impl Buckets {
     /// The `count` buckets of `event`. Bucket 0 is tagged with the event id; bucket k with
-    /// `<event>#<k>.<s>`, the first `s` whose slot lies in the k-th of `count` equal arcs of the
-    /// slot ring counted from bucket 0's slot. A cluster whose masters own equal runs of slots (as
-    /// `redis-cli --cluster create` and ElastiCache lay them out) then holds `count` buckets on
-    /// `count` different masters when it has that many. Deterministic: every environment finds the
-    /// same tags.
+    /// `<event>#<k>.<s>`, the first `s` whose slot lies within [`SPREAD`] slots after the point k/count
+    /// of the way round the slot ring from bucket 0's slot. The buckets so sit evenly round the ring,
+    /// and a cluster whose masters own equal runs of slots (as `redis-cli --cluster create` and
+    /// ElastiCache lay them out) holds `count` buckets on `count` different masters when it has that
+    /// many (unless bucket 0's own slot lies within `SPREAD` slots of a run's end). Deterministic:
+    /// every environment finds the same tags, at about 16,384 / `SPREAD` hashes each.
     pub fn of(event: &EventId, count: u16) -> Self {
         let count = count.clamp(1, crate::domain::event::MAX_BUCKETS);
         let first = u32::from(slot(event.as_str()));
-        let arc = SLOTS / u32::from(count);
         let mut all = vec![Bucket { tag: event.to_string(), index: 0 }];
         for k in 1..count {
-            let from = (first + u32::from(k) * arc) % SLOTS;
-            let within = |tag: &str| (u32::from(slot(tag)) + SLOTS - from) % SLOTS < arc;
-            // About `count` tries each; the bound only guards the loop.
-            let tag = (0..100_000)
+            let from = (first + SLOTS * u32::from(k) / u32::from(count)) % SLOTS;
+            let within = |tag: &str| (u32::from(slot(tag)) + SLOTS - from) % SLOTS < SPREAD;
+            // About 1,000 tries each; the bound only guards the loop.
+            let tag = (0..1_000_000)
                 .map(|s| format!("{event}#{k}.{s}"))
                 .find(|tag| within(tag))
                 .unwrap_or_else(|| format!("{event}#{k}"));
@@ -245,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn buckets_take_equal_arcs_of_the_slot_ring_from_the_events_own_slot() {
+    fn buckets_sit_evenly_round_the_slot_ring_from_the_events_own_slot() {
         for (event, count) in [("lecture-1", 3), ("red-packets", 2), ("coupons", 16), ("x", 5)] {
             let id = EventId::parse(event).unwrap();
             let buckets = Buckets::of(&id, count);
@@ -253,14 +256,28 @@ mod tests {
             assert_eq!(buckets.get(0).unwrap().to_string(), event, "bucket 0 is the event's own tag");
             assert_eq!(meta(buckets.get(0).unwrap()), meta(&id));
             let first = u32::from(slot(event));
-            let arc = SLOTS / u32::from(count);
             for b in buckets.iter().skip(1) {
-                let from = (first + u32::from(b.index()) * arc) % SLOTS;
-                let offset = (u32::from(slot(&b.to_string())) + SLOTS - from) % SLOTS;
-                assert!(offset < arc, "{b} lies in arc {}", b.index());
+                let point = (first + SLOTS * u32::from(b.index()) / u32::from(count)) % SLOTS;
+                let offset = (u32::from(slot(&b.to_string())) + SLOTS - point) % SLOTS;
+                assert!(offset < SPREAD, "{b} lies just after its point");
                 assert!(b.to_string().starts_with(&format!("{event}#{}.", b.index())));
             }
             assert_eq!(Buckets::of(&id, count), buckets, "every environment finds the same tags");
+        }
+        // Three masters of equal runs (as `redis-cli --cluster create` makes them): three buckets
+        // of an event whose slot is not at a run's end land on three masters, and so do two.
+        let master = |slot: u16| u32::from(slot) * 3 / SLOTS;
+        for i in 0..200 {
+            let id = EventId::parse(&format!("event-{i}")).unwrap();
+            let edge = u32::from(slot(id.as_str())) % (SLOTS / 3);
+            if !(SPREAD..SLOTS / 3 - SPREAD).contains(&edge) {
+                continue;
+            }
+            for count in [2, 3] {
+                let masters: std::collections::BTreeSet<u32> =
+                    Buckets::of(&id, count).iter().map(|b| master(slot(&b.to_string()))).collect();
+                assert_eq!(masters.len(), usize::from(count), "{id} over {count}");
+            }
         }
     }
 
