@@ -565,7 +565,9 @@ fn main() {
         "One event past one shard: a coupon campaign, 1,000,000 users for 500,000 coupons within 10 s, the gateway at 300,000 requests/s, 3,000 warm environments per function"
     );
     println!();
-    println!("| buckets | the event decides | sold out | coupons granted per second until then | grab p50 / p99 ms | gave up |");
+    println!(
+        "| buckets | the event decides | sold out | coupons granted per second until then | grab p50 / p99 ms | gave up |"
+    );
     println!("|---|---|---|---|---|---|");
     for buckets in [1, 2, 3] {
         let i = coupon_campaign(buckets);

@@ -120,7 +120,7 @@ impl Gate {
         from: u16,
         taken: Option<u32>,
         next: Option<u16>,
-        window_end: &str,
+        refusal: &str,
     ) -> Result<Settled, GateError> {
         let reply: String = SETTLE_SCRIPT
             .key(keys::meta(home))
@@ -131,7 +131,7 @@ impl Gate {
             .arg(from)
             .arg(taken.map_or_else(|| "-".to_owned(), |n| n.to_string()))
             .arg(next.map(|k| k.to_string()).unwrap_or_default())
-            .arg(window_end)
+            .arg(refusal)
             .arg(opening_arg(conn))
             .invoke_async(conn)
             .await?;
@@ -150,7 +150,7 @@ impl Gate {
     }
 
     /// Drives a take under way to its end: from `from`, then the siblings in `rest` while each
-    /// has none left. Every step may be asked again, so a retry or reconcile finishing a take
+    /// has none left; `refusal` is the counter written when none had one. Every step may be asked again, so a retry or reconcile finishing a take
     /// that another request started changes nothing twice.
     pub(super) async fn finish_take(
         &self,
@@ -158,7 +158,7 @@ impl Gate {
         buckets: &keys::Buckets,
         take: TakeUnderWay<'_>,
         rest: &[u16],
-        window_end: &str,
+        refusal: &str,
     ) -> Result<Settled, GateError> {
         let TakeUnderWay { user, order, mut from } = take;
         let home = buckets.home(user);
@@ -170,7 +170,7 @@ impl Gate {
                 Err(code) => return Ok(Settled::NotCached(code)),
             };
             let next = if taken.is_none() { rest.find(|&k| k != from) } else { None };
-            match self.settle(conn, home, user, order, from, taken, next, window_end).await? {
+            match self.settle(conn, home, user, order, from, taken, next, refusal).await? {
                 Settled::Next(k) => from = k,
                 settled => return Ok(settled),
             }
@@ -241,8 +241,9 @@ impl Gate {
                     Some(from) => {
                         let rest = siblings(&buckets, home.index(), &order);
                         let take = TakeUnderWay { user: &user, order: &order, from };
-                        let settled =
-                            self.finish_take(&mut conn, &buckets, take, &rest, &super::script_time(now)).await?;
+                        // A refusal here counts as one in a window that has ended.
+                        let refusal = format!("#{}:1", super::script_time(now));
+                        let settled = self.finish_take(&mut conn, &buckets, take, &rest, &refusal).await?;
                         if matches!(settled, Settled::Granted(_) | Settled::SoldOut) {
                             tidied.settled += 1;
                         }

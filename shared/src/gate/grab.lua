@@ -27,8 +27,8 @@
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT |
---   TAKE:<bucket> (marked: take from that sibling) | TAKING:<bucket>:<order id> (a take under way:
---   the caller finishes it)
+--   TAKE:<bucket>:<refusal counter> (marked: take from that sibling; the counter is what a refusal
+--   would have written here) | TAKING:<bucket>:<order id> (a take under way: the caller finishes it)
 --
 -- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -111,7 +111,8 @@ if open then
         redis.call('PEXPIREAT', KEYS[4], forget_at)
       end
     end
-    return 'TAKE:' .. ARGV[8]
+    -- The refusal counter this grab would write, for settle.lua to write if no sibling has one.
+    return 'TAKE:' .. ARGV[8] .. ':#' .. window_end .. ':' .. (count + 1)
   end
   refused = 'SOLD_OUT'
 end

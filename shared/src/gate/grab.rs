@@ -151,9 +151,13 @@ impl Gate {
         let home = buckets.home(attempt.user);
         let siblings = super::buckets::siblings(buckets, home.index(), attempt.order_id);
         let (reply, written) = self.grab_at(attempt, policy, home, siblings.first().copied()).await?;
-        let window_end = script_time(attempt.clock_ms + policy.rate_window.as_millis() as i64);
+        let mut refusal = format!("#{}:1", script_time(attempt.clock_ms + policy.rate_window.as_millis() as i64));
         let (order, from) = match reply.split_once(':') {
-            Some(("TAKE", k)) => (attempt.order_id.clone(), parse_bucket(k, &reply)?),
+            Some(("TAKE", marked)) => {
+                let (k, counter) = marked.split_once(':').ok_or_else(|| bad_reply(&reply))?;
+                refusal = counter.to_owned();
+                (attempt.order_id.clone(), parse_bucket(k, &reply)?)
+            }
             Some(("TAKING", under_way)) => {
                 let (k, order) = under_way.split_once(':').ok_or_else(|| bad_reply(&reply))?;
                 (OrderId::parse(order).map_err(|_| bad_reply(&reply))?, parse_bucket(k, &reply)?)
@@ -163,7 +167,7 @@ impl Gate {
         let rest: Vec<u16> = siblings.iter().copied().filter(|&k| k != from).collect();
         let mut conn = written.conn.clone();
         let take = TakeUnderWay { user: attempt.user, order: &order, from };
-        let settled = self.finish_take(&mut conn, buckets, take, &rest, &window_end).await?;
+        let settled = self.finish_take(&mut conn, buckets, take, &rest, &refusal).await?;
         let reply = match settled {
             Settled::Granted(n) if order == *attempt.order_id => format!("OK:{n}"),
             // Another request's take, finished here: the user's retry gets that order.

@@ -12,7 +12,8 @@
 -- ARGV[3]  the sibling bucket taken from
 -- ARGV[4]  the number it gave, or "-" (none left)
 -- ARGV[5]  the next sibling to take from, or "" (none: every bucket was asked)
--- ARGV[6]  the end of a rate window that would start now (a refusal's counter, as grab.lua's)
+-- ARGV[6]  the refusal counter to write when every sibling was empty ("#<window end>:<count>", as
+--          grab.lua would have written it)
 -- ARGV[7]  the opening field of the caller's history (grab.lua's ARGV[7])
 -- Returns one string:
 --   OK:<ticket no> | TAKE:<bucket> (marked for the next sibling) | SOLD_OUT |
@@ -20,7 +21,7 @@
 --   GONE (no such take under way: the cache was rebuilt meanwhile) | NOT_FOUND | STALE
 
 if #ARGV ~= 7 then
-  return redis.error_reply('ERR settle: expected user field, order id, bucket, number, next bucket, window end, opening field')
+  return redis.error_reply('ERR settle: expected user field, order id, bucket, number, next bucket, refusal counter, opening field')
 end
 local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
 if not m[1] then
@@ -53,5 +54,5 @@ if ARGV[5] ~= '' then
   return 'TAKE:' .. ARGV[5]
 end
 redis.call('HDEL', KEYS[3], order)
-redis.call('HSET', KEYS[1], ARGV[1], '#' .. ARGV[6] .. ':1')
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[6])
 return 'SOLD_OUT'
