@@ -460,6 +460,7 @@ async fn flushall_mid_sale() {
 /// outbox of one server, which a failover could lose. Reconcile delivers every one once, and each
 /// user's retry is told the order the outbox holds for them.
 async fn send_fails_mid_sale(fault: &str, broken: impl FnOnce(&mut local_runner::LocalSettings, &str) -> String) {
+    logs_when_asked();
     let redis = PrivateRedis::start().await;
     let app = app_on_private_redis(&redis).await;
     let event = app.open_event(TICKETS).await;

@@ -353,17 +353,30 @@ pub struct EventBook<S: EventSource = super::Store> {
     source: S,
     events: std::sync::Arc<std::sync::Mutex<HashMap<EventId, Event>>>,
     misses: std::sync::Arc<std::sync::Mutex<HashMap<EventId, std::time::Instant>>>,
+    /// Reads that failed, and why: for [`FAILURE_KEPT`] the requests waiting on that read, and
+    /// those after it, are answered with the failure instead of each reading in turn.
+    failures: std::sync::Arc<std::sync::Mutex<HashMap<EventId, (std::time::Instant, String)>>>,
     reading: std::sync::Arc<std::sync::Mutex<HashMap<EventId, std::sync::Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// How long an unknown id is remembered as unknown.
 pub const MISS_KEPT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a failed read is remembered: a DynamoDB that does not answer is asked once a second
+/// per event and environment, not once per request queued behind the last failure (which turned
+/// 50 grabs waiting on one event into 50 reads in a row, each its own retries and timeouts).
+pub const FAILURE_KEPT: std::time::Duration = std::time::Duration::from_secs(1);
 /// Events (and misses) remembered per execution environment.
 const EVENTS_KEPT: usize = 1_000;
 
 impl<S: EventSource> EventBook<S> {
     pub fn new(source: S) -> Self {
-        Self { source, events: Default::default(), misses: Default::default(), reading: Default::default() }
+        Self {
+            source,
+            events: Default::default(),
+            misses: Default::default(),
+            failures: Default::default(),
+            reading: Default::default(),
+        }
     }
 
     /// What memory says of `id`: the event, known unknown (`Some(None)`), or nothing yet (`None`).
@@ -377,19 +390,46 @@ impl<S: EventSource> EventBook<S> {
         None
     }
 
+    /// A read of `id` that failed within [`FAILURE_KEPT`], as the error it gave.
+    fn recent_failure(&self, id: &EventId) -> Option<StoreError> {
+        let failures = self.failures.lock().expect("failures");
+        let (at, reason) = failures.get(id)?;
+        (at.elapsed() < FAILURE_KEPT).then(|| StoreError::Dynamo(format!("a read just failed: {reason}")))
+    }
+
     pub async fn get(&self, id: &EventId) -> Result<Option<Event>, StoreError> {
         if let Some(known) = self.remembered(id) {
             return Ok(known);
         }
+        if let Some(failed) = self.recent_failure(id) {
+            return Err(failed);
+        }
         let turn = self.reading.lock().expect("reading").entry(id.clone()).or_default().clone();
         let _reading = turn.lock().await;
-        // The read before this one may have answered meanwhile.
+        // The read before this one may have answered, or failed, meanwhile.
         if let Some(known) = self.remembered(id) {
             return Ok(known);
         }
+        if let Some(failed) = self.recent_failure(id) {
+            return Err(failed);
+        }
         let read = self.source.stored_event(id).await;
         self.reading.lock().expect("reading").remove(id);
-        let Some(stored) = read? else {
+        let read = match read {
+            Ok(read) => {
+                self.failures.lock().expect("failures").remove(id);
+                read
+            }
+            Err(e) => {
+                let mut failures = self.failures.lock().expect("failures");
+                if failures.len() >= EVENTS_KEPT {
+                    failures.clear();
+                }
+                failures.insert(id.clone(), (std::time::Instant::now(), e.to_string()));
+                return Err(e);
+            }
+        };
+        let Some(stored) = read else {
             let mut misses = self.misses.lock().expect("misses");
             if misses.len() >= EVENTS_KEPT {
                 misses.retain(|_, at| at.elapsed() < MISS_KEPT);
@@ -418,17 +458,22 @@ mod book_tests {
 
     use super::*;
 
-    /// A source that counts its reads and answers slowly, knowing one event.
+    /// A source that counts its reads and answers slowly, knowing one event (or failing each read,
+    /// while `down`).
     #[derive(Clone)]
     struct Slow {
         reads: Arc<AtomicUsize>,
         event: Event,
+        down: Arc<std::sync::atomic::AtomicBool>,
     }
 
     impl EventSource for Slow {
         async fn stored_event(&self, id: &EventId) -> Result<Option<StoredEvent>, StoreError> {
             self.reads.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            if self.down.load(Ordering::SeqCst) {
+                return Err(StoreError::Dynamo("unreachable".into()));
+            }
             Ok((id == &self.event.id).then(|| StoredEvent {
                 event: self.event.clone(),
                 remaining_snapshot: 0,
@@ -445,7 +490,7 @@ mod book_tests {
 
     #[tokio::test]
     async fn a_burst_for_one_unknown_event_reads_it_once() {
-        let source = Slow { reads: Arc::default(), event: event("known") };
+        let source = Slow { reads: Arc::default(), event: event("known"), down: Arc::default() };
         let book = EventBook::new(source.clone());
         let known = EventId::parse("known").unwrap();
         let found = futures::future::join_all((0..64).map(|_| book.get(&known))).await;
@@ -455,5 +500,22 @@ mod book_tests {
         let missed = futures::future::join_all((0..64).map(|_| book.get(&nowhere))).await;
         assert!(missed.iter().all(|f| f.as_ref().unwrap().is_none()));
         assert_eq!(source.reads.load(Ordering::SeqCst), 2, "and one for an unknown id");
+    }
+
+    #[tokio::test]
+    async fn a_burst_behind_a_failing_read_shares_its_failure_and_reads_again_a_second_later() {
+        let source = Slow { reads: Arc::default(), event: event("known"), down: Arc::new(true.into()) };
+        let book = EventBook::new(source.clone());
+        let known = EventId::parse("known").unwrap();
+        let started = std::time::Instant::now();
+        let failed = futures::future::join_all((0..64).map(|_| book.get(&known))).await;
+        assert!(failed.iter().all(Result::is_err), "every request told the read failed");
+        assert_eq!(source.reads.load(Ordering::SeqCst), 1, "one read for the burst, not one each in turn");
+        assert!(started.elapsed() < std::time::Duration::from_millis(500), "{:?}", started.elapsed());
+        source.down.store(false, Ordering::SeqCst);
+        assert!(book.get(&known).await.is_err(), "within the second, the failure stands");
+        tokio::time::sleep(FAILURE_KEPT).await;
+        assert_eq!(book.get(&known).await.unwrap().map(|e| e.id), Some(known));
+        assert_eq!(source.reads.load(Ordering::SeqCst), 2);
     }
 }
