@@ -45,10 +45,11 @@ pub fn slot(tag: &str) -> u16 {
     (u32::from(crc16::State::<crc16::XMODEM>::calculate(tag.as_bytes())) % SLOTS) as u16
 }
 
-/// A sharded event's buckets, and which one is each user's home.
+/// A sharded event's buckets, and which one is each user's home. Cloned on every grab: shared,
+/// not copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Buckets {
-    all: Vec<Bucket>,
+    all: std::sync::Arc<[Bucket]>,
 }
 
 impl Buckets {
@@ -73,7 +74,7 @@ impl Buckets {
                 .unwrap_or_else(|| format!("{event}#{k}"));
             all.push(Bucket { tag, index: k });
         }
-        Self { all }
+        Self { all: all.into() }
     }
 
     pub fn count(&self) -> u16 {
