@@ -81,7 +81,8 @@ impl Gate {
             .collect())
     }
 
-    /// The sale window, or `None` when the event is not in this server's history's cache.
+    /// The sale window, or `None` when the event is not in this server's history's cache (for a
+    /// sharded event, when any bucket of it is not: the rebuild that follows lays down the whole).
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
         let mut conn = self.link.conn().await?;
         let opening = opening_on(&mut conn, event).await?;
@@ -91,12 +92,19 @@ impl Gate {
             .arg(&["start", "end", "cancel_until", "state", opening.as_str()])
             .query_async(&mut conn)
             .await?;
-        Ok(match (start, end, cancel_until, current) {
+        let window = match (start, end, cancel_until, current) {
             (Some(start_ms), Some(end_ms), Some(cancel_until_ms), Some(_)) => {
-                Some(Window { start_ms, end_ms, cancel_until_ms, closed: state.as_deref() == Some("closed") })
+                Window { start_ms, end_ms, cancel_until_ms, closed: state.as_deref() == Some("closed") }
             }
-            _ => None,
-        })
+            _ => return Ok(None),
+        };
+        for b in self.buckets(event).await?.iter().skip(1) {
+            let opening = opening_on(&mut conn, b).await?;
+            if !conn.hexists::<_, _, bool>(keys::meta(b), &opening).await? {
+                return Ok(None);
+            }
+        }
+        Ok(Some(window))
     }
 
     /// The order a user holds in the cache, as `(order id, ticket number)`. A cache written before
