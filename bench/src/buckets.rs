@@ -16,14 +16,14 @@
 //! one over the busiest master's server time per grab.
 //! `scripts/stack start` then `cargo run --release -p bench --bin buckets -- [--rounds 5]`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bench::measure::median;
 use clap::Parser;
 use futures::StreamExt;
 use redis::AsyncCommands;
 use shared::{
-    config::{GateSettings, GrabPolicy},
+    config::GrabPolicy,
     domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{Gate, GrabAttempt, GrabOutcome, keys},
 };
@@ -77,17 +77,7 @@ struct Round {
 async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     let token = std::env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.is_empty());
-    let settings = |url: &str, cluster: bool| GateSettings {
-        redis_url: url.to_owned(),
-        cluster,
-        connect_timeout: Duration::from_secs(5),
-        command_timeout: Duration::from_secs(60),
-        replica_wait: Duration::from_millis(100),
-        auth_token: token.clone(),
-        reader_url: None,
-        sold_out_memory: Duration::ZERO,
-        reader_refresh: Duration::from_secs(60),
-    };
+    let settings = |url: &str, cluster: bool| bench::sales::gate_settings(url, cluster, token.clone());
     let cluster = Target {
         gate: Gate::new(&settings(&args.cluster_url, true))?,
         masters: if args.paths_only { Vec::new() } else { masters(&args.cluster_url, token.as_deref()).await? },

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use redis::{Script, aio::MultiplexedConnection};
 use shared::{
-    config::{GateSettings, GrabPolicy},
+    config::GrabPolicy,
     domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
     gate::{Gate, GrabAttempt},
 };
@@ -103,17 +103,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         conns.push(client.get_multiplexed_async_connection().await?);
     }
     let mut admin = client.get_multiplexed_async_connection().await?;
-    let gate = Gate::new(&GateSettings {
-        redis_url: args.redis_url.clone(),
-        cluster: false,
-        connect_timeout: Duration::from_secs(5),
-        command_timeout: Duration::from_secs(60),
-        replica_wait: Duration::from_millis(100),
-        auth_token: token.clone(),
-        reader_url: None,
-        sold_out_memory: Duration::ZERO,
-        reader_refresh: Duration::from_secs(60),
-    })?;
+    let gate = Gate::new(&bench::sales::gate_settings(&args.redis_url, false, token.clone()))?;
     let version: String = redis::cmd("INFO").arg("server").query_async(&mut admin).await?;
     let version = version.lines().find_map(|l| l.strip_prefix("redis_version:")).unwrap_or("?").trim().to_owned();
     println!(

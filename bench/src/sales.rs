@@ -31,6 +31,23 @@ pub fn open_event(id: EventId, title: &str, capacity: u32, sale_start: OffsetDat
     }
 }
 
+/// The gate as the benchmarks drive it: generous timeouts (a round may queue thousands of calls),
+/// no sold-out memory (every grab runs the script), no reader.
+pub fn gate_settings(url: &str, cluster: bool, token: Option<String>) -> shared::config::GateSettings {
+    use std::time::Duration;
+    shared::config::GateSettings {
+        redis_url: url.to_owned(),
+        cluster,
+        connect_timeout: Duration::from_secs(5),
+        command_timeout: Duration::from_secs(60),
+        replica_wait: Duration::from_millis(100),
+        auth_token: token,
+        reader_url: None,
+        sold_out_memory: Duration::ZERO,
+        reader_refresh: Duration::from_secs(60),
+    }
+}
+
 /// An open sale and what it takes to build its users' grab events.
 pub struct Sale {
     pub event: EventId,

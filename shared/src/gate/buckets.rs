@@ -15,6 +15,8 @@ use crate::domain::{EventId, OrderId, UserId};
 /// The sibling's step as Redis runs it (the tests that stop a grab between its steps run it too).
 pub const TAKE_SOURCE: &str = cache_script!("take.lua", opening = ARGV[3]);
 static TAKE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(TAKE_SOURCE));
+static CACHED_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("cached.lua", opening = ARGV[1])));
 static SETTLE_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("settle.lua", opening = ARGV[7])));
 
@@ -77,6 +79,20 @@ impl Gate {
             Some(_) => self.buckets.learn(event, count.unwrap_or(1)),
             None => keys::Buckets::of(event, 1),
         })
+    }
+
+    /// Whether every bucket but bucket 0 is cached in this history: one round trip each
+    /// (`cached.lua`), all at once.
+    pub(super) async fn siblings_cached(&self, conn: &LinkConn, buckets: &keys::Buckets) -> Result<bool, GateError> {
+        let asked = buckets.iter().skip(1).map(|b| {
+            let mut conn = conn.clone();
+            async move {
+                let cached: i64 =
+                    CACHED_SCRIPT.key(keys::meta(b)).arg(opening_arg(&conn)).invoke_async(&mut conn).await?;
+                Ok::<_, GateError>(cached == 1)
+            }
+        });
+        Ok(futures::future::try_join_all(asked).await?.into_iter().all(|cached| cached))
     }
 
     /// The sibling's step: a number for `order`, or none (`take.lua`). `Err(code)` when the

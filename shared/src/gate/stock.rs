@@ -98,13 +98,8 @@ impl Gate {
             }
             _ => return Ok(None),
         };
-        for b in self.buckets(event).await?.iter().skip(1) {
-            let opening = opening_on(&mut conn, b).await?;
-            if !conn.hexists::<_, _, bool>(keys::meta(b), &opening).await? {
-                return Ok(None);
-            }
-        }
-        Ok(Some(window))
+        let buckets = self.buckets(event).await?;
+        Ok((!buckets.is_sharded() || self.siblings_cached(&conn, &buckets).await?).then_some(window))
     }
 
     /// The order a user holds in the cache, as `(order id, ticket number)`. A cache written before
