@@ -30,7 +30,7 @@ async fn on_cluster() -> Arc<TestApp> {
     on_cluster_with(|_| {}).await
 }
 
-async fn on_cluster_with(adjust: impl FnOnce(&mut local_runner::LocalSettings)) -> Arc<TestApp> {
+pub(crate) async fn on_cluster_with(adjust: impl FnOnce(&mut local_runner::LocalSettings)) -> Arc<TestApp> {
     let url = cluster_url();
     Arc::new(
         TestApp::for_mail_with(60, |s| {
@@ -42,8 +42,19 @@ async fn on_cluster_with(adjust: impl FnOnce(&mut local_runner::LocalSettings)) 
     )
 }
 
-/// A sharded first-come event whose sale is open now: stored and warmed as release would.
+/// A sharded first-come event whose sale is open now, without a waitlist: stored and warmed as
+/// release would.
 pub(crate) async fn open_sharded(app: &TestApp, capacity: u32, buckets: u16) -> (EventId, keys::Buckets) {
+    open_sharded_with(app, capacity, buckets, |e| e.waitlist_size = 0).await
+}
+
+/// The same, the event changed by `adjust` first (a waitlist, a sale ending soon).
+pub(crate) async fn open_sharded_with(
+    app: &TestApp,
+    capacity: u32,
+    buckets: u16,
+    adjust: impl FnOnce(&mut shared::domain::Event),
+) -> (EventId, keys::Buckets) {
     let now = OffsetDateTime::now_utc();
     // An id whose slot is not within `SPREAD` of the end of a master's run of slots (one in a
     // thousand is): its buckets then sit on as many of the three masters as they are.
@@ -54,7 +65,7 @@ pub(crate) async fn open_sharded(app: &TestApp, capacity: u32, buckets: u16) -> 
         .expect("an id");
     let mut event = test_event(id, capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1));
     event.buckets = buckets;
-    event.waitlist_size = 0;
+    adjust(&mut event);
     app.functions.store.put_event(&event).await.expect("put event");
     app.functions.gate.warm(&event).await.expect("warm event");
     (event.id.clone(), keys::Buckets::of(&event.id, buckets))
@@ -298,7 +309,7 @@ async fn a_grab_stopped_between_its_steps_is_finished_by_the_retry_or_by_reconci
 
 /// A grab's first step, run alone: the grab script at `user`'s home with the sibling to mark for,
 /// on a home with no number left. Returns the order id it marked.
-async fn mark(app: &TestApp, event: &EventId, user: &str, sibling: u16) -> OrderId {
+pub(crate) async fn mark(app: &TestApp, event: &EventId, user: &str, sibling: u16) -> OrderId {
     let buckets = app.functions.gate.buckets(event).await.unwrap();
     let user_id = UserId::parse(user).unwrap();
     let home = buckets.home(&user_id);

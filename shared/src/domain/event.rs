@@ -517,17 +517,11 @@ impl EventDraft {
         }
         let buckets = self.buckets.unwrap_or(1);
         if buckets > 1 {
-            // A bucket decides alone: the waitlist's one line and a draw's one order would span them.
+            // A draw's one order (a ballot's, a fair open's) would span the buckets.
             if self.sale_mode != SaleMode::FirstCome {
                 problems.push(FieldProblem {
                     field: "buckets".into(),
                     problem: "only a first_come sale splits its numbers over buckets".into(),
-                });
-            }
-            if self.waitlist_size.is_some_and(|w| w > 0) {
-                problems.push(FieldProblem {
-                    field: "waitlist_size".into(),
-                    problem: "must be 0 with buckets above 1: a sharded sale has no waitlist".into(),
                 });
             }
             if u32::from(buckets) > self.capacity {
@@ -550,8 +544,7 @@ impl EventDraft {
             starts_at: self.starts_at,
             description: self.description,
             cancel_until,
-            // A sharded sale has no waitlist (checked above), so none by default.
-            waitlist_size: self.waitlist_size.unwrap_or(if buckets > 1 { 0 } else { self.capacity }),
+            waitlist_size: self.waitlist_size.unwrap_or(self.capacity),
             check_in_from: self.check_in_from,
             check_in_until: self.check_in_until,
             expected_rate: self.expected_rate,
@@ -671,14 +664,16 @@ mod tests {
     }
 
     #[test]
-    fn buckets_split_a_first_come_sale_without_a_waitlist_only() {
+    fn buckets_split_a_first_come_sale_only_with_its_waitlist() {
         let release = |extra: Value| {
             let mut body = json!({"title": "t", "capacity": 1000, "sale_start": "2026-11-22T12:00:00Z", "sale_end": "2026-11-22T13:00:00Z"});
             body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
             EventDraft::from_json(&body).and_then(|d| d.into_event(NOW))
         };
         let sharded = release(json!({"buckets": 3})).unwrap();
-        assert_eq!((sharded.buckets, sharded.waitlist_size), (3, 0), "no waitlist unless asked, and none allowed");
+        assert_eq!((sharded.buckets, sharded.waitlist_size), (3, 1000), "a waitlist as long as unsharded");
+        let waiting = release(json!({"buckets": 3, "waitlist_size": 10})).unwrap();
+        assert_eq!((waiting.buckets, waiting.waitlist_size), (3, 10));
         let plain = release(json!({})).unwrap();
         assert_eq!((plain.buckets, plain.waitlist_size), (1, 1000));
         assert_eq!(release(json!({"buckets": 1, "waitlist_size": 5})).unwrap().buckets, 1);
@@ -686,7 +681,6 @@ mod tests {
             (json!({"buckets": 0}), "buckets"),
             (json!({"buckets": 17}), "buckets"),
             (json!({"buckets": "3"}), "buckets"),
-            (json!({"buckets": 3, "waitlist_size": 10}), "waitlist_size"),
             (json!({"buckets": 3, "sale_mode": "ballot", "draw_commitment": "00".repeat(32)}), "buckets"),
             (json!({"buckets": 3, "capacity": 2}), "buckets"),
         ] {

@@ -13,7 +13,7 @@ use super::{Gate, GateError, cache_script, keys, link::LinkConn, opening_arg};
 use crate::domain::{EventId, OrderId, UserId};
 
 /// The sibling's step as Redis runs it (the tests that stop a grab between its steps run it too).
-pub const TAKE_SOURCE: &str = cache_script!("take.lua", opening = ARGV[3]);
+pub const TAKE_SOURCE: &str = cache_script!("take.lua", opening = ARGV[3], lasting);
 static TAKE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(TAKE_SOURCE));
 static CACHED_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("cached.lua", opening = ARGV[1])));

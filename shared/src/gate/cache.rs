@@ -143,9 +143,10 @@ impl Gate {
 
 /// The commands that lay down one bucket of an event's cache (inside a `MULTI`; an unsharded
 /// event has one, the whole cache): meta with the event's fields and its home users' fields, the
-/// free numbers whose bucket it is (`Buckets::shelf_of`) on sale or held for the waitlist, and the
-/// waitlist itself. The outbox is left as it is; takes under way are forgotten (a take's steps
-/// answer GONE, and reconcile finds nothing to settle).
+/// free numbers whose bucket it is (`Buckets::shelf_of`) on sale, the promotions the rebuild made
+/// for its home users, and at bucket 0 the waitlist and the numbers held for it. The outbox is
+/// left as it is otherwise; takes and hands under way are forgotten (their steps answer GONE, and
+/// reconcile finds nothing to settle: a give-back runs again from its marker).
 fn fill(
     pipe: &mut redis::Pipeline,
     event: &Event,
@@ -158,7 +159,8 @@ fn fill(
     let here = |n: &TicketNo| buckets.shelf_of(*n) == bucket;
     let homed = |u: &crate::domain::UserId| buckets.home(u) == bucket;
     let laid = [keys::seats(b), keys::meta(b), keys::returned(b), keys::wait(b), keys::waiting(b)];
-    for key in laid.iter().chain([&keys::taking(b), &keys::taken(b)]) {
+    let under_way = [keys::taking(b), keys::taken(b), keys::giving(b), keys::handed(b)];
+    for key in laid.iter().chain(&under_way) {
         pipe.del(key).ignore();
     }
     let on_sale: Vec<u32> = (1..=event.capacity)
@@ -169,9 +171,14 @@ fn fill(
     for chunk in on_sale.chunks(WARM_CHUNK as usize) {
         pipe.rpush(keys::seats(b), chunk).ignore();
     }
-    let returned: Vec<u32> = holdings.returned.iter().filter(|n| here(n)).map(|n| n.get()).collect();
-    for chunk in returned.chunks(WARM_CHUNK as usize) {
-        pipe.rpush(keys::returned(b), chunk).ignore();
+    // The waitlist's line, with the numbers held for it, is bucket 0's; each promotion the
+    // rebuild made goes to the outbox at its user's home, beside their holding.
+    let line = bucket.index() == 0;
+    if line {
+        let returned: Vec<u32> = holdings.returned.iter().map(|n| n.get()).collect();
+        for chunk in returned.chunks(WARM_CHUNK as usize) {
+            pipe.rpush(keys::returned(b), chunk).ignore();
+        }
     }
     let buyers: Vec<_> = holdings.buyers.iter().filter(|x| homed(&x.user)).collect();
     for chunk in buyers.chunks(WARM_CHUNK as usize) {
@@ -191,12 +198,13 @@ fn fill(
             .collect();
         pipe.hset_multiple(keys::meta(b), &fields).ignore();
     }
-    // Only an unsharded event has a waitlist (a release refuses one with buckets), so its
-    // promotions and waiting users are bucket 0's.
-    if bucket.index() == 0 {
-        for (order, message) in &holdings.promotions {
+    for (order, message) in &holdings.promotions {
+        let user = crate::domain::OrderMessage::parse(message).map(|m| m.user_id);
+        if user.map_or(line, |u| homed(&u)) {
             pipe.hset(keys::outbox(b), order.as_str(), message).ignore();
         }
+    }
+    if line {
         for chunk in holdings.waiting.chunks(WARM_CHUNK as usize) {
             let places: Vec<(u64, &str)> = chunk.iter().map(|w| (w.place, w.user.as_str())).collect();
             pipe.zadd_multiple(keys::wait(b), &places).ignore();

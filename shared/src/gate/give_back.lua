@@ -36,15 +36,9 @@ end
 local order_id = string.sub(ARGV[2], 1, string.find(ARGV[2], ':', 1, true) - 1)
 redis.call('HSET', KEYS[1], ARGV[1], '!' .. order_id)
 
--- A list created again by this push lives as long as the event's cache.
 local function push(list)
   redis.call('RPUSH', list, ARGV[3])
-  if redis.call('PTTL', list) == -1 then
-    local forget_at = redis.call('PEXPIRETIME', KEYS[1])
-    if forget_at > 0 then
-      redis.call('PEXPIREAT', list, forget_at)
-    end
-  end
+  lasting(KEYS[1], list)
 end
 
 -- The head of the waitlist, skipping anyone who meanwhile holds an order or cancelled one.

@@ -1,13 +1,22 @@
 //! Giving a cancelled order's number back, in one script (`give_back.lua`): to the waitlist's head
 //! as a new order, or back on sale during the sale, or held back for the waitlist after its end.
+//! A sharded event's give-back reaches the line at bucket 0 in steps (`handing`).
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, cache_script, keys, opening_arg};
+use redis::AsyncCommands;
+
+use super::{
+    Gate, GateError, Written, cache_script,
+    handing::{Hand, HandedOn},
+    keys,
+    link::LinkConn,
+    opening_arg,
+};
 use crate::domain::{EventId, Holding, OrderId, OrderMessage, TicketNo, UserId, order::WaitHead};
 
 static GIVE_BACK_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua", opening = ARGV[6])));
+    LazyLock::new(|| redis::Script::new(cache_script!("give_back.lua", opening = ARGV[6], lasting)));
 
 /// What giving a number back did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +53,10 @@ impl Gate {
     /// outbox, like a grab's), or it is free again. Idempotent: the user's field must still hold
     /// exactly this order.
     pub async fn give_back(&self, g: &GiveBack<'_>) -> Result<(GaveBack, Written), GateError> {
-        // The canceller's home bucket: during the sale the number goes on sale again there.
         let buckets = self.buckets(g.event).await?;
+        if buckets.is_sharded() {
+            return self.give_back_to_the_line(g, &buckets).await;
+        }
         let e = buckets.home(g.user);
         let mut conn = self.link.conn().await?;
         let opening = opening_arg(&conn);
@@ -81,5 +92,38 @@ impl Gate {
             },
         };
         Ok((gave, Written { conn, key: keys::meta(e) }))
+    }
+
+    /// A sharded event's give-back (`handing`): the canceller lets go at their home, then bucket
+    /// 0's line hands the number on. Idempotent like the one-script give-back.
+    async fn give_back_to_the_line(
+        &self,
+        g: &GiveBack<'_>,
+        buckets: &keys::Buckets,
+    ) -> Result<(GaveBack, Written), GateError> {
+        let home = buckets.home(g.user);
+        let mut conn = self.link.conn().await?;
+        let written = |conn: &LinkConn, at: &keys::Bucket| Written { conn: conn.clone(), key: keys::meta(at) };
+        let holding = Holding { order: g.order_id.clone(), ticket_no: g.ticket_no };
+        match self.let_go(&mut conn, home, g.user, &holding).await? {
+            None => return Ok((GaveBack::NotCached, written(&conn, home))),
+            Some(false) => return Ok((GaveBack::Gone, written(&conn, home))),
+            Some(true) => {}
+        }
+        let tail = WaitHead::tail(g.promotion, g.now);
+        let hand = Hand { id: g.order_id.as_str(), ticket_no: g.ticket_no, tail: &tail, returned_ms: g.cancelled_ms };
+        let (gave, at) = match self.hand_on(&mut conn, buckets, &hand, None).await? {
+            HandedOn::Promoted { message, promoted } => {
+                let at = buckets.home(&promoted.user_id);
+                (GaveBack::Promoted { user: promoted.user_id, order_id: promoted.order_id, message }, at)
+            }
+            HandedOn::Before => (GaveBack::Gone, home),
+            HandedOn::Freed => (GaveBack::Freed, home),
+            HandedOn::Returned => (GaveBack::HeldBack, home),
+            HandedOn::NotCached => return Ok((GaveBack::NotCached, written(&conn, home))),
+        };
+        // Done: asked again, the canceller's home answers GONE at once.
+        let _: u32 = conn.hdel(keys::giving(home), g.order_id.as_str()).await?;
+        Ok((gave, written(&conn, at)))
     }
 }

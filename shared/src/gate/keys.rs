@@ -188,10 +188,23 @@ pub fn taking(e: &impl HashTag) -> String {
 pub fn taken(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:taken")
 }
+/// At a canceller's home bucket of a sharded event: cancelled order id -> its ticket number, while
+/// the number is handed to the waitlist's line at bucket 0 (`let_go.lua` writes it with the
+/// user's `!<order id>`; the give-back's last step removes it).
+pub fn giving(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:giving")
+}
+/// At bucket 0 of a sharded event: hand id (the cancelled order's id, or a join's promotion id)
+/// -> the promotion's order message while it is settled at its user's home, then `=`. Written in
+/// the step that pops the line's head (or the returned number), so a hand asked again answers
+/// the same.
+pub fn handed(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:handed")
+}
 /// Everything a lost cache loses: what the grab script reads and writes, the waitlist, and a
-/// sharded bucket's takes under way.
-pub fn cache(e: &impl HashTag) -> [String; 8] {
-    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), taking(e), taken(e)]
+/// sharded bucket's takes and hands under way.
+pub fn cache(e: &impl HashTag) -> [String; 10] {
+    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), taking(e), taken(e), giving(e), handed(e)]
 }
 /// The grab outcomes counted in one minute of the event (`<unix second>:<code>` -> count), for
 /// the organiser's live page: written by the grab environments' tallies about once a second, read

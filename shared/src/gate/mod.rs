@@ -4,9 +4,11 @@
 //! - [`keys`]: every key of an event and what its fields mean (the layout, written once);
 //! - `grab`: the grab script and its outcome; `admit`: the consumer's question before it stores;
 //! - `outbox`: orders decided but not yet stored; `stock`: what the cache says of a sale;
-//! - `cache`: warming, the exact rebuild and its lock; `returns`: giving a number back;
+//! - `cache`: warming, the exact rebuild and its lock; `give_back`: giving a number back;
 //!   `waitlist`: joining, places, closing; `draw`: a ballot's draw laid down; `limits`: the
 //!   per-user request counters;
+//! - `buckets`: a sharded event's buckets and the take from a sibling; `handing`: a sharded
+//!   event's numbers handed to its waitlist's line at bucket 0;
 //! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
 //! - `sold_out`: refusals without the script once an event is sold out, read on a replica;
 //! - `link`: the connection, and the history (primary or node) it serves.
@@ -22,6 +24,7 @@ mod cache;
 mod draw;
 mod give_back;
 mod grab;
+mod handing;
 pub mod keys;
 mod limits;
 mod link;
@@ -37,13 +40,14 @@ pub use cache::RebuildLock;
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
+pub use handing::{HAND_SOURCE, LET_GO_SOURCE};
 pub use link::Connection;
 use link::{Link, LinkConn};
 pub use live::{GrabCounts, SaleNow};
 pub use outbox::OutboxEntry;
 pub use stock::Window;
 pub use tally::GrabTally;
-pub use waitlist::{Join, WaitlistPlace, Waitlisted};
+pub use waitlist::{Join, WAIT_SOURCE, WaitlistPlace, Waitlisted};
 
 use crate::{
     config::GateSettings,
@@ -55,6 +59,17 @@ use crate::{
 macro_rules! cache_script {
     ($file:literal, opening = ARGV[$n:literal]) => {
         concat!("local opening = ARGV[", $n, "]\n", include_str!("preamble.lua"), include_str!($file))
+    };
+    // With `lasting.lua` too: a script that may create a key of the cache again.
+    ($file:literal, opening = ARGV[$n:literal], lasting) => {
+        concat!(
+            "local opening = ARGV[",
+            $n,
+            "]\n",
+            include_str!("preamble.lua"),
+            include_str!("lasting.lua"),
+            include_str!($file)
+        )
     };
 }
 use cache_script;

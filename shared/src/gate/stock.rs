@@ -119,7 +119,7 @@ impl Gate {
             return Err(GateError::Stale);
         }
         Ok(match field {
-            Some(f) if !f.starts_with(['#', '!']) => Some(split_holding(&f)?),
+            Some(f) if !f.starts_with(['#', '!', '@']) => Some(split_holding(&f)?),
             _ => None,
         })
     }
@@ -200,7 +200,8 @@ fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
     let mut buyers = Vec::new();
     for (field, value) in meta {
         let Some(user) = field.strip_prefix('=') else { continue };
-        if value.starts_with(['#', '!']) {
+        // A counter, a cancellation, or a take from a sibling under way: no holding (yet).
+        if value.starts_with(['#', '!', '@']) {
             continue;
         }
         let Holding { order, ticket_no } = split_holding(&value)?;

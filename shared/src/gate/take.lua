@@ -23,11 +23,5 @@ if was then
 end
 local n = redis.call('LPOP', KEYS[2]) or '-'
 redis.call('HSET', KEYS[3], ARGV[1], n .. ':' .. ARGV[2])
-if redis.call('PTTL', KEYS[3]) == -1 then
-  -- The record lives as long as the bucket's cache.
-  local forget_at = redis.call('PEXPIRETIME', KEYS[1])
-  if forget_at > 0 then
-    redis.call('PEXPIREAT', KEYS[3], forget_at)
-  end
-end
+lasting(KEYS[1], KEYS[3])
 return 'TAKEN:' .. n

@@ -7,6 +7,7 @@
 -- KEYS[4]  ev:{E}:waiting  hash: waiting user id -> their order message's head (WaitHead)
 -- KEYS[5]  ev:{E}:returned list: numbers returned after the sale's end with nobody waiting
 -- KEYS[6]  ev:{E}:outbox   order id -> order message
+-- KEYS[7]  ev:{E}:handed   hand id -> a promotion's order message (a sharded event: hand.lua)
 -- ARGV[1]  the user's field, "=<user id>"
 -- ARGV[2]  the user id
 -- ARGV[3]  the user's order message head (WaitHead)
@@ -14,24 +15,40 @@
 -- ARGV[5]  the opening field of the caller's history (grab.lua's ARGV[7])
 -- ARGV[6]  the order id an at-once promotion gets (made by the caller)
 -- ARGV[7]  its message's tail before the number: ,"order_id":...,"created_at":...
+-- ARGV[8]  "" when the user's field lives in KEYS[1] (an unsharded event, or a user homed at bucket
+--          0); otherwise the field as read at the user's home bucket, "-" for none (a sharded
+--          event's line is bucket 0's: docs/DESIGN.md section 6, "Buckets")
+-- ARGV[9]  the numbers on sale in the event's other buckets (0 unsharded)
 -- Returns one string:
 --   JOINED:<position>:<place> | WAITING:<position>:<place> (joined before) |
 --   PROMOTED:<ticket no> (a returned number, the user's now: its order is in the outbox) |
+--   HANDED:<ticket no> (the same for a user homed at another bucket: recorded in KEYS[7] under
+--   the order id, for promote.lua to settle at the user's home) |
 --   HOLDS:<order id>:<ticket no> | CANCELLED | NOT_STARTED |
 --   CLOSED (past cancel_until, or closed: no ticket can come back) | NOT_SOLD_OUT | FULL |
 --   NOT_FOUND | STALE
 
-if #ARGV ~= 7 then
-  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail')
+if #ARGV ~= 9 then
+  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail, home field, elsewhere on sale')
 end
 local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
 if not m[1] then
   return uncached(KEYS[1])
 end
 local held = m[2]
+if ARGV[8] ~= '' then
+  held = nil
+  if ARGV[8] ~= '-' then
+    held = ARGV[8]
+  end
+end
 if held and string.byte(held, 1) ~= 35 then
-  if string.byte(held, 1) == 33 then -- '!'
+  local mark = string.byte(held, 1)
+  if mark == 33 then -- '!'
     return 'CANCELLED'
+  end
+  if mark == 64 then -- '@': a take from a sibling under way, so numbers may be left
+    return 'NOT_SOLD_OUT'
   end
   return 'HOLDS:' .. held
 end
@@ -49,15 +66,21 @@ end
 local size = redis.call('ZCARD', KEYS[3])
 if now < tonumber(m[4]) then
   -- During the sale a user who could grab should grab.
-  if redis.call('LLEN', KEYS[2]) > 0 then
+  if redis.call('LLEN', KEYS[2]) > 0 or ARGV[9] ~= '0' then
     return 'NOT_SOLD_OUT'
   end
 elseif size == 0 then
   -- After it, a number returned while nobody waited is held for the next who asks.
   local n = redis.call('LPOP', KEYS[5])
   if n then
+    local message = ARGV[3] .. ARGV[7] .. ',"ticket_no":' .. n .. '}'
+    if ARGV[8] ~= '' then
+      redis.call('HSET', KEYS[7], ARGV[6], message)
+      lasting(KEYS[1], KEYS[7])
+      return 'HANDED:' .. n
+    end
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. ':' .. n)
-    redis.call('HSET', KEYS[6], ARGV[6], ARGV[3] .. ARGV[7] .. ',"ticket_no":' .. n .. '}')
+    redis.call('HSET', KEYS[6], ARGV[6], message)
     return 'PROMOTED:' .. n
   end
 end

@@ -3,11 +3,20 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, cache_script, keys, opening_arg, split_holding};
+use redis::AsyncCommands;
+
+use super::{
+    Gate, GateError, Written, cache_script,
+    handing::{Hand, HandedOn},
+    keys,
+    link::LinkConn,
+    opening_arg, split_holding,
+};
 use crate::domain::{EventId, Holding, OrderId, TicketNo, UserId, order::WaitHead};
 
-static WAIT_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("wait.lua", opening = ARGV[5])));
+/// The join as Redis runs it (a test stops a join after it, as a process killed there would).
+pub const WAIT_SOURCE: &str = cache_script!("wait.lua", opening = ARGV[5], lasting);
+static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(WAIT_SOURCE));
 
 static CLOSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("close.lua")));
 
@@ -62,51 +71,112 @@ pub struct Join<'a> {
 
 impl Gate {
     /// Puts a user on the waitlist (once; in arrival order; within its size), or after the sale's
-    /// end hands them a returned number nobody waited for.
+    /// end hands them a returned number nobody waited for. A sharded event's line is bucket 0's:
+    /// the user's field is read at their home first, and a returned number handed to a user homed
+    /// elsewhere is settled there (`handing`).
     pub async fn join_waitlist(&self, j: &Join<'_>) -> Result<(Waitlisted, Written), GateError> {
-        // A sharded event's waitlist is its home bucket's, which is always empty (no waitlist
-        // with buckets): the script still answers a returned number and every refusal.
         let buckets = self.buckets(j.event).await?;
-        let event = buckets.home(j.user);
+        let line = buckets.get(0).expect("bucket 0");
+        let home = buckets.home(j.user);
         let mut conn = self.link.conn().await?;
+        let (home_field, elsewhere) = if home == line {
+            (String::new(), 0)
+        } else {
+            match self.read_field_and_stock(&conn, &buckets, j.user).await? {
+                Some(found) => found,
+                None => return Ok((Waitlisted::NotCached, Written { conn, key: keys::meta(home) })),
+            }
+        };
+        let tail = WaitHead::tail(j.promotion, j.now);
         let opening = opening_arg(&conn);
         let reply: String = WAIT_SCRIPT
-            .key(keys::meta(event))
-            .key(keys::seats(event))
-            .key(keys::wait(event))
-            .key(keys::waiting(event))
-            .key(keys::returned(event))
-            .key(keys::outbox(event))
+            .key(keys::meta(line))
+            .key(keys::seats(line))
+            .key(keys::wait(line))
+            .key(keys::waiting(line))
+            .key(keys::returned(line))
+            .key(keys::outbox(line))
+            .key(keys::handed(line))
             .arg(keys::user_field(j.user))
             .arg(j.user.as_str())
             .arg(j.head.as_str())
             .arg(j.clock_ms)
             .arg(opening)
             .arg(j.promotion.as_str())
-            .arg(WaitHead::tail(j.promotion, j.now))
+            .arg(&tail)
+            .arg(home_field)
+            .arg(elsewhere)
             .invoke_async(&mut conn)
             .await?;
-        Ok((parse_wait_reply(&reply)?, Written { conn, key: keys::meta(event) }))
+        if let Some(n) = reply.strip_prefix("HANDED:") {
+            let ticket_no = TicketNo::new(n.parse().map_err(|_| GateError::Protocol(format!("wait reply {reply:?}")))?);
+            let message = j.head.complete(&tail, ticket_no);
+            let hand = Hand { id: j.promotion.as_str(), ticket_no, tail: &tail, returned_ms: j.clock_ms };
+            let joined = match self.hand_on(&mut conn, &buckets, &hand, Some(message)).await? {
+                HandedOn::Promoted { promoted, .. } if promoted.user_id == *j.user => {
+                    Waitlisted::Promoted { ticket_no }
+                }
+                // The user came to hold an order meanwhile (a second request of theirs): the
+                // number went on to the line, and the user is told what they hold.
+                HandedOn::NotCached => Waitlisted::NotCached,
+                _ => match self.read_field_and_stock(&conn, &buckets, j.user).await? {
+                    Some((field, _)) => parse_wait_reply(&held_reply(&field))?,
+                    None => Waitlisted::NotCached,
+                },
+            };
+            return Ok((joined, Written { conn, key: keys::meta(home) }));
+        }
+        Ok((parse_wait_reply(&reply)?, Written { conn, key: keys::meta(line) }))
+    }
+
+    /// A sharded event's join, before the line is asked: the user's field at home (`-` for none)
+    /// and the numbers on sale in the buckets other than 0, read at once. `None` when the home is
+    /// not cached in this history.
+    async fn read_field_and_stock(
+        &self,
+        conn: &LinkConn,
+        buckets: &keys::Buckets,
+        user: &UserId,
+    ) -> Result<Option<(String, u64)>, GateError> {
+        let home = buckets.home(user);
+        let field = async {
+            let mut conn = conn.clone();
+            let opening = super::opening_on(&mut conn, home).await?;
+            let (cached, field): (Option<String>, Option<String>) = redis::cmd("HMGET")
+                .arg(keys::meta(home))
+                .arg(&[opening, keys::user_field(user)])
+                .query_async(&mut conn)
+                .await?;
+            Ok::<_, GateError>(cached.map(|_| field.unwrap_or_else(|| "-".to_owned())))
+        };
+        let stock = futures::future::try_join_all(buckets.iter().skip(1).map(|b| {
+            let mut conn = conn.clone();
+            async move { Ok::<u64, GateError>(conn.llen(keys::seats(b)).await?) }
+        }));
+        let (field, stock) = futures::future::try_join(field, stock).await?;
+        Ok(field.map(|f| (f, stock.into_iter().sum())))
     }
 
     /// The user's place on the waitlist, or the order a promotion gave them.
     pub async fn waitlist_place(&self, event: &EventId, user: &UserId) -> Result<WaitlistPlace, GateError> {
         let buckets = self.buckets(event).await?;
-        let event = buckets.home(user);
+        let (line, home) = (buckets.get(0).expect("bucket 0"), buckets.home(user));
         let mut conn = self.link.conn().await?;
-        // One slot, one round trip; read together so a promotion between them cannot hide the user.
+        // Read together so a promotion between them cannot hide the user; on a sharded event the
+        // line first, then the home, which a promotion reaches after it leaves the line.
         let (rank, waiting, held): (Option<u64>, u64, Option<String>) = redis::pipe()
             .atomic()
-            .zrank(keys::wait(event), user.as_str())
-            .zcard(keys::wait(event))
-            .hget(keys::meta(event), keys::user_field(user))
+            .zrank(keys::wait(line), user.as_str())
+            .zcard(keys::wait(line))
+            .hget(keys::meta(line), keys::user_field(user))
             .query_async(&mut conn)
             .await?;
         if let Some(rank) = rank {
             return Ok(WaitlistPlace::Waiting { position: rank + 1, waiting });
         }
+        let held = if home == line { held } else { conn.hget(keys::meta(home), keys::user_field(user)).await? };
         Ok(match held {
-            Some(h) if !h.starts_with(['#', '!']) => WaitlistPlace::Holds(split_holding(&h)?),
+            Some(h) if !h.starts_with(['#', '!', '@']) => WaitlistPlace::Holds(split_holding(&h)?),
             _ => WaitlistPlace::NotWaiting,
         })
     }
@@ -147,6 +217,17 @@ impl Gate {
             .key(keys::waiting(event))
             .invoke_async(&mut self.link.conn().await?)
             .await?)
+    }
+}
+
+/// What `wait.lua` answers a user whose field holds `field` (a holding, `!`, `@`).
+/// Nothing held (`-`, a counter `#`): the user may ask again (`STALE`: busy).
+fn held_reply(field: &str) -> String {
+    match field.as_bytes().first() {
+        Some(b'!') => "CANCELLED".to_owned(),
+        Some(b'@') => "NOT_SOLD_OUT".to_owned(),
+        Some(b'-' | b'#') | None => "STALE".to_owned(),
+        _ => format!("HOLDS:{field}"),
     }
 }
 

@@ -5,9 +5,10 @@
 //! `GET /events/{id}/queue`), both in `handlers::draws`.
 //!
 //! A cancellation is durable in DynamoDB first (one transaction frees the ticket number and leaves a
-//! give-back marker), then Redis takes the number back in one script: to the head of the waitlist as
-//! a normal order message (so mail, the outbox and reconcile need no new path), or to the free
-//! numbers. A crash between the two is finished by reconcile from the marker.
+//! give-back marker), then Redis takes the number back in one script (on a sharded event, in steps
+//! from the canceller's home to the line at bucket 0: `gate::handing`): to the head of the waitlist
+//! as a normal order message (so mail, the outbox and reconcile need no new path), or to the free
+//! numbers. A crash between any two is finished by reconcile from the marker.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Deserialize;

@@ -101,6 +101,9 @@ pub struct ReconcileReport {
     pub takes_settled: u32,
     /// Numbers a sibling bucket gave to a take that can no longer settle, on sale again.
     pub takes_returned: u32,
+    /// A sharded event's promotions of a user who joined the waitlist after the sale (a returned
+    /// number handed to them) left between bucket 0 and their home, settled now.
+    pub promotions_settled: u32,
     /// Tickets Redis counts as held whose order is neither stored in DynamoDB nor in the outbox:
     /// an order that can no longer reach its user. Zero unless something lost writes.
     pub drift: u64,
@@ -210,6 +213,7 @@ impl Reconcile {
                 ("Returned", report.returned.into()),
                 ("TakesSettled", report.takes_settled.into()),
                 ("TakesReturned", report.takes_returned.into()),
+                ("PromotionsSettled", report.promotions_settled.into()),
                 ("WaitlistNotices", report.notices.into()),
                 ("Drift", report.drift),
                 ("Failures", report.failures.into()),
@@ -237,10 +241,12 @@ impl Reconcile {
             stock = self.gate.stock(&event.id).await?;
         }
         // 2. a sharded event's takes left under way are finished (their orders join the outbox),
-        //    and numbers given to takes that cannot settle go back on sale
+        //    numbers given to takes that cannot settle go back on sale, and joins' promotions
+        //    left between bucket 0 and the user's home are settled
         let tidied = self.gate.tidy_takes(&event.id, outbox_age, crate::gate::STRAY_TAKE_AGE).await?;
         report.takes_settled += tidied.settled;
         report.takes_returned += tidied.returned;
+        report.promotions_settled += self.gate.tidy_hands(&event.id, outbox_age).await?;
         // 3. the outbox: durable orders leave it, the others are sent again
         for entry in self.gate.outbox_due(&event.id, outbox_age, OUTBOX_BATCH).await? {
             let (durable, user) = match OrderMessage::parse(&entry.message) {

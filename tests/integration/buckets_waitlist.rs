@@ -1,0 +1,395 @@
+//! A sharded event's waitlist (docs/DESIGN.md section 6, "Buckets"), on the local three-master
+//! Redis Cluster: the line lives at bucket 0 and each user's field at their home, so a returned
+//! number reaches the line's head in steps (let go at the canceller's home, hand at bucket 0,
+//! promote at the head's home). The line is served in order whatever the homes; a give-back or a
+//! join stopped between its steps is finished by its retry or by reconcile; a lost cache is
+//! rebuilt with its line; and every number stays held once, on sale once or held for the line once.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    time::Duration,
+};
+
+use redis::AsyncCommands;
+use shared::{
+    domain::{EventId, Holding, OrderId, UserId, order::WaitHead},
+    gate::{GaveBack, HAND_SOURCE, LET_GO_SOURCE, WAIT_SOURCE, keys},
+};
+use time::OffsetDateTime;
+
+use crate::{
+    buckets::{caches, homed_at, mark, on_cluster_with, open_sharded_with},
+    cancel_and_wait::wait_until,
+    helpers::*,
+};
+
+/// The users in bucket 0's line, first first.
+async fn line(app: &TestApp, buckets: &keys::Buckets) -> Vec<String> {
+    app.redis.clone().zrange(keys::wait(buckets.get(0).unwrap()), 0, -1).await.unwrap()
+}
+
+/// The numbers held for the line after the sale (bucket 0's `returned`).
+async fn returned(app: &TestApp, buckets: &keys::Buckets) -> Vec<u32> {
+    app.redis.clone().lrange(keys::returned(buckets.get(0).unwrap()), 0, -1).await.unwrap()
+}
+
+/// Every number of the event exactly once: held by one user at their home, on sale in one bucket,
+/// or held for the line at bucket 0; and no give-back or promotion left part way.
+async fn assert_whole(app: &TestApp, buckets: &keys::Buckets, capacity: u32) -> HashMap<String, (String, u32)> {
+    let mut r = app.redis.clone();
+    let mut numbers = returned(app, buckets).await;
+    let mut holdings = HashMap::new();
+    for (b, cache) in buckets.iter().zip(caches(app, buckets).await) {
+        for (user, held) in cache.holdings {
+            assert_eq!(buckets.home(&UserId::parse(&user).unwrap()), b, "{user}'s field lives at home");
+            numbers.push(held.1);
+            holdings.insert(user, held);
+        }
+        numbers.extend(cache.seats);
+        let giving: HashMap<String, String> = r.hgetall(keys::giving(b)).await.unwrap();
+        assert!(giving.is_empty(), "no number left in hand at bucket {}: {giving:?}", b.index());
+    }
+    let handed: HashMap<String, String> = r.hgetall(keys::handed(buckets.get(0).unwrap())).await.unwrap();
+    assert!(handed.values().all(|v| v == "="), "every promotion settled: {handed:?}");
+    numbers.sort_unstable();
+    assert_eq!(numbers, (1..=capacity).collect::<Vec<_>>(), "every number once");
+    holdings
+}
+
+/// The promotion `user` holds, as the waitlist route shows it.
+async fn promoted_number(app: &TestApp, event: &EventId, user: &str) -> u32 {
+    let r = app.waitlist(event, user).await;
+    assert_eq!(r.body["status"], "HOLDS_ORDER", "{user}: {}", r.body);
+    r.body["ticket_no"].as_u64().unwrap() as u32
+}
+
+/// One sold-out sale over three buckets, its line five users homed over all three: cancellations
+/// reach them in line order (two at once reach the next two), a waiter whose grab is under way
+/// when their turn comes is passed over, and with nobody waiting a number goes on sale in bucket 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_sales_line_is_served_in_order_whatever_the_homes() {
+    let app = on_cluster_with(|_| {}).await;
+    let (event, buckets) = open_sharded_with(&app, 3, 3, |_| {}).await;
+    let e = &event;
+    let home = |u: &str| buckets.home(&UserId::parse(u).unwrap()).index();
+    // Bucket 0's number goes first: the line's bucket is empty, but the others are not.
+    let a = homed_at(&buckets, 0, "holder-a", 1).remove(0);
+    assert_eq!(app.grab(e, &a).await.status, 202);
+    let early = homed_at(&buckets, 1, "early", 1).remove(0);
+    assert_eq!(app.join_waitlist(e, &early).await.code(), "NOT_SOLD_OUT", "numbers left in buckets 1 and 2");
+    let b = homed_at(&buckets, 1, "holder-b", 1).remove(0);
+    let c = homed_at(&buckets, 2, "holder-c", 1).remove(0);
+    for user in [&b, &c] {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    assert_eq!(app.deliver_all().await, 3);
+
+    let (two, one, zero) =
+        (homed_at(&buckets, 2, "wait-2", 2), homed_at(&buckets, 1, "wait-1", 2), homed_at(&buckets, 0, "wait-0", 1));
+    let waiters = [&two[0], &one[0], &zero[0], &two[1], &one[1]];
+    for (i, user) in waiters.iter().enumerate() {
+        let r = app.join_waitlist(e, user).await;
+        assert_eq!((r.status, r.body["position"].as_u64()), (201, Some(i as u64 + 1)), "{}", r.body);
+    }
+    let again = app.join_waitlist(e, waiters[0]).await;
+    assert_eq!((again.status, again.body["position"].as_u64()), (200, Some(1)));
+    assert_eq!(app.join_waitlist(e, &c).await.code(), "HOLDS_ORDER", "read at c's home, bucket 2");
+    assert_eq!(app.waitlist(e, waiters[2]).await.body["position"], 3);
+    assert_eq!(line(&app, &buckets).await, waiters.map(|w| w.to_string()), "one line, at bucket 0");
+
+    // a's number goes to the head, homed at bucket 2, through bucket 0's line.
+    let a_number = assert_whole(&app, &buckets, 3).await[&a].1;
+    assert_eq!(app.cancel(e, &a).await.status, 200);
+    assert_eq!(promoted_number(&app, e, waiters[0]).await, a_number);
+    assert_eq!(app.waitlist(e, waiters[1]).await.body["position"], 1);
+    let at_home = caches(&app, &buckets).await.remove(usize::from(home(waiters[0])));
+    assert_eq!(at_home.outbox.len(), 1, "the promotion in the outbox at its user's home");
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, waiters[0]).await.body["status"], "CONFIRMED");
+
+    // Two cancellations at once: the next two in line get one number each.
+    let (rb, rc) = tokio::join!(app.cancel(e, &b), app.cancel(e, &c));
+    assert_eq!((rb.status, rc.status), (200, 200));
+    let got: BTreeSet<u32> =
+        [promoted_number(&app, e, waiters[1]).await, promoted_number(&app, e, waiters[2]).await].into();
+    assert_eq!(got.len(), 2, "one number each");
+    assert_eq!(app.deliver_all().await, 2);
+
+    // The fourth's grab is under way when their turn comes (marked at home, no sibling asked yet):
+    // they are passed over, and the fifth is served.
+    let marked = mark(&app, e, waiters[3], 0).await;
+    assert_eq!(app.cancel(e, waiters[0]).await.status, 200);
+    assert_eq!(promoted_number(&app, e, waiters[4]).await, a_number);
+    assert_eq!(app.waitlist(e, waiters[3]).await.code(), "NOT_WAITING");
+    let retry = app.grab(e, waiters[3]).await;
+    assert_eq!(retry.code(), "SOLD_OUT", "their grab finished: {marked} found nothing");
+    assert_eq!(app.deliver_all().await, 1);
+
+    // Nobody waits: during the sale the next number goes on sale, in the line's bucket.
+    let freed = promoted_number(&app, e, waiters[1]).await;
+    assert_eq!(app.cancel(e, waiters[1]).await.status, 200);
+    assert_eq!(caches(&app, &buckets).await[0].seats, [freed]);
+    let holdings = assert_whole(&app, &buckets, 3).await;
+    assert_eq!(holdings.len(), 2);
+
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.drift, run.returned, run.promotions_settled, run.failures), (0, 0, 0, 0), "{run:?}");
+    let audit = app.report(e, None).await;
+    assert_eq!((audit.body["cancelled"].as_u64(), audit.body["promoted"].as_u64()), (Some(5), Some(4)));
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
+
+/// Give-backs stopped between their steps, as a process killed there leaves them (the raw steps
+/// play what it had run): after the let-go alone, reconcile finishes it from its marker; after the
+/// head was popped, eight give-backs at once finish it with one promotion, to that very head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
+    let app = on_cluster_with(|_| {}).await;
+    let (event, buckets) = open_sharded_with(&app, 2, 2, |_| {}).await;
+    let e = &event;
+    let (a, b) = (homed_at(&buckets, 0, "holder-a", 1).remove(0), homed_at(&buckets, 1, "holder-b", 1).remove(0));
+    for user in [&a, &b] {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    let waiters = [homed_at(&buckets, 1, "wait-1", 1).remove(0), homed_at(&buckets, 0, "wait-0", 2).remove(1)];
+    let third = homed_at(&buckets, 1, "wait-1", 2).remove(1);
+    for user in waiters.iter().chain([&third]) {
+        assert_eq!(app.join_waitlist(e, user).await.status, 201);
+    }
+    assert_eq!(app.deliver_all().await, 2);
+    let mut r = app.redis.clone();
+
+    // a's give-back stopped after the let-go: a holds nothing, the number is in hand at a's home.
+    let (a_due, a_holding) = cancel_in_dynamodb(&app, e, &a).await;
+    let a_home = buckets.home(&a_due.user);
+    let reply: String = redis::Script::new(LET_GO_SOURCE)
+        .key(keys::meta(a_home))
+        .key(keys::giving(a_home))
+        .arg(keys::user_field(&a_due.user))
+        .arg(keys::holding(&a_holding))
+        .arg(a_holding.order.as_str())
+        .arg(a_holding.ticket_no.get())
+        .arg(keys::opening_prefix())
+        .invoke_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!(reply, "HAND");
+    assert_eq!(app.waitlist(e, &waiters[0]).await.body["position"], 1, "nobody promoted yet");
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.returned, run.failures), (1, 0), "{run:?}");
+    assert_eq!(promoted_number(&app, e, &waiters[0]).await, a_holding.ticket_no.get());
+    assert!(app.functions.store.give_backs_due(e).await.unwrap().is_empty());
+
+    // b's stopped after bucket 0 popped the next head and recorded the promotion for them.
+    let (b_due, b_holding) = cancel_in_dynamodb(&app, e, &b).await;
+    let b_home = buckets.home(&b_due.user);
+    let reply: String = redis::Script::new(LET_GO_SOURCE)
+        .key(keys::meta(b_home))
+        .key(keys::giving(b_home))
+        .arg(keys::user_field(&b_due.user))
+        .arg(keys::holding(&b_holding))
+        .arg(b_holding.order.as_str())
+        .arg(b_holding.ticket_no.get())
+        .arg(keys::opening_prefix())
+        .invoke_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!(reply, "HAND");
+    let line0 = buckets.get(0).unwrap();
+    let first_try = OrderId::generate();
+    let reply: String = redis::Script::new(HAND_SOURCE)
+        .key(keys::meta(line0))
+        .key(keys::wait(line0))
+        .key(keys::waiting(line0))
+        .key(keys::handed(line0))
+        .key(keys::seats(line0))
+        .key(keys::returned(line0))
+        .arg(b_holding.order.as_str())
+        .arg(b_holding.ticket_no.get())
+        .arg(WaitHead::tail(&first_try, "2026-11-26T00:00:00Z"))
+        .arg(shared::domain::event::epoch_ms(OffsetDateTime::now_utc()))
+        .arg("")
+        .arg(keys::opening_prefix())
+        .invoke_async(&mut r)
+        .await
+        .unwrap();
+    assert!(reply.starts_with("HEAD:") && reply.contains(&waiters[1]), "{reply}");
+    assert_eq!(line(&app, &buckets).await, std::slice::from_ref(&third), "the head left the line");
+
+    let returns = shared::give_back::GiveBacks::new(app.functions.gate.clone(), app.functions.store.clone(), {
+        let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
+        shared::delivery::Courier::new(app.functions.gate.clone(), queue, app.settings.seal.clone())
+    });
+    let tries = (0..8).map(|_| returns.give_back(e, &b_due));
+    let results: Vec<GaveBack> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
+    let promoted: Vec<_> = results.iter().filter(|r| matches!(r, GaveBack::Promoted { .. })).collect();
+    assert_eq!(promoted.len(), 1, "{results:?}");
+    let GaveBack::Promoted { user, order_id, .. } = promoted[0] else { unreachable!() };
+    assert_eq!((user.as_str(), order_id), (waiters[1].as_str(), &first_try), "the head popped, the first try's order");
+    assert_eq!(results.iter().filter(|r| **r == GaveBack::Gone).count(), 7);
+    assert_eq!(app.waitlist(e, &third).await.body["position"], 1, "one place taken");
+    assert!(app.functions.store.give_backs_due(e).await.unwrap().is_empty());
+
+    assert_eq!(app.deliver_all().await, 2);
+    for user in &waiters {
+        assert_eq!(app.order_of(e, user).await.body["status"], "CONFIRMED");
+    }
+    assert_eq!(assert_whole(&app, &buckets, 2).await.len(), 2);
+    let audit = app.report(e, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
+
+/// The cancellation's first half, as a crash leaves it: DynamoDB holds it, Redis was not told.
+async fn cancel_in_dynamodb(
+    app: &TestApp,
+    event: &EventId,
+    user: &str,
+) -> (shared::store::cancellations::GiveBackDue, Holding) {
+    let user = UserId::parse(user).unwrap();
+    let order = app.functions.store.get_order_now(event, &user).await.unwrap().unwrap();
+    let now = OffsetDateTime::now_utc();
+    app.functions.store.cancel_order(event, &user, &order, now).await.unwrap();
+    let holding = Holding { order: order.order_id.clone(), ticket_no: order.ticket_no };
+    let due = shared::store::cancellations::GiveBackDue {
+        user,
+        order_id: order.order_id,
+        ticket_no: order.ticket_no,
+        cancelled_at: now,
+    };
+    (due, holding)
+}
+
+/// After a sharded sale: numbers cancelled with nobody waiting are held at bucket 0 for the line,
+/// and a user homed at another bucket who joins is handed one at once (`202 PROMOTED`). A join
+/// stopped after bucket 0 handed it the number (before its home settled it) is finished by
+/// reconcile, even after the user joined the line again meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_a_sharded_sale_returned_numbers_reach_users_homed_anywhere() {
+    let app = on_cluster_with(|s| s.reconcile.outbox_age = Duration::ZERO).await;
+    let now = OffsetDateTime::now_utc();
+    let (event, buckets) = open_sharded_with(&app, 6, 3, |e| {
+        e.sale_end = now + time::Duration::seconds(4);
+        e.cancel_until = now + time::Duration::minutes(5);
+    })
+    .await;
+    let e = &event;
+    let holders: Vec<String> = (0..3).flat_map(|b| homed_at(&buckets, b, "holder", 2)).collect();
+    for user in &holders {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    assert_eq!(app.deliver_all().await, 6);
+    let stored = app.functions.store.get_event(e).await.unwrap().unwrap();
+    wait_until(stored.event.sale_end).await;
+
+    let waiters = [homed_at(&buckets, 1, "wait", 1).remove(0), homed_at(&buckets, 2, "wait", 1).remove(0)];
+    for (i, user) in waiters.iter().enumerate() {
+        let r = app.join_waitlist(e, user).await;
+        assert_eq!((r.status, r.body["position"].as_u64()), (201, Some(i as u64 + 1)), "{}", r.body);
+    }
+    for user in &holders[..4] {
+        assert_eq!(app.cancel(e, user).await.status, 200);
+    }
+    assert_eq!(app.deliver_all().await, 2, "the two waiting users promoted");
+    assert_eq!(returned(&app, &buckets).await.len(), 2, "the other two held for the line at bucket 0");
+    assert!(caches(&app, &buckets).await.iter().all(|c| c.seats.is_empty()), "none on sale after the end");
+
+    // A user homed at bucket 1 joins: handed one at once, settled at their home.
+    let joiner = homed_at(&buckets, 1, "late", 1).remove(0);
+    let r = app.join_waitlist(e, &joiner).await;
+    assert_eq!((r.status, r.body["status"].as_str()), (202, Some("PROMOTED")), "{}", r.body);
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, &joiner).await.body["status"], "CONFIRMED");
+    let to = format!("{joiner}@example.com");
+    assert_eq!(app.sent_mail().await.iter().filter(|m| m.to.contains(&to)).count(), 1);
+
+    // The next, homed at bucket 2: their join stopped after bucket 0 handed them the last number.
+    let stopped = homed_at(&buckets, 2, "late", 1).remove(0);
+    let stopped_id = UserId::parse(&stopped).unwrap();
+    let promotion = OrderId::generate();
+    let at = OffsetDateTime::now_utc();
+    let email = shared::domain::Email::parse(&format!("{stopped}@example.com")).unwrap();
+    let reply: String = redis::Script::new(WAIT_SOURCE)
+        .key(keys::meta(buckets.get(0).unwrap()))
+        .key(keys::seats(buckets.get(0).unwrap()))
+        .key(keys::wait(buckets.get(0).unwrap()))
+        .key(keys::waiting(buckets.get(0).unwrap()))
+        .key(keys::returned(buckets.get(0).unwrap()))
+        .key(keys::outbox(buckets.get(0).unwrap()))
+        .key(keys::handed(buckets.get(0).unwrap()))
+        .arg(keys::user_field(&stopped_id))
+        .arg(&stopped)
+        .arg(WaitHead::new(e, &stopped_id, &email).as_str())
+        .arg(shared::domain::event::epoch_ms(at))
+        .arg(keys::opening_prefix())
+        .arg(promotion.as_str())
+        .arg(WaitHead::tail(&promotion, &shared::domain::event::rfc3339(at)))
+        .arg("-")
+        .arg(0)
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert!(reply.starts_with("HANDED:"), "{reply}");
+    // Their retry finds nothing held back any more: they join the line.
+    let r = app.join_waitlist(e, &stopped).await;
+    assert_eq!((r.status, r.body["position"].as_u64()), (201, Some(1)), "{}", r.body);
+
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.promotions_settled, run.failures), (1, 0), "{run:?}");
+    let r = app.waitlist(e, &stopped).await;
+    assert_eq!(
+        (r.body["status"].as_str(), r.body["order_id"].as_str()),
+        (Some("HOLDS_ORDER"), Some(promotion.as_str()))
+    );
+    assert!(line(&app, &buckets).await.is_empty(), "promoted, they left the line");
+    assert_eq!(app.deliver_all().await, 1, "the promotion, re-driven from the outbox");
+    assert_eq!(app.order_of(e, &stopped).await.body["status"], "CONFIRMED");
+    assert_eq!(app.functions.reconcile.run().await.promotions_settled, 0, "settled once");
+
+    assert_eq!(assert_whole(&app, &buckets, 6).await.len(), 6);
+    let audit = app.report(e, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+    assert_eq!((audit.body["cancelled"].as_u64(), audit.body["promoted"].as_u64()), (Some(4), Some(4)));
+}
+
+/// Every bucket's cache lost while users wait: the rebuild lays the line at bucket 0 again in its
+/// order and each holder's field at their home, and the next cancellation reaches the head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_sharded_cache_is_rebuilt_with_its_line() {
+    let app = on_cluster_with(|s| s.rebuild.max_wait = Duration::from_secs(3)).await;
+    let (event, buckets) = open_sharded_with(&app, 3, 3, |_| {}).await;
+    let e = &event;
+    let holders: Vec<String> = (0..3).flat_map(|b| homed_at(&buckets, b, "holder", 1)).collect();
+    for user in &holders {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    assert_eq!(app.deliver_all().await, 3);
+    let waiters = [homed_at(&buckets, 2, "wait", 1).remove(0), homed_at(&buckets, 1, "wait", 1).remove(0)];
+    for user in &waiters {
+        assert_eq!(app.join_waitlist(e, user).await.status, 201);
+    }
+    let mut r = app.redis.clone();
+    for b in buckets.iter() {
+        let _: () = r.del(&keys::cache(b)).await.unwrap();
+    }
+
+    let started = std::time::Instant::now();
+    let place = loop {
+        let reply = app.waitlist(e, &waiters[1]).await;
+        match reply.status {
+            503 if started.elapsed() < Duration::from_secs(60) => tokio::time::sleep(Duration::from_millis(250)).await,
+            _ => break reply,
+        }
+    };
+    assert_eq!((place.status, place.body["position"].as_u64()), (200, Some(2)), "{}", place.body);
+    assert_eq!(line(&app, &buckets).await, waiters.to_vec(), "the line, in its order, at bucket 0");
+    let held = assert_whole(&app, &buckets, 3).await;
+    assert_eq!(held.len(), 3, "every holder's field at their home");
+
+    let n = held[&holders[1]].1;
+    assert_eq!(app.cancel(e, &holders[1]).await.status, 200);
+    assert_eq!(promoted_number(&app, e, &waiters[0]).await, n);
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, &waiters[0]).await.body["status"], "CONFIRMED");
+    let audit = app.report(e, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
