@@ -393,3 +393,64 @@ async fn a_lost_sharded_cache_is_rebuilt_with_its_line() {
     let audit = app.report(e, None).await;
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }
+
+/// A failover lost a join's write to the line but not its durable place, after the sale, while a
+/// number was held for the line: the rebuild of the lost cache finds both and hands the number to
+/// that user itself, laying the promotion at the user's home (holding and outbox entry), whence
+/// reconcile sends it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sharded_rebuild_hands_a_held_number_to_a_durable_waiter_at_their_home() {
+    let app = on_cluster_with(|s| {
+        s.rebuild.max_wait = Duration::from_secs(3);
+        s.reconcile.outbox_age = Duration::ZERO;
+    })
+    .await;
+    let now = OffsetDateTime::now_utc();
+    let (event, buckets) = open_sharded_with(&app, 3, 3, |e| {
+        e.sale_end = now + time::Duration::seconds(3);
+        e.cancel_until = now + time::Duration::minutes(5);
+    })
+    .await;
+    let e = &event;
+    let holders: Vec<String> = (0..3).flat_map(|b| homed_at(&buckets, b, "holder", 1)).collect();
+    for user in &holders {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    assert_eq!(app.deliver_all().await, 3);
+    wait_until(now + time::Duration::seconds(3)).await;
+    assert_eq!(app.cancel(e, &holders[1]).await.status, 200);
+    let held = returned(&app, &buckets).await;
+    assert_eq!(held.len(), 1, "nobody waited: held for the line at bucket 0");
+
+    let waiter = homed_at(&buckets, 2, "durable", 1).remove(0);
+    let user = UserId::parse(&waiter).unwrap();
+    let email = shared::domain::Email::parse(&format!("{waiter}@example.com")).unwrap();
+    let place = shared::domain::Waiter { user: user.clone(), email, place: 1 };
+    app.functions.store.add_waiter(e, &place, OffsetDateTime::now_utc()).await.unwrap();
+    let mut r = app.redis.clone();
+    for b in buckets.iter() {
+        let _: () = r.del(&keys::cache(b)).await.unwrap();
+    }
+
+    let started = std::time::Instant::now();
+    let mut rebuilt = 0;
+    while rebuilt == 0 && started.elapsed() < Duration::from_secs(60) {
+        let run = app.functions.reconcile.run().await;
+        assert_eq!(run.failures, 0, "{run:?}");
+        rebuilt = run.rebuilt;
+        if rebuilt == 0 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+    assert_eq!(rebuilt, 1, "the cache rebuilt");
+    let home = caches(&app, &buckets).await.remove(usize::from(buckets.home(&user).index()));
+    let (order, n) = home.holdings[&waiter].clone();
+    assert_eq!(n, held[0], "the held number is the durable waiter's");
+    assert!(home.outbox.contains_key(&order), "the promotion in the outbox at their home");
+    assert!(returned(&app, &buckets).await.is_empty() && line(&app, &buckets).await.is_empty());
+    assert_eq!(app.deliver_all().await, 1, "re-driven by the rebuilding run");
+    assert_eq!(app.order_of(e, &waiter).await.body["status"], "CONFIRMED");
+    assert_eq!(assert_whole(&app, &buckets, 3).await.len(), 3);
+    let audit = app.report(e, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
