@@ -79,13 +79,13 @@ impl Gate {
         let line = buckets.get(0).expect("bucket 0");
         let home = buckets.home(j.user);
         let mut conn = self.link.conn().await?;
-        let (home_field, elsewhere) = if home == line {
-            (String::new(), 0)
-        } else {
+        let (home_field, elsewhere) = if buckets.is_sharded() {
             match self.read_field_and_stock(&conn, &buckets, j.user).await? {
                 Some(found) => found,
                 None => return Ok((Waitlisted::NotCached, Written { conn, key: keys::meta(home) })),
             }
+        } else {
+            (String::new(), 0)
         };
         let tail = WaitHead::tail(j.promotion, j.now);
         let opening = opening_arg(&conn);
@@ -129,9 +129,10 @@ impl Gate {
         Ok((parse_wait_reply(&reply)?, Written { conn, key: keys::meta(line) }))
     }
 
-    /// A sharded event's join, before the line is asked: the user's field at home (`-` for none)
-    /// and the numbers on sale in the buckets other than 0, read at once. `None` when the home is
-    /// not cached in this history.
+    /// A sharded event's join, before the line is asked: the user's field at home (`-` for none;
+    /// empty for a user homed at bucket 0, where the line's script reads it itself) and the
+    /// numbers on sale in the buckets other than 0, read at once. `None` when the home is not
+    /// cached in this history.
     async fn read_field_and_stock(
         &self,
         conn: &LinkConn,
@@ -140,6 +141,9 @@ impl Gate {
     ) -> Result<Option<(String, u64)>, GateError> {
         let home = buckets.home(user);
         let field = async {
+            if home.index() == 0 {
+                return Ok(Some(String::new()));
+            }
             let mut conn = conn.clone();
             let opening = super::opening_on(&mut conn, home).await?;
             let (cached, field): (Option<String>, Option<String>) = redis::cmd("HMGET")
