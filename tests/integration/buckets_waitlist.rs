@@ -470,7 +470,7 @@ async fn a_sharded_cache_lost_with_its_line_and_give_backs_in_flight_loses_nothi
     let app = on_cluster_with(|s| s.rebuild.max_wait = Duration::from_secs(3)).await;
     let (event, buckets) = open_sharded_with(&app, 20, 3, |_| {}).await;
     let e = &event;
-    let tag = &e.as_str()[e.as_str().len() - 6..];
+    let tag = own_tail(e);
     let holders: Vec<String> = (0..20).map(|i| format!("h{i:02}-{tag}")).collect();
     let waiters: Vec<String> = (0..30).map(|i| format!("w{i:02}-{tag}")).collect();
     for user in &holders {

@@ -95,9 +95,8 @@ impl TestApp {
 async fn a_cancelled_ticket_is_free_again_and_its_holder_cannot_grab_twice() {
     let app = TestApp::for_mail(30).await;
     let event = app.open_event(2).await;
-    // Her own name (the event id's random tail): five cancellations in a second are the route's
-    // per-user limit, and other tests' "ada" cancels at the same time.
-    let ada = &format!("ada-{}", &event.as_str()[event.as_str().len() - 8..]);
+    // Her own name: five cancellations in a second are the route's per-user limit.
+    let ada = &format!("ada-{}", own_tail(&event));
     let granted = app.grab(&event, ada).await;
     assert_eq!(granted.status, 202);
     let ticket = granted.body["ticket_no"].as_u64().unwrap() as u32;
@@ -554,8 +553,8 @@ async fn after_the_sale_every_returned_ticket_reaches_a_waiting_user_or_is_count
     app.functions.store.put_event(&event).await.unwrap();
     app.functions.gate.warm(&event).await.unwrap();
     let e = &event.id;
-    let holder = |i: u32| format!("h{i}-{}", &e.as_str()[2..10]);
-    let waiter = |i: u32| format!("w{i}-{}", &e.as_str()[2..10]);
+    let holder = |i: u32| format!("h{i}-{}", own_tail(e));
+    let waiter = |i: u32| format!("w{i}-{}", own_tail(e));
     for n in 1..=100 {
         app.send_order(&sold(e, &holder(n), n)).await;
     }
@@ -614,7 +613,7 @@ async fn the_waitlist_closes_after_cancel_until_and_each_user_still_waiting_is_t
     app.functions.store.put_event(&event).await.unwrap();
     app.functions.gate.warm(&event).await.unwrap();
     let e = &event.id;
-    let user = |name: &str| format!("{name}-{}", &e.as_str()[2..10]);
+    let user = |name: &str| format!("{name}-{}", own_tail(e));
     assert_eq!(app.grab(e, &user("ada")).await.status, 202);
     for name in ["bob", "cy", "dee"] {
         assert_eq!(app.join_waitlist(e, &user(name)).await.status, 201);
@@ -674,7 +673,7 @@ async fn a_cache_of_the_previous_layout_is_rebuilt_on_first_touch_keeping_its_wa
     use shared::domain::{Email, order::WaitHead};
     let app = TestApp::for_mail(30).await;
     let event = app.open_event(2).await;
-    let user = |name: &str| format!("{name}-{}", &event.as_str()[2..10]);
+    let user = |name: &str| format!("{name}-{}", own_tail(&event));
     assert_eq!(app.grab(&event, &user("ada")).await.status, 202);
     app.deliver_all().await;
 
@@ -723,7 +722,7 @@ async fn check_in_is_accepted_only_in_the_events_window() {
     event.starts_at = Some(now + Duration::days(1));
     app.functions.store.put_event(&event).await.unwrap();
     app.functions.gate.warm(&event).await.unwrap();
-    let user = format!("early-{}", &event.id.as_str()[2..10]);
+    let user = format!("early-{}", own_tail(&event.id));
     assert_eq!(app.grab(&event.id, &user).await.status, 202);
     app.deliver_all().await;
     let pass = app.pass_of(&user).await;
@@ -737,7 +736,7 @@ async fn check_in_is_accepted_only_in_the_events_window() {
     open.check_in_from = Some(now - Duration::minutes(1));
     app.functions.store.put_event(&open).await.unwrap();
     app.functions.gate.warm(&open).await.unwrap();
-    let guest = format!("guest-{}", &open.id.as_str()[2..10]);
+    let guest = format!("guest-{}", own_tail(&open.id));
     assert_eq!(app.grab(&open.id, &guest).await.status, 202);
     app.deliver_all().await;
     assert_eq!(app.check_in(&open.id, &app.pass_of(&guest).await, "[staff]").await.status, 200);

@@ -91,7 +91,7 @@ async fn outcome(
 }
 
 fn named(tag: &str, event: &EventId, n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("{tag}{i:02}-{}", &event.as_str()[2..10])).collect()
+    (0..n).map(|i| format!("{tag}{i:02}-{}", own_tail(event))).collect()
 }
 
 /// 20 tickets sold, 30 users waiting. Five holders cancel (their promotions are on the queue, not
@@ -160,7 +160,7 @@ async fn failover_during_a_promotion() {
     let mut pair = Pair::start().await;
     let app = app_on_redis(pair.endpoint.url()).await;
     let event = app.open_event(2).await;
-    let (ann, ada) = (format!("ann-{}", &event.as_str()[2..10]), format!("ada-{}", &event.as_str()[2..10]));
+    let (ann, ada) = (format!("ann-{}", own_tail(&event)), format!("ada-{}", own_tail(&event)));
     let waiters = named("w", &event, 3);
     for user in [&ann, &ada] {
         assert_eq!(app.grab(&event, user).await.status, 202);

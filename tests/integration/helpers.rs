@@ -324,6 +324,13 @@ pub fn fresh_event_id() -> EventId {
     EventId::parse(&format!("t-{}", uuid::Uuid::now_v7().simple())).unwrap()
 }
 
+/// Eight characters of `event`'s id no other test's event shares (its random tail: the head of a
+/// UUIDv7 is its time, the same for a minute), for user names of this test's own: the per-user
+/// limits and the users' fields are shared by every test on the stack.
+pub fn own_tail(event: &EventId) -> &str {
+    &event.as_str()[event.as_str().len() - 8..]
+}
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
