@@ -407,3 +407,42 @@ async fn a_bucket_lost_mid_sale_is_rebuilt_with_the_whole_event_exactly() {
     assert_eq!(audit.body["confirmed"], 30);
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }
+
+/// A late order (its send landed after a rebuild that had stopped waiting for it) whose user is
+/// homed in one bucket and whose number lies free in another: the consumer's check claims the
+/// number there, the order is stored CONFIRMED, and the number is held once, by its user at home.
+/// A late order whose number was sold again meanwhile is stored REJECTED, as unsharded.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_late_order_whose_number_is_free_in_another_bucket_is_adopted() {
+    let app = on_cluster().await;
+    let (event, buckets) = open_sharded(&app, 6, 3).await;
+    let late = homed_at(&buckets, 1, "late", 1).remove(0);
+    assert_eq!(buckets.shelf_of(shared::domain::TicketNo::new(3)).index(), 2, "number 3 lies in bucket 2");
+    app.send_order(&crate::cancel_and_wait::sold(&event, &late, 3)).await;
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(&event, &late).await.body["status"], "CONFIRMED");
+    let all = caches(&app, &buckets).await;
+    assert_eq!(assert_exact(&all, &buckets, 6)[&late].1, 3, "held at the user's home");
+    assert_eq!(all[2].seats, [6], "no longer free in bucket 2");
+
+    // Bucket 2's other number sells to a user homed there; a late order for it is rejected.
+    let holder = homed_at(&buckets, 2, "holder", 1).remove(0);
+    assert_eq!(app.grab(&event, &holder).await.body["ticket_no"], 6);
+    let second = homed_at(&buckets, 0, "late", 1).remove(0);
+    app.send_order(&crate::cancel_and_wait::sold(&event, &second, 6)).await;
+    assert_eq!(app.deliver_all().await, 2);
+    assert_eq!(app.order_of(&event, &holder).await.body["status"], "CONFIRMED");
+    let rejected = app.order_of(&event, &second).await;
+    assert_eq!(rejected.body["status"], "REJECTED");
+    // The rejected user's field names their order (so a retry is told of it), as unsharded; every
+    // number else is free once or held once.
+    let mut all = caches(&app, &buckets).await;
+    let named = all[0].holdings.remove(&second).expect("the rejected order named at home");
+    assert_eq!(named, (rejected.body["order_id"].as_str().unwrap().to_owned(), 6));
+    assert_exact(&all, &buckets, 6);
+    // The claim's record is kept: its user holds the number, so reconcile puts nothing back.
+    let tidied = app.functions.gate.tidy_takes(&event, Duration::ZERO, Duration::ZERO).await.unwrap();
+    assert_eq!((tidied.settled, tidied.returned), (0, 0));
+    let audit = app.report(&event, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}

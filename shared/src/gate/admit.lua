@@ -11,17 +11,22 @@
 -- ARGV[2]  the order's holding, "<order id>:<ticket no>"
 -- ARGV[3]  the ticket number
 -- ARGV[4]  the opening field of the caller's history (grab.lua's ARGV[7])
+-- ARGV[5]  a sharded event's step (docs/DESIGN.md section 6, "Buckets"): "" decides here alone;
+--          "look" answers ELSEWHERE instead of TAKEN (the number may be free in another bucket:
+--          claim.lua asks there); "claimed" when claim.lua took it there (home's seats untouched)
 -- Returns one string:
 --   COUNTED (the user holds this order, or cancelled it) | ADOPTED (the user held nothing and the
 --   number was free: both are the order's now) | TAKEN (the user held nothing, the number went to
 --   someone else: the order is to be stored REJECTED, and the user's field names it now, as a
 --   rebuild names a rejected order, so a retry is told of it rather than given a second order) |
 --   UNCOUNTED (the user holds another order: this one must not be stored) |
+--   ELSEWHERE (ARGV[5] "look": the user held nothing and the number is not free here; nothing
+--   written) |
 --   NOT_FOUND | STALE (no cache in this history to ask: the rebuild waits for the queue to drain,
 --   so the order is stored and counted by it)
 
-if #ARGV ~= 4 then
-  return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field')
+if #ARGV ~= 5 then
+  return redis.error_reply('ERR admit: expected user field, holding, ticket no, opening field, step')
 end
 local m = redis.call('HMGET', KEYS[1], opening, ARGV[1])
 if not m[1] then
@@ -39,7 +44,10 @@ if held and string.byte(held, 1) ~= 35 then -- another order, or another cancell
   return 'UNCOUNTED'
 end
 -- Rare (a late send after a rebuild): the scan of the free numbers costs nothing on the hot path.
-local free = redis.call('LREM', KEYS[2], 1, ARGV[3]) == 1
+local free = ARGV[5] == 'claimed' or redis.call('LREM', KEYS[2], 1, ARGV[3]) == 1
+if not free and ARGV[5] == 'look' then
+  return 'ELSEWHERE'
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 if free then
   return 'ADOPTED'

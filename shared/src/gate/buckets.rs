@@ -285,14 +285,7 @@ impl Gate {
                 if kept {
                     continue;
                 }
-                let put_back: u32 = RETURN_TAKE_SCRIPT
-                    .key(keys::seats(sibling))
-                    .key(keys::taken(sibling))
-                    .arg(order.as_str())
-                    .arg(&record)
-                    .arg(n)
-                    .invoke_async(&mut conn)
-                    .await?;
+                let put_back = return_take(&mut conn, sibling, &order, &record, n).await?;
                 if put_back == 1 {
                     tracing::warn!(event_id = %event, ticket_no = n, "a number given to a take that cannot settle is on sale again");
                     tidied.returned += put_back;
@@ -301,6 +294,25 @@ impl Gate {
         }
         Ok(tidied)
     }
+}
+
+/// Puts back a number `bucket` gave to `order` (`return_take.lua`), only if its record is still
+/// `record`: 1 when put back, 0 when the record had changed.
+pub(super) async fn return_take(
+    conn: &mut LinkConn,
+    bucket: &keys::Bucket,
+    order: &OrderId,
+    record: &str,
+    n: u32,
+) -> Result<u32, GateError> {
+    Ok(RETURN_TAKE_SCRIPT
+        .key(keys::seats(bucket))
+        .key(keys::taken(bucket))
+        .arg(order.as_str())
+        .arg(record)
+        .arg(n)
+        .invoke_async(conn)
+        .await?)
 }
 
 /// The sibling a user's field says their take of `order` is under way from (`@<bucket>:<order>`).
