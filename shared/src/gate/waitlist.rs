@@ -284,4 +284,17 @@ mod tests {
             assert!(parse_wait_reply(bad).is_err(), "{bad:?} accepted");
         }
     }
+
+    #[test]
+    fn a_field_read_at_home_after_a_handed_number_went_on_is_told_as_the_script_would() {
+        let order = "0199a0b0-0000-7000-8000-000000000001";
+        let told = |field: &str| parse_wait_reply(&held_reply(field)).unwrap();
+        assert_eq!(told(&format!("{order}:4")), Waitlisted::Holds(split_holding(&format!("{order}:4")).unwrap()));
+        assert_eq!(told(&format!("!{order}")), Waitlisted::Cancelled);
+        assert_eq!(told(&format!("@2:{order}")), Waitlisted::NotSoldOut, "a take under way");
+        // Nothing held after all: busy, and the user asks again.
+        for nothing in ["-", "#000000000000001:2", ""] {
+            assert_eq!(told(nothing), Waitlisted::NotCached, "{nothing:?}");
+        }
+    }
 }
