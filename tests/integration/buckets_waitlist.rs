@@ -163,20 +163,8 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     let mut r = app.redis.clone();
 
     // a's give-back stopped after the let-go: a holds nothing, the number is in hand at a's home.
-    let (a_due, a_holding) = cancel_in_dynamodb(&app, e, &a).await;
-    let a_home = buckets.home(&a_due.user);
-    let reply: String = redis::Script::new(LET_GO_SOURCE)
-        .key(keys::meta(a_home))
-        .key(keys::giving(a_home))
-        .arg(keys::user_field(&a_due.user))
-        .arg(keys::holding(&a_holding))
-        .arg(a_holding.order.as_str())
-        .arg(a_holding.ticket_no.get())
-        .arg(keys::opening_prefix())
-        .invoke_async(&mut r)
-        .await
-        .unwrap();
-    assert_eq!(reply, "HAND");
+    let (_, a_holding) = app.cancel_in_dynamodb(e, &a).await;
+    assert_eq!(let_go(&app, &buckets, &a, &a_holding).await, "HAND");
     assert_eq!(app.waitlist(e, &waiters[0]).await.body["position"], 1, "nobody promoted yet");
     let run = app.functions.reconcile.run().await;
     assert_eq!((run.returned, run.failures), (1, 0), "{run:?}");
@@ -184,20 +172,8 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     assert!(app.functions.store.give_backs_due(e).await.unwrap().is_empty());
 
     // b's stopped after bucket 0 popped the next head and recorded the promotion for them.
-    let (b_due, b_holding) = cancel_in_dynamodb(&app, e, &b).await;
-    let b_home = buckets.home(&b_due.user);
-    let reply: String = redis::Script::new(LET_GO_SOURCE)
-        .key(keys::meta(b_home))
-        .key(keys::giving(b_home))
-        .arg(keys::user_field(&b_due.user))
-        .arg(keys::holding(&b_holding))
-        .arg(b_holding.order.as_str())
-        .arg(b_holding.ticket_no.get())
-        .arg(keys::opening_prefix())
-        .invoke_async(&mut r)
-        .await
-        .unwrap();
-    assert_eq!(reply, "HAND");
+    let (b_due, b_holding) = app.cancel_in_dynamodb(e, &b).await;
+    assert_eq!(let_go(&app, &buckets, &b, &b_holding).await, "HAND");
     let line0 = buckets.get(0).unwrap();
     let first_try = OrderId::generate();
     let reply: String = redis::Script::new(HAND_SOURCE)
@@ -219,10 +195,7 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     assert!(reply.starts_with("HEAD:") && reply.contains(&waiters[1]), "{reply}");
     assert_eq!(line(&app, &buckets).await, std::slice::from_ref(&third), "the head left the line");
 
-    let returns = shared::give_back::GiveBacks::new(app.functions.gate.clone(), app.functions.store.clone(), {
-        let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
-        shared::delivery::Courier::new(app.functions.gate.clone(), queue, app.settings.seal.clone())
-    });
+    let returns = app.give_backs();
     let tries = (0..8).map(|_| returns.give_back(e, &b_due));
     let results: Vec<GaveBack> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
     let promoted: Vec<_> = results.iter().filter(|r| matches!(r, GaveBack::Promoted { .. })).collect();
@@ -242,24 +215,22 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }
 
-/// The cancellation's first half, as a crash leaves it: DynamoDB holds it, Redis was not told.
-async fn cancel_in_dynamodb(
-    app: &TestApp,
-    event: &EventId,
-    user: &str,
-) -> (shared::store::cancellations::GiveBackDue, Holding) {
+/// A give-back's first step alone (`let_go.lua` at `user`'s home), as a process killed after it
+/// leaves it: its reply.
+async fn let_go(app: &TestApp, buckets: &keys::Buckets, user: &str, holding: &Holding) -> String {
     let user = UserId::parse(user).unwrap();
-    let order = app.functions.store.get_order_now(event, &user).await.unwrap().unwrap();
-    let now = OffsetDateTime::now_utc();
-    app.functions.store.cancel_order(event, &user, &order, now).await.unwrap();
-    let holding = Holding { order: order.order_id.clone(), ticket_no: order.ticket_no };
-    let due = shared::store::cancellations::GiveBackDue {
-        user,
-        order_id: order.order_id,
-        ticket_no: order.ticket_no,
-        cancelled_at: now,
-    };
-    (due, holding)
+    let home = buckets.home(&user);
+    redis::Script::new(LET_GO_SOURCE)
+        .key(keys::meta(home))
+        .key(keys::giving(home))
+        .arg(keys::user_field(&user))
+        .arg(keys::holding(holding))
+        .arg(holding.order.as_str())
+        .arg(holding.ticket_no.get())
+        .arg(keys::opening_prefix())
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap()
 }
 
 /// After a sharded sale: numbers cancelled with nobody waiting are held at bucket 0 for the line,
@@ -485,7 +456,7 @@ async fn a_sharded_cache_lost_with_its_line_and_give_backs_in_flight_loses_nothi
         assert_eq!(app.cancel(e, user).await.status, 200);
     }
     for user in &holders[5..15] {
-        cancel_in_dynamodb(&app, e, user).await;
+        app.cancel_in_dynamodb(e, user).await;
     }
     assert_eq!(app.functions.store.give_backs_due(e).await.unwrap().len(), 10);
     let mut r = app.redis.clone();

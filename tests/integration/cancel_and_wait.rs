@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use shared::{
-    domain::{EventId, UserId},
+    domain::{EventId, Holding, UserId},
     gate::{GaveBack, keys},
     http::routes::Function,
     store::cancellations::{Cancellation, GiveBackDue},
@@ -82,6 +82,25 @@ impl TestApp {
         assert_eq!(mail.len(), 1, "one confirmation for {user}");
         let line = mail[0].body_text.lines().find_map(|l| l.strip_prefix("Pass: ")).expect("a pass in the mail");
         line.trim().to_owned()
+    }
+
+    /// A cancellation's first half alone, as a crash before the give-back leaves it: DynamoDB
+    /// holds it (and its marker), Redis was not told. The give-back due, and what was held.
+    pub(crate) async fn cancel_in_dynamodb(&self, event: &EventId, user: &str) -> (GiveBackDue, Holding) {
+        let user = UserId::parse(user).unwrap();
+        let order = self.functions.store.get_order_now(event, &user).await.unwrap().unwrap();
+        let now = OffsetDateTime::now_utc();
+        let cancelled = self.functions.store.cancel_order(event, &user, &order, now).await;
+        assert!(matches!(cancelled, Ok(Cancellation::Cancelled(_))));
+        let holding = Holding { order: order.order_id.clone(), ticket_no: order.ticket_no };
+        (GiveBackDue { user, order_id: order.order_id, ticket_no: order.ticket_no, cancelled_at: now }, holding)
+    }
+
+    /// The give-backs as cancel and reconcile run them, on this test's queue.
+    pub(crate) fn give_backs(&self) -> shared::give_back::GiveBacks {
+        let queue = shared::queue::OrderQueue::new(self.sqs.clone(), self.queue_url.clone());
+        let courier = shared::delivery::Courier::new(self.functions.gate.clone(), queue, self.settings.seal.clone());
+        shared::give_back::GiveBacks::new(self.functions.gate.clone(), self.functions.store.clone(), courier)
     }
 
     pub(crate) async fn free_numbers(&self, event: &EventId) -> BTreeSet<u32> {
@@ -358,25 +377,11 @@ async fn two_give_backs_of_one_number_promote_once() {
         assert_eq!(app.join_waitlist(&event, user).await.status, 201);
     }
     app.deliver_all().await;
-    let order = app.functions.store.get_order_now(&event, &UserId::parse("ada").unwrap()).await.unwrap().unwrap();
     // The crash: DynamoDB holds the cancellation, Redis was never told.
-    let cancelled = app
-        .functions
-        .store
-        .cancel_order(&event, &UserId::parse("ada").unwrap(), &order, OffsetDateTime::now_utc())
-        .await;
-    assert!(matches!(cancelled, Ok(Cancellation::Cancelled(_))));
+    let (due, _) = app.cancel_in_dynamodb(&event, "ada").await;
     assert_eq!(app.functions.store.give_backs_due(&event).await.unwrap().len(), 1);
 
-    let due = GiveBackDue {
-        user: UserId::parse("ada").unwrap(),
-        order_id: order.order_id.clone(),
-        ticket_no: order.ticket_no,
-        cancelled_at: OffsetDateTime::now_utc(),
-    };
-    let queue = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone());
-    let courier = shared::delivery::Courier::new(app.functions.gate.clone(), queue, app.settings.seal.clone());
-    let returns = shared::give_back::GiveBacks::new(app.functions.gate.clone(), app.functions.store.clone(), courier);
+    let returns = app.give_backs();
     let tries = (0..8).map(|_| returns.give_back(&event, &due));
     let results: Vec<GaveBack> = futures::future::join_all(tries).await.into_iter().map(Result::unwrap).collect();
     let promoted: Vec<_> = results.iter().filter(|r| matches!(r, GaveBack::Promoted { .. })).collect();

@@ -27,7 +27,7 @@ static LET_GO_SCRIPT: LazyLock<redis::Script> =
 static HAND_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("hand.lua", opening = ARGV[6], lasting)));
 static PROMOTE_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("promote.lua", opening = ARGV[4])));
+    LazyLock::new(|| redis::Script::new(cache_script!("promote.lua", opening = ARGV[5])));
 static HANDED_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("handed.lua")));
 
 /// The steps a test plays alone, as a process killed between them leaves them.
@@ -140,12 +140,12 @@ impl Gate {
                 .map_err(|e| GateError::Protocol(format!("a promotion's message: {e}")))?;
             let user = promoted.user_id.clone();
             let home = buckets.home(&user);
-            let holding = crate::domain::Holding { order: promoted.order_id.clone(), ticket_no: promoted.ticket_no };
             let reply: String = PROMOTE_SCRIPT
                 .key(keys::meta(home))
                 .key(keys::outbox(home))
                 .arg(keys::user_field(&user))
-                .arg(keys::holding(&holding))
+                .arg(promoted.order_id.as_str())
+                .arg(promoted.ticket_no.get())
                 .arg(&message)
                 .arg(opening_arg(conn))
                 .invoke_async(conn)
