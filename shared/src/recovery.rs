@@ -21,7 +21,7 @@ use crate::{
         event::{epoch_ms, rfc3339},
         order::WaitHead,
     },
-    gate::{Gate, GateError},
+    gate::{Gate, GateError, LaidDown, RebuildLock},
     queue::{OrderQueue, QueueError},
     store::{EventBook, Store, StoreError, cancellations::GiveBackDue},
 };
@@ -98,7 +98,15 @@ impl Rebuilder {
         Ok(n)
     }
 
+    /// Rebuilds the event's cache if it is lost (docs/DESIGN.md section 10).
     pub async fn rebuild(&self, event: &Event) -> Result<Rebuild, RecoveryError> {
+        self.rebuild_until(event, None).await
+    }
+
+    /// The rebuild, stopped after `halt` as a process killed there would leave it: the lock kept
+    /// (until it expires), nothing after that step done. Tests stop it between each pair of steps.
+    #[doc(hidden)]
+    pub async fn rebuild_until(&self, event: &Event, halt: Option<RebuildStep>) -> Result<Rebuild, RecoveryError> {
         // After the sale, the cache serves cancellations until their window closes.
         if OffsetDateTime::now_utc() >= event.active_until() {
             return Ok(Rebuild::Ended);
@@ -106,52 +114,110 @@ impl Rebuilder {
         if self.gate.window(&event.id).await?.is_some() {
             return Ok(Rebuild::Present);
         }
-        // A cache an older release laid out lost nothing: it is rebuilt at once, its waitlist kept.
-        let outdated = self.gate.layout_outdated(&event.id).await?;
-        let now = epoch_ms(OffsetDateTime::now_utc());
-        if !outdated {
-            let lost_since = self.gate.mark_lost(&event.id, now).await?;
-            let waited = Duration::from_millis((now - lost_since).max(0) as u64);
-            if waited < self.settings.settle {
-                return Ok(Rebuild::Busy);
-            }
-            if waited < self.settings.max_wait {
-                let in_flight = self.in_flight().await?;
-                if in_flight > 0 {
-                    tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
-                    return Ok(Rebuild::Busy);
-                }
-            }
-        }
         let Some(lock) = self.gate.lock_rebuild(&event.id, self.settings.lock_ttl).await? else {
             // Another rebuild is under way (or just finished).
             return Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy });
         };
-        let rebuilt = async {
-            // A rebuild that held the lock just before may have finished: no DynamoDB reads then.
-            if self.gate.window(&event.id).await?.is_some() {
-                return Ok((false, Holdings::default()));
-            }
-            let mut holdings = self.store.holdings(&event.id).await?;
-            self.add_undelivered(&event.id, &mut holdings).await?;
-            let at = OffsetDateTime::now_utc();
-            if outdated {
-                // The older layout kept its waitlist only in Redis: it becomes durable first.
-                for waiter in self.gate.older_waitlist(&event.id).await? {
-                    self.store.add_waiter(&event.id, &waiter, at).await?;
-                }
-            }
-            let dues = self.store.give_backs_due(&event.id).await?;
-            let waiters = self.store.waiters(&event.id).await?;
-            reserve(&mut holdings, &dues, waiters, event, &rfc3339(at));
-            let done = self.gate.rebuild(&lock, event, &holdings).await?;
-            Ok::<_, RecoveryError>((done, holdings))
+        let rebuilt = self.rebuild_locked(event, &lock, halt).await;
+        if matches!(rebuilt, Ok(Step::Halted)) {
+            return Ok(Rebuild::Busy);
         }
-        .await;
         self.gate.unlock_rebuild(lock).await?;
-        let (done, holdings) = rebuilt?;
-        if !done {
-            return Ok(Rebuild::Present);
+        Ok(match rebuilt? {
+            Step::Done => Rebuild::Done,
+            Step::Present => Rebuild::Present,
+            Step::Wait | Step::Halted => Rebuild::Busy,
+        })
+    }
+
+    /// The rebuild under its lock, in the order docs/DESIGN.md section 10 gives: every bucket stops
+    /// deciding first, then what is under way settles, then the outboxes and DynamoDB are read (the
+    /// snapshot: nothing can decide any more), then the rebuild is recorded, then each bucket is
+    /// laid down and opened, bucket 0 last, each only while this rebuild's stop still holds it.
+    async fn rebuild_locked(
+        &self,
+        event: &Event,
+        lock: &RebuildLock,
+        halt: Option<RebuildStep>,
+    ) -> Result<Step, RecoveryError> {
+        let halts = |step: RebuildStep| halt == Some(step);
+        // A rebuild that held the lock just before may have finished: no DynamoDB reads then.
+        if self.gate.window(&event.id).await?.is_some() {
+            return Ok(Step::Present);
+        }
+        let buckets = self.gate.buckets_of(event);
+        // A cache an older release laid out lost nothing: it is rebuilt at once, its waitlist kept.
+        let outdated = self.gate.layout_outdated(&event.id).await?;
+        // 1. Every bucket stops deciding: from here no script grants, gives back or promotes, so
+        //    what is read next is all there will be.
+        self.gate.stop(&buckets, lock).await?;
+        if halts(RebuildStep::Stopped) {
+            return Ok(Step::Halted);
+        }
+        // 2. What was decided before the stop reaches the queue, and the queue drains into DynamoDB.
+        let now = epoch_ms(OffsetDateTime::now_utc());
+        let mut in_flight = Some(0);
+        if !outdated {
+            let lost_since = self.gate.mark_lost(&event.id, now).await?;
+            let waited = Duration::from_millis((now - lost_since).max(0) as u64);
+            if waited < self.settings.settle {
+                return Ok(Step::Wait);
+            }
+            in_flight = match self.in_flight().await {
+                Ok(n) => Some(n),
+                // Past the longest wait the rebuild goes on; an unknown depth is recorded as such.
+                Err(e) if waited >= self.settings.max_wait => {
+                    tracing::warn!(event_id = %event.id, error = %e, "the queue's depth is unknown; the rebuild goes on");
+                    None
+                }
+                Err(e) => return Err(e),
+            };
+            if in_flight != Some(0) && waited < self.settings.max_wait {
+                tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
+                return Ok(Step::Wait);
+            }
+        }
+        // 3. The snapshot: the outboxes first, then DynamoDB. The consumer removes an entry only
+        //    once DynamoDB holds its order, so an order is in one or the other, or both.
+        let read_at = OffsetDateTime::now_utc();
+        let outbox = self.gate.outbox_of(&buckets).await?;
+        if halts(RebuildStep::OutboxesRead) {
+            return Ok(Step::Halted);
+        }
+        let mut holdings = self.store.holdings(&event.id).await?;
+        add_undelivered(outbox, &mut holdings);
+        if outdated {
+            // The older layout kept its waitlist only in Redis: it becomes durable first.
+            for waiter in self.gate.older_waitlist(&event.id).await? {
+                self.store.add_waiter(&event.id, &waiter, read_at).await?;
+            }
+        }
+        let dues = self.store.give_backs_due(&event.id).await?;
+        let waiters = self.store.waiters(&event.id).await?;
+        reserve(&mut holdings, &dues, waiters, event, &rfc3339(read_at));
+        if halts(RebuildStep::StoreRead) {
+            return Ok(Step::Halted);
+        }
+        // 4. Recorded before anything is laid down: the audit explains a REJECTED order only by a
+        //    rebuild that read while orders were still on the queue.
+        if in_flight != Some(0) {
+            tracing::warn!(event_id = %event.id, ?in_flight, "rebuild stopped waiting for the queue: late orders may be REJECTED");
+        }
+        self.store.record_rebuild(&event.id, lock.token(), read_at, in_flight).await?;
+        if halts(RebuildStep::Recorded) {
+            return Ok(Step::Halted);
+        }
+        // 5. Laid down and opened, bucket by bucket.
+        let stop_after = match halt {
+            Some(RebuildStep::Laid(n)) => Some(n),
+            _ => None,
+        };
+        let laid = self.gate.lay_down(lock, event, &buckets, &holdings, stop_after).await?;
+        match laid {
+            LaidDown::Open => {}
+            LaidDown::Halted => return Ok(Step::Halted),
+            // Another rebuild stopped a bucket after this one did: its lay-down, not this one's.
+            LaidDown::Fenced => return Ok(Step::Wait),
         }
         tracing::warn!(
             event_id = %event.id,
@@ -160,31 +226,52 @@ impl Rebuilder {
             returned = holdings.returned.len(),
             waiting = holdings.waiting.len(),
             promoted = holdings.promotions.len(),
+            ?in_flight,
             outdated,
             "cache rebuilt from DynamoDB"
         );
-        Ok(Rebuild::Done)
+        Ok(Step::Done)
     }
+}
 
-    /// Orders that survived in the outbox (the cache was lost in part, or the send failed and the
-    /// queue has drained without them) hold their users and numbers too: DynamoDB does not have
-    /// them yet, reconcile will deliver them.
-    async fn add_undelivered(&self, event: &EventId, holdings: &mut Holdings) -> Result<(), RecoveryError> {
-        let outbox = self.gate.outbox(event).await?;
-        if outbox.is_empty() {
-            return Ok(());
+/// The steps of the exact rebuild a test may stop after (`Rebuilder::rebuild_until`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebuildStep {
+    /// Every bucket stopped deciding.
+    Stopped,
+    /// The outboxes read.
+    OutboxesRead,
+    /// DynamoDB read: the orders, the give-back markers, the waiting places.
+    StoreRead,
+    /// The rebuild recorded (`REBUILD#`).
+    Recorded,
+    /// This many buckets laid down and opened (bucket 0 is the last).
+    Laid(u16),
+}
+
+/// How far one run of the rebuild went.
+enum Step {
+    Done,
+    Present,
+    /// Not yet: what is under way settles first, or another rebuild fenced this one off.
+    Wait,
+    /// Stopped by a test after a step.
+    Halted,
+}
+
+/// Orders that survived in an outbox (the cache was lost in part, or the send failed and the
+/// queue has drained without them) hold their users and numbers too: DynamoDB does not have them
+/// yet, reconcile will deliver them.
+fn add_undelivered(outbox: Vec<crate::gate::OutboxEntry>, holdings: &mut Holdings) {
+    let users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
+    for entry in outbox {
+        let Ok(message) = OrderMessage::parse(&entry.message) else { continue };
+        let (user, order) = (message.user_id, message.order_id);
+        // A number already held by a stored order stays with it; DynamoDB rejects the other.
+        if users.contains(&user) || !holdings.held.insert(message.ticket_no) {
+            continue;
         }
-        let users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
-        for entry in outbox {
-            let Ok(message) = OrderMessage::parse(&entry.message) else { continue };
-            let (user, order) = (message.user_id, message.order_id);
-            // A number already held by a stored order stays with it; DynamoDB rejects the other.
-            if users.contains(&user) || !holdings.held.insert(message.ticket_no) {
-                continue;
-            }
-            holdings.buyers.push(Buyer { user, order, ticket_no: message.ticket_no });
-        }
-        Ok(())
+        holdings.buyers.push(Buyer { user, order, ticket_no: message.ticket_no });
     }
 }
 

@@ -506,7 +506,10 @@ async fn an_order_the_rebuilt_cache_never_counted_never_takes_a_number_sold_agai
     let (gate, store) = (&app.functions.gate, &app.functions.store);
     let stored = store.get_event(&event).await.unwrap().unwrap().event;
     let lock = gate.lock_rebuild(&event, Duration::from_secs(30)).await.unwrap().expect("the lock");
-    assert!(gate.rebuild(&lock, &stored, &store.holdings(&event).await.unwrap()).await.unwrap());
+    let buckets = gate.buckets_of(&stored);
+    gate.stop(&buckets, &lock).await.unwrap();
+    let laid = gate.lay_down(&lock, &stored, &buckets, &store.holdings(&event).await.unwrap(), None).await.unwrap();
+    assert_eq!(laid, shared::gate::LaidDown::Open);
     gate.unlock_rebuild(lock).await.unwrap();
 
     let winner = grabbed(&app, &event, "winner").await;

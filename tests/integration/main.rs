@@ -18,6 +18,7 @@ mod late_ses;
 mod live;
 mod logs;
 mod mail;
+mod partial_loss;
 mod reconcile;
 mod red_packets;
 mod routes;

@@ -36,6 +36,26 @@ pub struct Ledger {
     pub give_backs_pending: Vec<TicketNo>,
     /// The cache, read in one step; `None` when it is not there (expired after the event, or lost).
     pub cache: Option<CacheView>,
+    /// The exact rebuilds of the cache (`REBUILD#` items), oldest first.
+    pub rebuilds: Vec<RebuildRecord>,
+}
+
+/// One exact rebuild of the cache, as recorded before it laid anything down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RebuildRecord {
+    /// When it read the outboxes and DynamoDB (epoch ms), every bucket stopped.
+    pub read_ms: i64,
+    /// Orders still on the queue then: more than 0 only when it stopped waiting for them
+    /// (`REBUILD_MAX_WAIT_SECONDS`), the one documented way a `202` ends `REJECTED`; `None` when
+    /// the queue's depth could not be read (counted as orders in flight).
+    pub in_flight: Option<u64>,
+}
+
+impl RebuildRecord {
+    /// It read while orders may still have been on their way to DynamoDB.
+    pub fn gave_up(&self) -> bool {
+        self.in_flight != Some(0)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -239,6 +259,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
             detail: format!("{promoted} orders from the waitlist, {cancelled} cancellations"),
         },
         tickets_agree(&confirmed, &ledger.tickets),
+        rejections_explained(rows, &ledger.rebuilds),
         Check {
             name: "every_confirmed_order_mailed",
             passed: unmailed == 0,
@@ -316,6 +337,32 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], led
     }
 }
 
+/// A `REJECTED` order is a grant the cache forgot: its user may have been told `202`. The one
+/// documented way (docs/DESIGN.md section 11) is a rebuild that stopped waiting for the queue and
+/// read before the order was stored: the order was made before that rebuild read, and orders were
+/// still in flight then. Any other rejected order is a broken promise.
+fn rejections_explained(rows: &[AuditRow], rebuilds: &[RebuildRecord]) -> Check {
+    let rejected: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Rejected).collect();
+    let explained = |r: &AuditRow| {
+        r.order_id.created_ms().is_some_and(|made| rebuilds.iter().any(|b| b.gave_up() && made < b.read_ms))
+    };
+    let unexplained: Vec<&OrderId> = rejected.iter().filter(|r| !explained(r)).map(|r| &r.order_id).collect();
+    let gave_up = rebuilds.iter().filter(|b| b.gave_up()).count();
+    Check {
+        name: "rejections_explained",
+        passed: unexplained.is_empty(),
+        detail: format!(
+            "{} rejected orders, {} of them made before a rebuild that stopped waiting for the queue \
+             ({} rebuilds, {gave_up} of them with orders still in flight); {} unexplained {:?}",
+            rejected.len(),
+            rejected.len() - unexplained.len(),
+            rebuilds.len(),
+            unexplained.len(),
+            &unexplained[..unexplained.len().min(20)],
+        ),
+    }
+}
+
 /// Each ticket item names the confirmed order that holds its number, and each confirmed order's
 /// number has its ticket item: a cancellation that left the item, or a confirmation without it,
 /// shows here.
@@ -386,7 +433,12 @@ mod tests {
             .map(|r| (r.ticket_no, r.order_id.clone()))
             .collect();
         let on_sale = (1..=capacity).map(t).filter(|n| !tickets.contains_key(n)).collect();
-        Ledger { tickets, give_backs_pending: vec![], cache: Some(CacheView { on_sale, ..Default::default() }) }
+        Ledger {
+            tickets,
+            give_backs_pending: vec![],
+            cache: Some(CacheView { on_sale, ..Default::default() }),
+            rebuilds: vec![],
+        }
     }
 
     #[test]
@@ -462,7 +514,11 @@ mod tests {
         ];
         rows[2].promoted = true;
         rows[0].checked_in = true;
-        let r = report(&e, 3, &rows, &ledger(&rows, 3));
+        // d's order was still on the queue when a rebuild stopped waiting for it.
+        let mut l = ledger(&rows, 3);
+        let made = o("d").created_ms().unwrap();
+        l.rebuilds = vec![RebuildRecord { read_ms: made + 1, in_flight: Some(3) }];
+        let r = report(&e, 3, &rows, &l);
         assert!(r.passed, "{:?}", r.checks);
         assert_eq!((r.confirmed, r.cancelled, r.rejected, r.promoted, r.checked_in, r.mails_sent), (2, 1, 1, 1, 1, 3));
         assert_eq!(r.unsold, 1);
@@ -504,6 +560,22 @@ mod tests {
         moving.cache.as_mut().unwrap().outbox = vec![(o("x"), t(4)), (o("a"), t(1))];
         moving.give_backs_pending = vec![t(5)];
         assert!(failed(&clean, &moving, 5).is_empty());
+
+        // A rejected order no rebuild explains: made after the rebuild read, or read by a rebuild
+        // that had waited for the queue to drain. Its user may have been told 202.
+        let rejected = vec![a.clone(), row(2, "b", OrderStatus::Rejected, false)];
+        let made = o("b").created_ms().unwrap();
+        for rebuild in [
+            RebuildRecord { read_ms: made - 1, in_flight: Some(4) },
+            RebuildRecord { read_ms: made + 1, in_flight: Some(0) },
+        ] {
+            let mut l = ledger(&rejected, 5);
+            l.rebuilds = vec![rebuild];
+            assert_eq!(failed(&rejected, &l, 5), ["rejections_explained"], "{rebuild:?}");
+        }
+        let mut l = ledger(&rejected, 5);
+        l.rebuilds = vec![RebuildRecord { read_ms: made + 1, in_flight: Some(4) }];
+        assert!(failed(&rejected, &l, 5).is_empty());
 
         let mut promoted = clean.clone();
         promoted[1].promoted = true;

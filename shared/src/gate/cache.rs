@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use redis::AsyncCommands;
 
-use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_on, script_time};
+use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_arg, opening_on, script_time};
 use crate::domain::{Event, EventId, Holdings, TicketNo, event::epoch_ms, order::WaitHead, sale_mode::SaleMode};
 
 /// The latest time the scripts' format holds (15 digits of epoch ms): a window opening then never
@@ -18,10 +18,45 @@ static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::
 /// How many ticket numbers one `RPUSH` carries when an event is warmed.
 const WARM_CHUNK: u32 = 10_000;
 
-/// The event's rebuild lock, held (`Gate::lock_rebuild`).
+static STOP_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(super::cache_script!("stop.lua", opening = ARGV[1])));
+static OPEN_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("open.lua")));
+
+/// How long a bucket remembers the rebuild that stopped it: longer than any rebuild runs.
+const STOP_KEPT: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// The event's rebuild lock, held (`Gate::lock_rebuild`). Its token also names the rebuild that
+/// stopped the buckets (`Gate::stop`), its staged keys and the generation it lays down.
 pub struct RebuildLock {
     event: EventId,
     token: String,
+}
+
+impl RebuildLock {
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+}
+
+/// How a rebuild's lay-down ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LaidDown {
+    /// Every bucket laid down and deciding again.
+    Open,
+    /// Another rebuild stopped a bucket since this one did: that one lays the event down.
+    Fenced,
+    /// Stopped by a test part way.
+    Halted,
+}
+
+/// The keys of a bucket a lay-down writes whole (meta first: its opening field opens the bucket).
+fn laid_keys(b: &keys::Bucket) -> [String; 5] {
+    [keys::meta(b), keys::seats(b), keys::returned(b), keys::wait(b), keys::waiting(b)]
+}
+
+/// The keys of a bucket's steps under way (a take, a hand to the line), forgotten by a lay-down.
+fn under_way_keys(b: &keys::Bucket) -> [String; 4] {
+    [keys::taking(b), keys::taken(b), keys::giving(b), keys::handed(b)]
 }
 
 impl Gate {
@@ -31,11 +66,16 @@ impl Gate {
     pub async fn warm(&self, event: &Event) -> Result<(), GateError> {
         let buckets = self.buckets.learn(&event.id, event.buckets);
         let mut conn = self.link.conn().await?;
+        let generation = uuid::Uuid::now_v7().to_string();
         // Bucket 0 last: its meta is what "warmed" means to a grab that has not read the count.
         for bucket in buckets.iter().rev() {
             let mut pipe = redis::pipe();
             pipe.atomic();
-            fill(&mut pipe, event, &buckets, bucket, &Holdings::default(), &opening_on(&mut conn, bucket).await?);
+            let opening = opening_on(&mut conn, bucket).await?;
+            for key in under_way_keys(bucket) {
+                pipe.del(key).ignore();
+            }
+            fill(&mut pipe, event, &buckets, bucket, &Holdings::default(), &opening, &generation, |live| live);
             pipe.query_async::<()>(&mut conn).await?;
         }
         Ok(())
@@ -71,42 +111,73 @@ impl Gate {
         Ok(())
     }
 
-    /// Rebuilds a lost cache exactly from what DynamoDB holds: holdings from the stored orders, free
-    /// numbers = 1..capacity minus the held ones. Under the event's lock, and only while the cache
-    /// (any bucket of it) is still missing from this server's history (absent, or written before a
-    /// failover), one `MULTI` per bucket: a concurrent rebuild or grab cannot double anything. The
-    /// outbox is left as it is. Returns false when the cache is already there.
-    pub async fn rebuild(&self, _lock: &RebuildLock, event: &Event, holdings: &Holdings) -> Result<bool, GateError> {
-        let e = &event.id;
-        let buckets = self.buckets.learn(e, event.buckets);
-        let mut conn = self.link.conn().await?;
-        let mut openings = Vec::new();
-        let mut intact = true;
-        for bucket in buckets.iter() {
-            let opening = opening_on(&mut conn, bucket).await?;
-            intact &= conn.hexists::<_, _, bool>(keys::meta(bucket), &opening).await?;
-            openings.push(opening);
-        }
-        if intact {
-            return Ok(false);
-        }
-        // A sharded event is rebuilt whole, each bucket from DynamoDB: a number may sit free or
-        // held in a bucket other than its own, so one bucket alone cannot be told what it lacks.
-        // First every bucket stops deciding (each script answers STALE, and its caller waits for
-        // this rebuild), then each is laid down again.
-        if buckets.is_sharded() {
-            for (bucket, opening) in buckets.iter().zip(&openings) {
-                conn.hdel::<_, _, ()>(keys::meta(bucket), opening).await?;
+    /// The event's buckets, as its stored item gives their count (a rebuild never reads the count
+    /// from the cache it rebuilds: bucket 0 may be the bucket lost).
+    pub fn buckets_of(&self, event: &Event) -> keys::Buckets {
+        self.buckets.learn(&event.id, event.buckets)
+    }
+
+    /// The rebuild's first step: every bucket stops deciding (`stop.lua`: its opening field goes,
+    /// and the lock's token is the one that may open it again), all at once.
+    pub async fn stop(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<(), GateError> {
+        let conn = self.link.conn().await?;
+        let stops = buckets.iter().map(|bucket| {
+            let mut conn = conn.clone();
+            async move {
+                let _: i64 = STOP_SCRIPT
+                    .key(keys::meta(bucket))
+                    .key(keys::stopped(bucket))
+                    .arg(opening_arg(&conn))
+                    .arg(&lock.token)
+                    .arg(STOP_KEPT.as_millis() as u64)
+                    .arg(keys::OLDER_OPENING_PREFIX)
+                    .invoke_async(&mut conn)
+                    .await?;
+                Ok::<_, GateError>(())
             }
-        }
-        for (bucket, opening) in buckets.iter().zip(&openings).rev() {
+        });
+        futures::future::try_join_all(stops).await?;
+        Ok(())
+    }
+
+    /// The rebuild's last step: each bucket laid down from `holdings` under staged names, then
+    /// opened (`open.lua`), bucket 0 last, each only while `lock`'s stop still holds it. A test
+    /// may stop after `stop_after` buckets. The outbox is left as it is.
+    pub async fn lay_down(
+        &self,
+        lock: &RebuildLock,
+        event: &Event,
+        buckets: &keys::Buckets,
+        holdings: &Holdings,
+        stop_after: Option<u16>,
+    ) -> Result<LaidDown, GateError> {
+        let mut conn = self.link.conn().await?;
+        for (laid, bucket) in buckets.iter().rev().enumerate() {
+            if stop_after == Some(laid as u16) {
+                return Ok(LaidDown::Halted);
+            }
+            let opening = opening_on(&mut conn, bucket).await?;
+            let staged = |live: String| keys::staged(&live, &lock.token);
             let mut pipe = redis::pipe();
             pipe.atomic();
-            fill(&mut pipe, event, &buckets, bucket, holdings, opening);
+            fill(&mut pipe, event, buckets, bucket, holdings, &opening, &lock.token, staged);
             pipe.query_async::<()>(&mut conn).await?;
+            let mut open = OPEN_SCRIPT.key(keys::stopped(bucket));
+            for live in laid_keys(bucket) {
+                let staged = keys::staged(&live, &lock.token);
+                open.key(live).key(staged);
+            }
+            open.key(keys::outbox(bucket)).key(keys::staged(&keys::outbox(bucket), &lock.token));
+            for under_way in under_way_keys(bucket) {
+                open.key(under_way);
+            }
+            let opened: String = open.arg(&lock.token).arg(laid_keys(bucket).len()).invoke_async(&mut conn).await?;
+            if opened != "OPEN" {
+                return Ok(LaidDown::Fenced);
+            }
         }
-        conn.del::<_, ()>(keys::lost_since(e)).await?;
-        Ok(true)
+        conn.del::<_, ()>(keys::lost_since(&event.id)).await?;
+        Ok(LaidDown::Open)
     }
 
     /// Whether the event's cache is intact in this history but written by an older layout (a deploy
@@ -147,6 +218,7 @@ impl Gate {
 /// for its home users, and at bucket 0 the waitlist and the numbers held for it. The outbox is
 /// left as it is otherwise; takes and hands under way are forgotten (their steps answer GONE, and
 /// reconcile finds nothing to settle: a give-back runs again from its marker).
+#[allow(clippy::too_many_arguments)]
 fn fill(
     pipe: &mut redis::Pipeline,
     event: &Event,
@@ -154,14 +226,21 @@ fn fill(
     bucket: &keys::Bucket,
     holdings: &Holdings,
     opening: &str,
+    generation: &str,
+    named: impl Fn(String) -> String,
 ) {
     let b = bucket;
     let here = |n: &TicketNo| buckets.shelf_of(*n) == bucket;
     let homed = |u: &crate::domain::UserId| buckets.home(u) == bucket;
-    let laid = [keys::seats(b), keys::meta(b), keys::returned(b), keys::wait(b), keys::waiting(b)];
-    let under_way = [keys::taking(b), keys::taken(b), keys::giving(b), keys::handed(b)];
-    for key in laid.iter().chain(&under_way) {
+    let [meta, seats, returned_key, wait, waiting] = laid_keys(b).map(&named);
+    // The promotions the rebuild made join the outbox when the bucket opens, not before.
+    let promotions = named(keys::outbox(b));
+    let laid = [&seats, &meta, &returned_key, &wait, &waiting];
+    for key in laid {
         pipe.del(key).ignore();
+    }
+    if promotions != keys::outbox(b) {
+        pipe.del(&promotions).ignore();
     }
     let on_sale: Vec<u32> = (1..=event.capacity)
         .map(TicketNo::new)
@@ -169,7 +248,7 @@ fn fill(
         .map(TicketNo::get)
         .collect();
     for chunk in on_sale.chunks(WARM_CHUNK as usize) {
-        pipe.rpush(keys::seats(b), chunk).ignore();
+        pipe.rpush(&seats, chunk).ignore();
     }
     // The waitlist's line, with the numbers held for it, is bucket 0's; each promotion the
     // rebuild made goes to the outbox at its user's home, beside their holding.
@@ -177,14 +256,14 @@ fn fill(
     if line {
         let returned: Vec<u32> = holdings.returned.iter().map(|n| n.get()).collect();
         for chunk in returned.chunks(WARM_CHUNK as usize) {
-            pipe.rpush(keys::returned(b), chunk).ignore();
+            pipe.rpush(&returned_key, chunk).ignore();
         }
     }
     let buyers: Vec<_> = holdings.buyers.iter().filter(|x| homed(&x.user)).collect();
     for chunk in buyers.chunks(WARM_CHUNK as usize) {
         let fields: Vec<(String, String)> =
             chunk.iter().map(|b| (keys::user_field(&b.user), keys::holding(&b.holding()))).collect();
-        pipe.hset_multiple(keys::meta(b), &fields).ignore();
+        pipe.hset_multiple(&meta, &fields).ignore();
     }
     let cancelled: Vec<_> = holdings.cancelled.iter().filter(|c| homed(&c.user)).collect();
     for chunk in cancelled.chunks(WARM_CHUNK as usize) {
@@ -196,23 +275,23 @@ fn fill(
                 (keys::user_field(&c.user), value)
             })
             .collect();
-        pipe.hset_multiple(keys::meta(b), &fields).ignore();
+        pipe.hset_multiple(&meta, &fields).ignore();
     }
     for (order, message) in &holdings.promotions {
         let user = crate::domain::OrderMessage::parse(message).map(|m| m.user_id);
         if user.map_or(line, |u| homed(&u)) {
-            pipe.hset(keys::outbox(b), order.as_str(), message).ignore();
+            pipe.hset(&promotions, order.as_str(), message).ignore();
         }
     }
     if line {
         for chunk in holdings.waiting.chunks(WARM_CHUNK as usize) {
             let places: Vec<(u64, &str)> = chunk.iter().map(|w| (w.place, w.user.as_str())).collect();
-            pipe.zadd_multiple(keys::wait(b), &places).ignore();
+            pipe.zadd_multiple(&wait, &places).ignore();
             let heads: Vec<(&str, String)> = chunk
                 .iter()
                 .map(|w| (w.user.as_str(), WaitHead::new(&event.id, &w.user, &w.email).as_str().to_owned()))
                 .collect();
-            pipe.hset_multiple(keys::waiting(b), &heads).ignore();
+            pipe.hset_multiple(&waiting, &heads).ignore();
         }
     }
     let (start, end) = (epoch_ms(event.sale_start), epoch_ms(event.sale_end));
@@ -224,7 +303,7 @@ fn fill(
         SaleMode::FirstCome | SaleMode::FairOpen => (script_time(start + trust), script_time(end - trust)),
     };
     pipe.hset_multiple(
-        keys::meta(b),
+        &meta,
         &[
             ("capacity", event.capacity.to_string()),
             ("start", start.to_string()),
@@ -239,6 +318,10 @@ fn fill(
             ("wait_max", event.waitlist_size.to_string()),
             // How many buckets the numbers are split over (`Gate::buckets` reads bucket 0's).
             ("buckets", buckets.count().to_string()),
+            // Which lay-down this is (a rebuild's token, or a fresh id at warming): a step of a
+            // sharded event that spans buckets names it, so a step begun before a rebuild finds
+            // nothing to finish after it.
+            ("generation", generation.to_owned()),
             // A value longer than `hash-max-listpack-value` (64 bytes) makes Redis keep meta as a
             // hash table from the start: as a listpack, its first 512 user fields would each be
             // found by a linear scan, costing the first grabs of every event more than the rest.
@@ -249,5 +332,9 @@ fn fill(
     let forget_at = epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64;
     for key in laid {
         pipe.cmd("PEXPIREAT").arg(key).arg(forget_at).ignore();
+    }
+    if promotions != keys::outbox(b) {
+        // Staged promotions live only until their bucket opens.
+        pipe.cmd("PEXPIRE").arg(&promotions).arg(STOP_KEPT.as_millis() as u64).ignore();
     }
 }

@@ -162,8 +162,10 @@ pub fn opening_prefix() -> String {
 /// The opening fields of the layouts before this one in `history` (v2 and v3 named it
 /// `open_from@<history>`): such a cache is intact, only laid out otherwise.
 pub fn older_openings(history: &str) -> [String; 1] {
-    [format!("open_from@{history}")]
+    [format!("{OLDER_OPENING_PREFIX}{history}")]
 }
+/// [`older_openings`] before its history (`stop.lua` completes it with the node's).
+pub const OLDER_OPENING_PREFIX: &str = "open_from@";
 /// The waitlist: waiting user id -> place (a sorted set; the lowest place is served first).
 pub fn wait(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:wait")
@@ -216,6 +218,16 @@ pub fn grab_tally(e: &EventId, unix_minute: i64) -> String {
 }
 /// How long a minute's tally is kept.
 pub const TALLY_KEPT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// At each bucket: the token of the rebuild that stopped it last (`stop.lua`); only that rebuild
+/// opens it again (`open.lua`).
+pub fn stopped(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:stop")
+}
+/// A key of the cache as a rebuild lays it down before opening it: the live name with the
+/// rebuild's token (same hash tag, so `open.lua` renames it in place).
+pub fn staged(live: &str, token: &str) -> String {
+    format!("{live}~{token}")
+}
 /// When the loss of the event's cache was first seen (epoch ms), while it is being rebuilt.
 pub fn lost_since(e: &EventId) -> String {
     format!("ev:{{{e}}}:lost")

@@ -36,7 +36,7 @@ mod tally;
 mod waitlist;
 pub use admit::Admitted;
 pub use buckets::{STRAY_TAKE_AGE, TAKE_SOURCE, TakesTidied};
-pub use cache::RebuildLock;
+pub use cache::{LaidDown, RebuildLock};
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};

@@ -27,9 +27,15 @@ impl Gate {
 
     /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
     pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
+        self.outbox_of(&self.buckets(event).await?).await
+    }
+
+    /// Every outbox entry of these buckets (a rebuild names them: bucket 0, which holds their
+    /// count, may be the one lost).
+    pub async fn outbox_of(&self, buckets: &keys::Buckets) -> Result<Vec<OutboxEntry>, GateError> {
         let mut conn = self.link.conn().await?;
         let mut entries = Vec::new();
-        for b in self.buckets(event).await?.iter() {
+        for b in buckets.iter() {
             let all: Vec<(String, String)> = conn.hgetall(keys::outbox(b)).await?;
             entries.extend(all.into_iter().filter_map(|(key, message)| entry(key, message)));
         }

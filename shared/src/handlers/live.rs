@@ -91,7 +91,8 @@ impl Auditor {
             })
             .collect();
         let tickets = self.store.ticket_items(event, capacity).await?;
-        let ledger = Ledger { tickets, give_backs_pending: returning, cache };
+        let rebuilds = self.store.rebuilds(event).await?;
+        let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);

@@ -8,6 +8,7 @@
 //! | give-back marker | `RETURN#<E>` | `ORDER#<order id>` | a cancelled number Redis has yet to take back |
 //! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
 //! | entry  | `ENTRY#<E>`         | `USER#<u>` | a ballot's entry or a fair open's place (`draws`)       |
+//! | rebuild | `REBUILD#<E>`      | `<read ms>#<token>` | one exact rebuild of the cache (`rebuilds`)     |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:
 //! off the attendee list, found by a rebuild and the organiser's report.
@@ -23,6 +24,7 @@ pub mod codec;
 pub mod draws;
 pub mod events;
 pub mod orders;
+pub mod rebuilds;
 pub mod report;
 pub mod schema;
 pub mod waitlist;

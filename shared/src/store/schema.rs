@@ -58,6 +58,11 @@ pub mod key {
     pub fn waitlist(e: &EventId) -> String {
         format!("WAIT#{e}")
     }
+    /// The exact rebuilds of an event's cache: one item per rebuild (`store::rebuilds`), sorted by
+    /// when it read what it laid down.
+    pub fn rebuilds(e: &EventId) -> String {
+        format!("REBUILD#{e}")
+    }
     /// A ballot's entries, a fair open's queue: one item per user (`store::draws`), sorted by `waiter`.
     pub fn entries(e: &EventId) -> String {
         format!("ENTRY#{e}")

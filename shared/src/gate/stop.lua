@@ -1,0 +1,21 @@
+-- The exact rebuild's first step (docs/DESIGN.md section 10), at each bucket of the event: the
+-- bucket stops deciding (its opening field goes, so every script answers STALE) and remembers which
+-- rebuild stopped it last. Only that rebuild may open it again (open.lua): a rebuild that was
+-- overtaken (its lock expired, another stopped the bucket since) cannot lay down an older snapshot.
+--
+-- KEYS[1]  ev:{B}:meta     the opening fields removed
+-- KEYS[2]  ev:{B}:stop     the token of the rebuild that stopped the bucket last
+-- ARGV[1]  the opening field of the caller's history (grab.lua's ARGV[7])
+-- ARGV[2]  the rebuild's token
+-- ARGV[3]  how long the token is kept (ms): longer than any rebuild
+-- ARGV[4]  the older layouts' opening field, before its history (keys::older_openings): a cache
+--          an older release laid out stops too
+-- Returns 1.
+
+if #ARGV ~= 4 then
+  return redis.error_reply('ERR stop: expected opening field, token, ms, older opening prefix')
+end
+local history = string.sub(opening, #opening - 11)
+redis.call('HDEL', KEYS[1], opening, ARGV[4] .. history)
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+return 1

@@ -1,0 +1,291 @@
+//! A sharded sale that loses one bucket during its rush (docs/DESIGN.md section 10, "The exact
+//! rebuild"), on the stack's three-master cluster, with the mail consumer running as in AWS: one
+//! bucket's opening field goes (as a lost or replaced shard leaves it) while the other buckets are
+//! granting. Every user told `202` must end holding exactly that number, `CONFIRMED`; no number
+//! may be held twice, no order stored `REJECTED`, and the audit must agree.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use redis::AsyncCommands;
+use shared::gate::keys;
+
+use crate::{
+    buckets::{on_cluster_with, open_sharded},
+    helpers::*,
+};
+
+/// What a crowd was told: user -> the number a `202` (or a retry's `200`) gave them.
+type Told = BTreeMap<String, u32>;
+
+/// `users` grab at once, `parallel` at a time; a `503` is retried (as a client would) until the
+/// grab is answered. `lose` runs once `lose_after` grabs were granted. Returns what each user was
+/// told and how many 503s the crowd met.
+pub(crate) async fn rush_with_a_loss<F, Fut>(
+    app: &Arc<TestApp>,
+    event: &shared::domain::EventId,
+    users: Vec<String>,
+    parallel: usize,
+    lose_after: usize,
+    lose: F,
+) -> (Told, usize)
+where
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let granted = Arc::new(AtomicUsize::new(0));
+    let busy = Arc::new(AtomicUsize::new(0));
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<()>();
+    let trigger = Arc::new(tokio::sync::Mutex::new(Some(lost_tx)));
+    let loser = tokio::spawn(async move {
+        if lost_rx.await.is_ok() {
+            lose().await;
+        }
+    });
+    let gate = Arc::new(tokio::sync::Semaphore::new(parallel));
+    let grabs: Vec<_> = users
+        .into_iter()
+        .map(|user| {
+            let (app, event, gate) = (app.clone(), event.clone(), gate.clone());
+            let (granted, busy, trigger) = (granted.clone(), busy.clone(), trigger.clone());
+            tokio::spawn(async move {
+                let _turn = gate.acquire().await.unwrap();
+                let started = std::time::Instant::now();
+                loop {
+                    let reply = Box::pin(app.grab(&event, &user)).await;
+                    match (reply.status, reply.code()) {
+                        (202 | 200, _) => {
+                            if granted.fetch_add(1, Ordering::SeqCst) + 1 == lose_after
+                                && let Some(tx) = trigger.lock().await.take()
+                            {
+                                let _ = tx.send(());
+                            }
+                            return (user, Some(reply.body["ticket_no"].as_u64().unwrap() as u32));
+                        }
+                        (409, "SOLD_OUT") => return (user, None),
+                        (503, _) if started.elapsed() < Duration::from_secs(120) => {
+                            busy.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        other => panic!("{user}: {other:?} {}", reply.body),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut told = Told::new();
+    for grab in grabs {
+        if let (user, Some(n)) = grab.await.unwrap() {
+            told.insert(user, n);
+        }
+    }
+    drop(trigger);
+    loser.await.unwrap();
+    (told, busy.load(Ordering::SeqCst))
+}
+
+/// 1,500 users race for 600 numbers over three buckets, 48 at a time, while the mail consumer
+/// stores the orders; after the 150th grant bucket 1 loses its opening field. The sale pauses and
+/// is rebuilt whole, and then: every user told a number holds it, `CONFIRMED`, once; no order is
+/// `REJECTED`; the audit passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bucket_lost_during_a_rush_keeps_every_202() {
+    // The rebuild waits for the queue at most 8 s, so a rush that keeps it busy reaches the give-up.
+    let app = on_cluster_with(|s| s.rebuild.max_wait = Duration::from_secs(8)).await;
+    let (event, buckets) = open_sharded(&app, 600, 3).await;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let consumer = tokio::spawn(app.poller().run(2, Default::default(), stop_rx));
+
+    let tail = own_tail(&event).to_owned();
+    let users: Vec<String> = (0..1_500).map(|i| format!("rush-{tail}-{i:04}")).collect();
+    let (app2, lost) = (app.clone(), buckets.get(1).unwrap().clone());
+    let lose = move || async move { lose_opening(&app2, &lost).await };
+    let (told, busy) = rush_with_a_loss(&app, &event, users, 48, 150, lose).await;
+    println!("partial loss mid-rush: {} users told a number, {busy} x 503 on the way", told.len());
+
+    let _ = stop_tx.send(true);
+    consumer.await.unwrap();
+    app.deliver_all().await;
+    let report = app.functions.reconcile.run().await;
+    assert_eq!(report.failures, 0);
+    app.deliver_all().await;
+    assert_exact_after(&app, &event, &told, 600).await;
+}
+
+/// What a sale's end must show, from DynamoDB and the report: every user in `told` holds that
+/// number in a `CONFIRMED` order; no number is held by two orders; no order is `REJECTED`; the
+/// audit passes.
+pub(crate) async fn assert_exact_after(app: &TestApp, event: &shared::domain::EventId, told: &Told, capacity: u32) {
+    let rows = app.functions.store.all_orders(event).await.expect("the orders");
+    let mut holders: HashMap<u32, Vec<String>> = HashMap::new();
+    let mut rejected = Vec::new();
+    for row in &rows {
+        match row.status {
+            shared::domain::OrderStatus::Rejected => rejected.push(row.user_id.to_string()),
+            shared::domain::OrderStatus::Confirmed => {
+                holders.entry(row.ticket_no.get()).or_default().push(row.user_id.to_string())
+            }
+            _ => {}
+        }
+    }
+    let stored: HashMap<&str, (&str, u32, shared::domain::OrderStatus)> =
+        rows.iter().map(|r| (r.user_id.as_str(), (r.order_id.as_str(), r.ticket_no.get(), r.status))).collect();
+    let broken: Vec<String> = told
+        .iter()
+        .filter(|(user, n)| {
+            stored
+                .get(user.as_str())
+                .is_none_or(|(_, held, status)| *held != **n || *status != shared::domain::OrderStatus::Confirmed)
+        })
+        .map(|(user, n)| format!("{user} told {n}, stored {:?}", stored.get(user.as_str())))
+        .collect();
+    let twice: Vec<_> = holders.iter().filter(|(_, h)| h.len() > 1).collect();
+    assert!(
+        broken.is_empty(),
+        "{} users told a number do not hold it: {:?}",
+        broken.len(),
+        &broken[..broken.len().min(10)]
+    );
+    assert!(twice.is_empty(), "numbers held twice: {twice:?}");
+    assert!(rejected.is_empty(), "{} orders REJECTED: {rejected:?}", rejected.len());
+    assert!(told.len() as u32 <= capacity);
+    let audit = app.report(event, None).await;
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
+
+/// The rebuild of a sharded event stopped after each of its steps, as a process killed there
+/// would leave it (its lock kept until it expires), while grabs keep arriving at every bucket, the
+/// intact ones included; then a rebuild runs whole. Whatever step it stopped after, every user
+/// told a number holds it, `CONFIRMED`, once, no order is `REJECTED`, and the audit passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rebuild_stopped_after_any_step_loses_no_202() {
+    use shared::recovery::RebuildStep::*;
+    let app = on_cluster_with(|s| {
+        s.rebuild.settle = Duration::ZERO;
+        s.rebuild.max_wait = Duration::from_secs(3);
+        s.reconcile.outbox_age = Duration::ZERO;
+    })
+    .await;
+    for halt in [Stopped, OutboxesRead, StoreRead, Recorded, Laid(1), Laid(2)] {
+        let (event, buckets) = open_sharded(&app, 30, 3).await;
+        let stored = app.functions.rebuilder.event(&event).await.unwrap().unwrap();
+        let tail = own_tail(&event).to_owned();
+        let mut told = Told::new();
+        let grab = async |user: String, told: &mut Told| {
+            let reply = Box::pin(app.grab(&event, &user)).await;
+            match reply.status {
+                202 | 200 => _ = told.insert(user, reply.body["ticket_no"].as_u64().unwrap() as u32),
+                503 => {}
+                409 if reply.code() == "SOLD_OUT" => {}
+                _ => panic!("{halt:?} {user}: {} {}", reply.status, reply.body),
+            }
+            reply.status
+        };
+        // Before the loss: two users of each home; the first three orders stored, the other three
+        // only in their home's outbox (their messages taken off the queue, as if lost).
+        for b in 0..3 {
+            for user in crate::buckets::homed_at(&buckets, b, &format!("early-{tail}"), 2) {
+                assert_eq!(grab(user, &mut told).await, 202);
+            }
+        }
+        let bodies = app.drain_queue_raw().await;
+        for body in &bodies[..3] {
+            app.deliver(body).await.expect("delivered");
+        }
+        lose_opening(&app, buckets.get(1).unwrap()).await;
+
+        let halted = app.functions.rebuilder.rebuild_until(&stored, Some(halt)).await.unwrap();
+        assert_eq!(halted, shared::recovery::Rebuild::Busy, "{halt:?}");
+        // Grabs arrive at every home while the rebuild lies stopped.
+        let mut answered = Vec::new();
+        for b in 0..3 {
+            for user in crate::buckets::homed_at(&buckets, b, &format!("during-{tail}"), 2) {
+                answered.push(grab(user, &mut told).await);
+            }
+        }
+        let granted = answered.iter().filter(|s| **s == 202).count();
+        match halt {
+            // Stopped everywhere: nothing decides until a lay-down opens a bucket.
+            Stopped | OutboxesRead | StoreRead | Recorded => assert_eq!(granted, 0, "{halt:?}: {answered:?}"),
+            // Bucket 2 is laid down and open (bucket 0 is laid last).
+            Laid(_) => assert!(granted >= 2, "{halt:?}: {answered:?}"),
+        }
+        // The killed rebuild's lock expires; the next request's rebuild runs whole.
+        let mut r = app.redis.clone();
+        let _: () = r.del(keys::rebuild_lock(&event)).await.unwrap();
+        let done = eventually(Duration::from_secs(30), || async {
+            app.functions.rebuilder.rebuild(&stored).await.unwrap() != shared::recovery::Rebuild::Busy
+        })
+        .await;
+        assert!(done, "{halt:?}: the rebuild never finished");
+        for user in (0..30).map(|i| format!("after-{tail}-{i}")) {
+            assert_ne!(grab(user, &mut told).await, 503, "{halt:?}");
+        }
+        app.deliver_all().await;
+        let report = app.functions.reconcile.run().await;
+        assert_eq!(report.failures, 0, "{halt:?}");
+        app.deliver_all().await;
+        assert_eq!(told.len(), 30, "{halt:?}: every number sold once the sale resumed");
+        assert_exact_after(&app, &event, &told, 30).await;
+    }
+}
+
+/// One bucket loses its opening field, as a lost or replaced shard leaves it (in cluster mode
+/// the field names the node: completed as the scripts complete it).
+async fn lose_opening(app: &TestApp, bucket: &keys::Bucket) {
+    let mut r = app.redis.clone();
+    let field: String = redis::Script::new("return ARGV[1] .. string.sub(redis.call('CLUSTER', 'MYID'), 1, 12)")
+        .key(keys::meta(bucket))
+        .arg(keys::opening_prefix())
+        .invoke_async(&mut r)
+        .await
+        .unwrap();
+    let removed: u32 = r.hdel(keys::meta(bucket), &field).await.unwrap();
+    assert_eq!(removed, 1, "the bucket was open");
+}
+
+/// A rebuild overtaken by another (its lock expired while it stalled after its reads, and another
+/// rebuild stopped the buckets, read and opened them again) lays nothing down when it resumes:
+/// every bucket refuses its older snapshot, and the grants made since stand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_overtaken_rebuild_lays_nothing_down() {
+    let app = on_cluster_with(|s| {
+        s.rebuild.settle = Duration::ZERO;
+        s.rebuild.max_wait = Duration::from_secs(3);
+    })
+    .await;
+    let (event, buckets) = open_sharded(&app, 9, 3).await;
+    let stored = app.functions.rebuilder.event(&event).await.unwrap().unwrap();
+    let (gate, store) = (&app.functions.gate, &app.functions.store);
+    lose_opening(&app, buckets.get(2).unwrap()).await;
+    // The first rebuild stops every bucket and reads, then stalls past its lock.
+    let first = gate.lock_rebuild(&event, Duration::from_secs(30)).await.unwrap().expect("the lock");
+    gate.stop(&buckets, &first).await.unwrap();
+    let snapshot = store.holdings(&event).await.unwrap();
+    let mut r = app.redis.clone();
+    let _: () = r.del(keys::rebuild_lock(&event)).await.unwrap();
+    // Another rebuild runs whole, and the sale goes on.
+    assert_eq!(app.functions.rebuilder.rebuild(&stored).await.unwrap(), shared::recovery::Rebuild::Done);
+    let tail = own_tail(&event).to_owned();
+    let mut told = Told::new();
+    for b in 0..3 {
+        for user in crate::buckets::homed_at(&buckets, b, &format!("since-{tail}"), 1) {
+            let reply = app.grab(&event, &user).await;
+            assert_eq!(reply.status, 202, "{}", reply.body);
+            told.insert(user, reply.body["ticket_no"].as_u64().unwrap() as u32);
+        }
+    }
+    let before = crate::buckets::caches(&app, &buckets).await;
+    // The first resumes: refused at the first bucket it opens, nothing changed.
+    let laid = gate.lay_down(&first, &stored, &buckets, &snapshot, None).await.unwrap();
+    assert_eq!(laid, shared::gate::LaidDown::Fenced);
+    assert_eq!(crate::buckets::caches(&app, &buckets).await, before, "nothing laid down");
+    app.deliver_all().await;
+    assert_exact_after(&app, &event, &told, 9).await;
+}
