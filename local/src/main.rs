@@ -159,7 +159,7 @@ async fn up(
         }
     });
 
-    let front = Arc::new(Front { functions, authorizer, mail_consumer, pages: pages::Pages::default() });
+    let front = Arc::new(Front { functions, authorizer, mail_consumer, pages: pages::Pages::default(), patience: 1 });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

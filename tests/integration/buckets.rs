@@ -1,9 +1,10 @@
 //! One event over several Redis buckets (docs/DESIGN.md section 6, "Buckets"), on the local
-//! three-master Redis Cluster: each user's field lives in their home bucket, and a grab whose home
-//! has no number left takes one from a sibling in three steps (mark at home, take at the sibling,
-//! settle at home). The sale stays exact: every number sold once, one per user, every order in the
-//! outbox and then in DynamoDB and mailed once. The steps are stopped between (as a process killed
-//! there would leave them) and finished by the user's retry or by reconcile.
+//! three-master Redis Cluster: each user's field lives in their home bucket, and a home with no
+//! number left has numbers moved to it from a sibling (out of the sibling with a record, in at
+//! home once, the record removed), then decides the grab itself. The sale stays exact: every number
+//! sold once, one per user, every order in the outbox and then in DynamoDB and mailed once. A move
+//! is stopped between its steps (as a process killed there would leave it) and finished by
+//! reconcile, and a move begun before a rebuild moves nothing after it.
 
 use std::{
     collections::{BTreeSet, HashMap, HashSet},
@@ -13,9 +14,8 @@ use std::{
 
 use redis::AsyncCommands;
 use shared::{
-    config::GrabPolicy,
-    domain::{Email, EventId, OrderId, UserId, order::MessageHead},
-    gate::{GRAB_SOURCE, GrabAttempt, TAKE_SOURCE, keys},
+    domain::{EventId, UserId},
+    gate::{MOVE_OUT_SOURCE, keys},
 };
 use time::OffsetDateTime;
 
@@ -101,7 +101,7 @@ pub(crate) fn assert_exact(all: &[Cache], buckets: &keys::Buckets, capacity: u32
             numbers.push(held.1);
         }
         numbers.extend(&cache.seats);
-        assert!(cache.taking.is_empty(), "no take left under way: {:?}", cache.taking);
+        assert!(cache.moving.is_empty(), "no move left under way: {:?}", cache.moving);
     }
     numbers.sort_unstable();
     assert_eq!(numbers, (1..=capacity).collect::<Vec<_>>(), "every number once: free or held");
@@ -180,11 +180,11 @@ async fn a_sale_over_three_buckets_on_three_masters_sells_each_number_once() {
             buckets.shelf_of(shared::domain::TicketNo::new(**n)) != buckets.home(&UserId::parse(u).unwrap())
         })
         .count();
-    println!("three buckets: {from_siblings} of 150 numbers were taken from a sibling bucket");
+    println!("three buckets: {from_siblings} of 150 numbers were sold away from the bucket they were laid in");
 
     assert_eq!(app.deliver_all().await, 150);
     let report = app.functions.reconcile.run().await;
-    assert_eq!((report.drift, report.takes_settled, report.takes_returned, report.failures), (0, 0, 0, 0));
+    assert_eq!((report.drift, report.moves_finished, report.failures), (0, 0, 0));
     assert_eq!(app.functions.gate.outbox_len(&event).await.unwrap(), 0, "every order stored");
     let mails: HashSet<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
     let winners: HashSet<String> = granted.keys().map(|u| format!("{u}@example.com")).collect();
@@ -197,7 +197,7 @@ async fn a_sale_over_three_buckets_on_three_masters_sells_each_number_once() {
 }
 
 /// The last numbers sit in two buckets and every user racing is homed in the third, already
-/// empty: exactly those numbers sell, each once, all through takes from the siblings.
+/// empty: exactly those numbers sell, each once, all moved home from the siblings.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_last_numbers_in_other_buckets_than_the_crowds_home_sell_once() {
     let app = on_cluster().await;
@@ -230,124 +230,120 @@ async fn the_last_numbers_in_other_buckets_than_the_crowds_home_sell_once() {
     assert_eq!(holdings.len(), 30);
     for (user, n) in &granted {
         assert_eq!(holdings[user].1, *n);
-        assert_ne!(buckets.shelf_of(shared::domain::TicketNo::new(*n)).index(), 2, "taken from a sibling");
+        assert_ne!(buckets.shelf_of(shared::domain::TicketNo::new(*n)).index(), 2, "moved from a sibling");
     }
-    // Each sibling recorded the numbers it gave, and to whom.
+    // Home recorded each move that arrived; no move is left on its way.
     let mut r = app.redis.clone();
-    for b in buckets.iter().take(2) {
-        let taken: HashMap<String, String> = r.hgetall(keys::taken(b)).await.unwrap();
-        assert_eq!(taken.values().filter(|v| !v.starts_with('-')).count(), 10, "bucket {} gave ten", b.index());
-    }
+    let moved: HashMap<String, String> = r.hgetall(keys::moved(buckets.get(2).unwrap())).await.unwrap();
+    assert!(!moved.is_empty() && moved.len() <= 20, "{} moves brought twenty numbers home", moved.len());
+    println!("the last twenty numbers reached the crowd's home in {} moves", moved.len());
     // A refused user's retry is refused again; a winner's retry gets their order back.
     let (winner, n) = &granted[0];
     let again = app.grab(&event, winner).await;
     assert_eq!((again.status, again.body["ticket_no"].as_u64()), (200, Some(u64::from(*n))));
 }
 
-/// A grab stopped between its steps, as a process killed there leaves it, raw scripts playing the
-/// steps it ran. After the mark alone: the user's retry finishes it (their first order, not a
-/// second). After the take: reconcile settles it into the outbox and re-drives it. After the take
-/// with the mark lost (the home rebuilt): reconcile puts the number back. Nothing is sold twice
-/// or lost, and the audit passes.
+/// A move stopped between its steps, as a process killed there leaves it, the raw first step
+/// playing what it ran: its numbers are in no bucket's seats, only in the sibling's record. A grab
+/// at the empty home moves numbers from elsewhere meanwhile; reconcile finishes the stopped move
+/// (its numbers on sale at home, once, however often it is finished); a move begun before a
+/// rebuild finishes as nothing. Every number stays in one place, and the audit passes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_grab_stopped_between_its_steps_is_finished_by_the_retry_or_by_reconcile() {
-    // Reconcile re-drives any order in the outbox at once.
-    let app = on_cluster_with(|s| s.reconcile.outbox_age = Duration::ZERO).await;
-    let (event, buckets) = open_sharded(&app, 6, 3).await;
-    // Bucket 0's two numbers held, so its users take from a sibling.
-    for user in homed_at(&buckets, 0, "first", 2) {
+async fn a_move_stopped_between_its_steps_is_finished_once_by_reconcile() {
+    let app = on_cluster_with(|s| {
+        s.rebuild.settle = Duration::ZERO;
+        s.rebuild.max_wait = Duration::from_secs(3);
+    })
+    .await;
+    let (event, buckets) = open_sharded(&app, 9, 3).await;
+    let tail = own_tail(&event).to_owned();
+    // Bucket 0's three numbers sell at home.
+    for user in homed_at(&buckets, 0, &format!("first-{tail}"), 3) {
         assert_eq!(app.grab(&event, &user).await.status, 202);
     }
-    let [ada, bob, cy]: [String; 3] = homed_at(&buckets, 0, "stopped", 3).try_into().unwrap();
-    let mut r = app.redis.clone();
-
-    // Ada's grab stopped after the mark: her retry finishes that very order.
-    let ada_order = mark(&app, &event, &ada, 1).await;
-    let cache = Cache::read(&app.redis, buckets.get(0).unwrap()).await;
-    assert_eq!(cache.taking[&ada], format!("@1:{ada_order}"));
-    let retry = app.grab(&event, &ada).await;
-    assert_eq!((retry.status, retry.body["order_id"].as_str()), (200, Some(ada_order.as_str())), "{}", retry.body);
-
-    // Bob's stopped after the take: reconcile (every age due) settles it, and the re-drive sends it.
-    let bob_order = mark(&app, &event, &bob, 2).await;
-    let bob_n = take(&app, buckets.get(2).unwrap(), &bob_order, &bob).await;
-    let tidied = app.functions.gate.tidy_takes(&event, Duration::ZERO, Duration::ZERO).await.unwrap();
-    assert_eq!((tidied.settled, tidied.returned), (1, 0));
-    let home = Cache::read(&app.redis, buckets.get(0).unwrap()).await;
-    assert_eq!(home.holdings[&bob], (bob_order.to_string(), bob_n));
-    assert!(home.outbox.contains_key(bob_order.as_str()));
-
-    // Cy's stopped after the take, and then his home lost the mark (as a rebuild of it would):
-    // nothing can settle that take any more, so reconcile puts the number back on sale.
-    let cy_order = mark(&app, &event, &cy, 1).await;
-    let cy_n = take(&app, buckets.get(1).unwrap(), &cy_order, &cy).await;
-    let home = buckets.get(0).unwrap();
-    let _: () = r.hdel(keys::meta(home), keys::user_field(&UserId::parse(&cy).unwrap())).await.unwrap();
-    let _: () = r.hdel(keys::taking(home), cy_order.as_str()).await.unwrap();
-    let seats: Vec<u32> = r.lrange(keys::seats(buckets.get(1).unwrap()), 0, -1).await.unwrap();
-    assert!(!seats.contains(&cy_n));
-    let tidied = app.functions.gate.tidy_takes(&event, Duration::ZERO, Duration::ZERO).await.unwrap();
-    assert_eq!((tidied.settled, tidied.returned), (0, 1));
-    let seats: Vec<u32> = r.lrange(keys::seats(buckets.get(1).unwrap()), 0, -1).await.unwrap();
-    assert!(seats.contains(&cy_n), "the number is on sale again");
-    // Done once: asked again, reconcile finds nothing.
-    let tidied = app.functions.gate.tidy_takes(&event, Duration::ZERO, Duration::ZERO).await.unwrap();
-    assert_eq!((tidied.settled, tidied.returned), (0, 0));
-
+    // A move from bucket 1 to bucket 0 stopped after its first step: two numbers on their way.
+    let record = move_out(&app, buckets.get(1).unwrap(), "stopped-move", 0).await;
+    let on_their_way: Vec<u32> = record.split('|').nth(3).unwrap().split(',').map(|n| n.parse().unwrap()).collect();
+    assert_eq!(on_their_way.len(), 2, "half of bucket 1's three: {record}");
     let all = caches(&app, &buckets).await;
-    let holdings = assert_exact(&all, &buckets, 6);
-    assert_eq!(holdings.len(), 4, "the first two, ada and bob");
-    // The orders reach DynamoDB: ada's and bob's through reconcile's re-drive of the outbox.
-    assert_eq!(app.deliver_all().await, 2, "the first two grabs' orders");
-    let report = app.functions.reconcile.run().await;
-    assert_eq!((report.redriven, report.failures), (2, 0));
-    assert_eq!(app.deliver_all().await, 2, "ada's and bob's, re-driven");
+    assert_eq!(all.iter().map(|c| c.seats.len()).collect::<Vec<_>>(), [0, 1, 3]);
+    assert_eq!(all[1].moving.len(), 1, "the sibling's record of the move");
+
+    // A grab homed at bucket 0 meanwhile: its own move brings numbers home; it holds one of them.
+    let ada = homed_at(&buckets, 0, &format!("ada-{tail}"), 1).remove(0);
+    let reply = app.grab(&event, &ada).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    assert!(!on_their_way.contains(&(reply.body["ticket_no"].as_u64().unwrap() as u32)), "not a number on its way");
+
+    // Reconcile finishes the stopped move: its numbers on sale at home, once.
+    assert_eq!(app.functions.gate.tidy_moves(&event, Duration::ZERO).await.unwrap(), 1);
+    assert_eq!(app.functions.gate.tidy_moves(&event, Duration::ZERO).await.unwrap(), 0, "done once");
+    let all = caches(&app, &buckets).await;
+    for n in &on_their_way {
+        assert!(all[0].seats.contains(n), "{n} on sale at home");
+    }
+    // Its second step asked again (a driver that read the record before it went) adds nothing.
+    assert_eq!(move_in(&app, buckets.get(0).unwrap(), "stopped-move", &record).await, "ARRIVED");
+    assert_eq!(caches(&app, &buckets).await, all, "nothing added twice");
+    let holdings = assert_exact(&all, &buckets, 9);
+    assert_eq!(holdings.len(), 4);
+
+    // A move stopped after its first step, then the event rebuilt: finished after the rebuild, it
+    // moves nothing (the rebuild laid every number down afresh, that move's among them).
+    let stale = move_out(&app, buckets.get(2).unwrap(), "before-the-rebuild", 0).await;
+    let mut r = app.redis.clone();
+    let _: () = r.del(&keys::cache(buckets.get(1).unwrap())).await.unwrap();
+    let stored = app.functions.rebuilder.event(&event).await.unwrap().unwrap();
+    let rebuilt = eventually(Duration::from_secs(20), || async {
+        app.functions.rebuilder.rebuild(&stored).await.unwrap() == shared::recovery::Rebuild::Done
+    })
+    .await;
+    assert!(rebuilt, "the rebuild never finished");
+    let all = caches(&app, &buckets).await;
+    assert_eq!(move_in(&app, buckets.get(0).unwrap(), "before-the-rebuild", &stale).await, "GONE");
+    assert_eq!(caches(&app, &buckets).await, all, "nothing moved after the rebuild");
+    assert_exact(&all, &buckets, 9);
+
+    assert_eq!(app.deliver_all().await, 4);
     let audit = app.report(&event, None).await;
     assert_eq!(audit.body["confirmed"], 4, "{}", audit.body);
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }
 
-/// A grab's first step, run alone: the grab script at `user`'s home with the sibling to mark for,
-/// on a home with no number left. Returns the order id it marked.
-pub(crate) async fn mark(app: &TestApp, event: &EventId, user: &str, sibling: u16) -> OrderId {
-    let buckets = app.functions.gate.buckets(event).await.unwrap();
-    let user_id = UserId::parse(user).unwrap();
-    let home = buckets.home(&user_id);
-    let order = OrderId::generate();
-    let email = Email::parse(&format!("{user}@example.com")).unwrap();
-    let now = OffsetDateTime::now_utc();
-    let head = MessageHead::new(&order, event, &user_id, &email, &shared::domain::event::rfc3339(now));
-    let attempt = GrabAttempt {
-        event,
-        user: &user_id,
-        order_id: &order,
-        head: &head,
-        clock_ms: shared::domain::event::epoch_ms(now),
-    };
-    let script = redis::Script::new(GRAB_SOURCE);
-    let mut call = script.key(keys::meta(home));
-    call.key(keys::seats(home)).key(keys::outbox(home)).key(keys::taking(home));
-    for arg in attempt.script_args(GrabPolicy::default(), &keys::opening_prefix()) {
-        call.arg(arg);
-    }
-    let reply: String = call.arg(sibling).invoke_async(&mut app.redis.clone()).await.unwrap();
-    assert!(reply.starts_with(&format!("TAKE:{sibling}:#")), "{reply}");
-    order
-}
-
-/// A take's second step, run alone at the sibling: the number it gave.
-async fn take(app: &TestApp, sibling: &keys::Bucket, order: &OrderId, user: &str) -> u32 {
-    let reply: String = redis::Script::new(TAKE_SOURCE)
-        .key(keys::meta(sibling))
-        .key(keys::seats(sibling))
-        .key(keys::taken(sibling))
-        .arg(order.as_str())
-        .arg(user)
+/// A move's first step, run alone at `from` (`move_out.lua`): its record.
+async fn move_out(app: &TestApp, from: &keys::Bucket, id: &str, to: u16) -> String {
+    let reply: String = redis::Script::new(MOVE_OUT_SOURCE)
+        .key(keys::meta(from))
+        .key(keys::seats(from))
+        .key(keys::moving(from))
         .arg(keys::opening_prefix())
+        .arg(id)
+        .arg(to)
+        .arg(shared::gate::MOVE_MOST)
+        .arg("")
+        .arg("")
         .invoke_async(&mut app.redis.clone())
         .await
         .unwrap();
-    reply.strip_prefix("TAKEN:").unwrap().parse().expect("a number")
+    reply.strip_prefix("MOVING:").unwrap_or_else(|| panic!("{reply}")).to_owned()
+}
+
+/// A move's second step, run alone at `to` with the record `move_out` returned: its answer.
+async fn move_in(app: &TestApp, to: &keys::Bucket, id: &str, record: &str) -> String {
+    let mut parts = record.split('|');
+    let generation = parts.next().unwrap();
+    let numbers = parts.nth(2).unwrap();
+    redis::Script::new(shared::gate::MOVE_IN_SOURCE)
+        .key(keys::meta(to))
+        .key(keys::seats(to))
+        .key(keys::moved(to))
+        .arg(keys::opening_prefix())
+        .arg(id)
+        .arg(generation)
+        .arg(numbers)
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap()
 }
 
 /// One bucket's keys lost mid-sale (its master's data gone) while the others live on, one of
@@ -402,7 +398,7 @@ async fn a_bucket_lost_mid_sale_is_rebuilt_with_the_whole_event_exactly() {
     }
     assert_eq!(app.deliver_all().await, 15);
     let report = app.functions.reconcile.run().await;
-    assert_eq!((report.drift, report.takes_returned, report.failures), (0, 0, 0));
+    assert_eq!((report.drift, report.failures), (0, 0));
     let audit = app.report(&event, None).await;
     assert_eq!(audit.body["confirmed"], 30);
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
@@ -444,9 +440,8 @@ async fn a_late_order_whose_number_is_free_in_another_bucket_is_adopted() {
     let named = all[0].holdings.remove(&second).expect("the rejected order named at home");
     assert_eq!(named, (rejected.body["order_id"].as_str().unwrap().to_owned(), 6));
     assert_exact(&all, &buckets, 6);
-    // The claim's record is kept: its user holds the number, so reconcile puts nothing back.
-    let tidied = app.functions.gate.tidy_takes(&event, Duration::ZERO, Duration::ZERO).await.unwrap();
-    assert_eq!((tidied.settled, tidied.returned), (0, 0));
+    // The claim's move is done: nothing left for reconcile to finish.
+    assert_eq!(app.functions.gate.tidy_moves(&event, Duration::ZERO).await.unwrap(), 0);
     let audit = app.report(&event, None).await;
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }

@@ -13,12 +13,12 @@ use std::{
 use redis::AsyncCommands;
 use shared::{
     domain::{EventId, Holding, OrderId, UserId, order::WaitHead},
-    gate::{GaveBack, HAND_SOURCE, LET_GO_SOURCE, WAIT_SOURCE, keys},
+    gate::{GaveBack, HAND_SOURCE, LET_GO_SOURCE, PROMOTE_SOURCE, WAIT_SOURCE, keys},
 };
 use time::OffsetDateTime;
 
 use crate::{
-    buckets::{caches, homed_at, mark, on_cluster_with, open_sharded_with},
+    buckets::{caches, homed_at, on_cluster_with, open_sharded_with},
     cancel_and_wait::wait_until,
     helpers::*,
 };
@@ -36,12 +36,26 @@ async fn returned(app: &TestApp, buckets: &keys::Buckets) -> Vec<u32> {
 /// Every number of the event exactly once: held by one user at their home, on sale in one bucket,
 /// or held for the line at bucket 0; and no give-back or promotion left part way.
 async fn assert_whole(app: &TestApp, buckets: &keys::Buckets, capacity: u32) -> HashMap<String, (String, u32)> {
+    assert_whole_but(app, buckets, capacity, &[]).await
+}
+
+/// [`assert_whole`], but for the users in `rejected`, whose fields name an order stored
+/// `REJECTED` (its number is another's: the field only tells a retry of it).
+async fn assert_whole_but(
+    app: &TestApp,
+    buckets: &keys::Buckets,
+    capacity: u32,
+    rejected: &[&str],
+) -> HashMap<String, (String, u32)> {
     let mut r = app.redis.clone();
     let mut numbers = returned(app, buckets).await;
     let mut holdings = HashMap::new();
     for (b, cache) in buckets.iter().zip(caches(app, buckets).await) {
         for (user, held) in cache.holdings {
             assert_eq!(buckets.home(&UserId::parse(&user).unwrap()), b, "{user}'s field lives at home");
+            if rejected.contains(&user.as_str()) {
+                continue;
+            }
             numbers.push(held.1);
             holdings.insert(user, held);
         }
@@ -64,8 +78,9 @@ async fn promoted_number(app: &TestApp, event: &EventId, user: &str) -> u32 {
 }
 
 /// One sold-out sale over three buckets, its line five users homed over all three: cancellations
-/// reach them in line order (two at once reach the next two), a waiter whose grab is under way
-/// when their turn comes is passed over, and with nobody waiting a number goes on sale in bucket 0.
+/// reach them in line order (two at once reach the next two), a waiter who holds an order when
+/// their turn comes (a late order of theirs, stored REJECTED, named in their field) is passed over,
+/// and with nobody waiting a number goes on sale in bucket 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_sharded_sales_line_is_served_in_order_whatever_the_homes() {
     let app = on_cluster_with(|_| {}).await;
@@ -118,21 +133,24 @@ async fn a_sharded_sales_line_is_served_in_order_whatever_the_homes() {
     assert_eq!(got.len(), 2, "one number each");
     assert_eq!(app.deliver_all().await, 2);
 
-    // The fourth's grab is under way when their turn comes (marked at home, no sibling asked yet):
-    // they are passed over, and the fifth is served.
-    let marked = mark(&app, e, waiters[3], 0).await;
+    // The fourth's grab of the open reaches the consumer late, its number sold since: stored
+    // REJECTED and named in their field (a rebuild that stopped waiting for the queue had left it
+    // out). When their turn comes they hold an order: passed over, and the fifth is served.
+    app.send_order(&crate::cancel_and_wait::sold(e, waiters[3], a_number)).await;
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, waiters[3]).await.body["status"], "REJECTED");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1)).await.unwrap();
     assert_eq!(app.cancel(e, waiters[0]).await.status, 200);
     assert_eq!(promoted_number(&app, e, waiters[4]).await, a_number);
-    assert_eq!(app.waitlist(e, waiters[3]).await.code(), "NOT_WAITING");
-    let retry = app.grab(e, waiters[3]).await;
-    assert_eq!(retry.code(), "SOLD_OUT", "their grab finished: {marked} found nothing");
+    assert_eq!(app.waitlist(e, waiters[3]).await.body["status"], "HOLDS_ORDER");
     assert_eq!(app.deliver_all().await, 1);
 
     // Nobody waits: during the sale the next number goes on sale, in the line's bucket.
     let freed = promoted_number(&app, e, waiters[1]).await;
     assert_eq!(app.cancel(e, waiters[1]).await.status, 200);
     assert_eq!(caches(&app, &buckets).await[0].seats, [freed]);
-    let holdings = assert_whole(&app, &buckets, 3).await;
+    let holdings = assert_whole_but(&app, &buckets, 3, &[waiters[3]]).await;
     assert_eq!(holdings.len(), 2);
 
     let run = app.functions.reconcile.run().await;
@@ -160,11 +178,10 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
         assert_eq!(app.join_waitlist(e, user).await.status, 201);
     }
     assert_eq!(app.deliver_all().await, 2);
-    let mut r = app.redis.clone();
 
     // a's give-back stopped after the let-go: a holds nothing, the number is in hand at a's home.
     let (_, a_holding) = app.cancel_in_dynamodb(e, &a).await;
-    assert_eq!(let_go(&app, &buckets, &a, &a_holding).await, "HAND");
+    assert!(let_go(&app, &buckets, &a, &a_holding).await.starts_with("HAND:"));
     assert_eq!(app.waitlist(e, &waiters[0]).await.body["position"], 1, "nobody promoted yet");
     let run = app.functions.reconcile.run().await;
     assert_eq!((run.returned, run.failures), (1, 0), "{run:?}");
@@ -173,25 +190,9 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
 
     // b's stopped after bucket 0 popped the next head and recorded the promotion for them.
     let (b_due, b_holding) = app.cancel_in_dynamodb(e, &b).await;
-    assert_eq!(let_go(&app, &buckets, &b, &b_holding).await, "HAND");
-    let line0 = buckets.get(0).unwrap();
+    let generation = let_go(&app, &buckets, &b, &b_holding).await.strip_prefix("HAND:").unwrap().to_owned();
     let first_try = OrderId::generate();
-    let reply: String = redis::Script::new(HAND_SOURCE)
-        .key(keys::meta(line0))
-        .key(keys::wait(line0))
-        .key(keys::waiting(line0))
-        .key(keys::handed(line0))
-        .key(keys::seats(line0))
-        .key(keys::returned(line0))
-        .arg(b_holding.order.as_str())
-        .arg(b_holding.ticket_no.get())
-        .arg(WaitHead::tail(&first_try, "2026-11-26T00:00:00Z"))
-        .arg(shared::domain::event::epoch_ms(OffsetDateTime::now_utc()))
-        .arg("")
-        .arg(keys::opening_prefix())
-        .invoke_async(&mut r)
-        .await
-        .unwrap();
+    let reply = hand(&app, &buckets, &b_holding, &first_try, "", &generation).await;
     assert!(reply.starts_with("HEAD:") && reply.contains(&waiters[1]), "{reply}");
     assert_eq!(line(&app, &buckets).await, std::slice::from_ref(&third), "the head left the line");
 
@@ -213,6 +214,133 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     assert_eq!(assert_whole(&app, &buckets, 2).await.len(), 2);
     let audit = app.report(e, None).await;
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
+
+/// The two drivers one give-back marker can have (the cancel's own retry and reconcile), played
+/// step by step with the real scripts, interleaved so each reads what the other is about to
+/// change: the head of the line holds an order (a late order of theirs, stored REJECTED and named
+/// in their field), one driver skips them and promotes the next, and the other, a step behind,
+/// finds the first head still unable (holding an order never goes back to holding nothing) and
+/// the same record for the next. One user is promoted, once, with one order; the next waiter
+/// keeps their place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_drivers_of_one_give_back_promote_one_user_once() {
+    let app = on_cluster_with(|s| s.reconcile.outbox_age = Duration::ZERO).await;
+    let (event, buckets) = open_sharded_with(&app, 2, 2, |_| {}).await;
+    let e = &event;
+    let tail = own_tail(e).to_owned();
+    let (a, b) = (
+        homed_at(&buckets, 0, &format!("a-{tail}"), 1).remove(0),
+        homed_at(&buckets, 1, &format!("b-{tail}"), 1).remove(0),
+    );
+    for user in [&a, &b] {
+        assert_eq!(app.grab(e, user).await.status, 202);
+    }
+    let (first, second, third) = (
+        homed_at(&buckets, 1, &format!("w1-{tail}"), 1).remove(0),
+        homed_at(&buckets, 0, &format!("w2-{tail}"), 1).remove(0),
+        homed_at(&buckets, 1, &format!("w3-{tail}"), 1).remove(0),
+    );
+    for user in [&first, &second, &third] {
+        assert_eq!(app.join_waitlist(e, user).await.status, 201);
+    }
+    assert_eq!(app.deliver_all().await, 2);
+    // The head's grab of the open arrives late, for a's number: REJECTED, named in their field.
+    let a_number = app.order_of(e, &a).await.body["ticket_no"].as_u64().unwrap() as u32;
+    app.send_order(&crate::cancel_and_wait::sold(e, &first, a_number)).await;
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, &first).await.body["status"], "REJECTED");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1)).await.unwrap();
+
+    // b cancels; two drivers of the give-back, A and B, step by step.
+    let (b_due, b_holding) = app.cancel_in_dynamodb(e, &b).await;
+    let generation = let_go(&app, &buckets, &b, &b_holding).await.strip_prefix("HAND:").unwrap().to_owned();
+    assert_eq!(let_go(&app, &buckets, &b, &b_holding).await, format!("HAND:{generation}"), "B: in hand too");
+    let head = |reply: String| reply.strip_prefix("HEAD:").unwrap_or_else(|| panic!("{reply}")).to_owned();
+    let a_first = head(hand(&app, &buckets, &b_holding, &OrderId::generate(), "", &generation).await);
+    let b_first = head(hand(&app, &buckets, &b_holding, &OrderId::generate(), "", &generation).await);
+    assert_eq!(a_first, b_first, "both drivers read the one record");
+    assert!(a_first.contains(&first));
+    assert!(promote(&app, &buckets, &a_first, &generation).await.starts_with("SKIP:"), "A: the head holds an order");
+    let a_next = head(hand(&app, &buckets, &b_holding, &OrderId::generate(), &a_first, &generation).await);
+    assert!(a_next.contains(&second), "{a_next}");
+    let a_promotion = shared::domain::OrderMessage::parse(&a_next).unwrap().order_id;
+    let b_promotion = shared::domain::OrderMessage::parse(&b_first).unwrap().order_id;
+    assert_ne!(a_promotion, b_promotion, "the next head's order is its own");
+    assert_eq!(promote(&app, &buckets, &a_next, &generation).await, "PROMOTED", "A promotes the second");
+    // B, a step behind: the first head still cannot take it, and the record names the second.
+    assert!(promote(&app, &buckets, &b_first, &generation).await.starts_with("SKIP:"));
+    let b_next = head(hand(&app, &buckets, &b_holding, &OrderId::generate(), &b_first, &generation).await);
+    assert_eq!(b_next, a_next, "B finds A's record");
+    assert_eq!(promote(&app, &buckets, &b_next, &generation).await, "ALREADY");
+
+    // The marker's own driver finishes it: nothing more is promoted.
+    let returns = app.give_backs();
+    assert_eq!(returns.give_back(e, &b_due).await.unwrap(), GaveBack::Gone);
+    assert_eq!(app.waitlist(e, &third).await.body["position"], 1, "the third keeps their place, now first");
+    let promoted: Vec<String> = caches(&app, &buckets).await.iter().flat_map(|c| c.outbox.values().cloned()).collect();
+    assert_eq!(promoted, std::slice::from_ref(&a_next), "one promotion in the outbox, at the second's home");
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.redriven, run.failures), (1, 0), "{run:?}");
+    assert_eq!(app.deliver_all().await, 1);
+    assert_eq!(app.order_of(e, &second).await.body["order_id"], a_promotion.as_str());
+    assert_eq!(app.order_of(e, &second).await.body["status"], "CONFIRMED");
+    // Stored: the marker goes at reconcile's next pass, with nothing more promoted.
+    let run = app.functions.reconcile.run().await;
+    assert_eq!((run.returned, run.redriven, run.failures), (0, 0, 0), "{run:?}");
+    assert!(app.functions.store.give_backs_due(e).await.unwrap().is_empty());
+    let audit = app.report(e, None).await;
+    assert_eq!(audit.body["promoted"], 1);
+    assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
+}
+
+/// A give-back's second step alone (`hand.lua` at bucket 0) for the number of `holding`, a newly
+/// popped head getting `promotion`, `skip` the record found unable to take it: its reply.
+async fn hand(
+    app: &TestApp,
+    buckets: &keys::Buckets,
+    holding: &Holding,
+    promotion: &OrderId,
+    skip: &str,
+    generation: &str,
+) -> String {
+    let line0 = buckets.get(0).unwrap();
+    redis::Script::new(HAND_SOURCE)
+        .key(keys::meta(line0))
+        .key(keys::wait(line0))
+        .key(keys::waiting(line0))
+        .key(keys::handed(line0))
+        .key(keys::seats(line0))
+        .key(keys::returned(line0))
+        .arg(holding.order.as_str())
+        .arg(holding.ticket_no.get())
+        .arg(WaitHead::tail(promotion, "2026-11-26T00:00:00Z"))
+        .arg(shared::domain::event::epoch_ms(OffsetDateTime::now_utc()))
+        .arg(skip)
+        .arg(keys::opening_prefix())
+        .arg(generation)
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap()
+}
+
+/// A give-back's third step alone (`promote.lua` at the promoted user's home): its reply.
+async fn promote(app: &TestApp, buckets: &keys::Buckets, message: &str, generation: &str) -> String {
+    let promoted = shared::domain::OrderMessage::parse(message).unwrap();
+    let home = buckets.home(&promoted.user_id);
+    redis::Script::new(PROMOTE_SOURCE)
+        .key(keys::meta(home))
+        .key(keys::outbox(home))
+        .arg(keys::user_field(&promoted.user_id))
+        .arg(promoted.order_id.as_str())
+        .arg(promoted.ticket_no.get())
+        .arg(message)
+        .arg(keys::opening_prefix())
+        .arg(generation)
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap()
 }
 
 /// A give-back's first step alone (`let_go.lua` at `user`'s home), as a process killed after it
@@ -299,6 +427,7 @@ async fn after_a_sharded_sale_returned_numbers_reach_users_homed_anywhere() {
         .arg(WaitHead::tail(&promotion, &shared::domain::event::rfc3339(at)))
         .arg("-")
         .arg(0)
+        .arg(keys::joined_hand(&promotion))
         .invoke_async(&mut app.redis.clone())
         .await
         .unwrap();

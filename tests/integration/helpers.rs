@@ -248,8 +248,8 @@ pub struct Cache {
     pub seats: Vec<u32>,
     /// order id -> order message
     pub outbox: BTreeMap<String, String>,
-    /// user -> the take under way from a sibling bucket (`@<bucket>:<order id>`; sharded events)
-    pub taking: BTreeMap<String, String>,
+    /// move id -> a sharded event's numbers on their way from this bucket to another
+    pub moving: BTreeMap<String, String>,
 }
 
 impl Cache {
@@ -261,13 +261,13 @@ impl Cache {
         let mut cache = Cache {
             seats: r.lrange(keys::seats(event), 0, -1).await.expect("seats"),
             outbox: r.hgetall(keys::outbox(event)).await.expect("outbox"),
+            moving: r.hgetall(keys::moving(event)).await.expect("moving"),
             ..Cache::default()
         };
         for (field, value) in meta {
             match field.strip_prefix('=') {
                 None => _ = cache.meta.insert(field, value),
                 Some(user) if value.starts_with('#') => _ = cache.counters.insert(user.to_owned(), value),
-                Some(user) if value.starts_with('@') => _ = cache.taking.insert(user.to_owned(), value),
                 Some(user) if value.starts_with('!') => {
                     _ = cache.cancelled.insert(user.to_owned(), value[1..].to_owned())
                 }

@@ -552,14 +552,63 @@ async fn grab_maps_every_refusal_of_the_script() {
     let retry: u64 = limited.retry_after.as_deref().unwrap().parse().unwrap();
     assert!((1..=60).contains(&retry), "Retry-After {retry}");
 
-    // With the memory (the default), a sold-out event's refusals run no script and count nothing
-    // per user: each is a cheap SOLD_OUT, never limited (docs/DESIGN.md section 6).
+    // With the memory (the default), a sold-out event's refusals run no script and write nothing
+    // per user in Redis (docs/DESIGN.md section 6); the environment counts them itself, against the
+    // same limit: the fourth is limited too, and the holder's retries still are not.
     let remembering = TestApp::build(policy, false).await;
     let one = remembering.open_event(1).await;
-    assert_eq!(remembering.grab(&one, "u1").await.status, 202);
-    for _ in 0..6 {
-        assert_problem(&remembering.grab(&one, "u2").await, 409, "SOLD_OUT");
+    let (holder, fan) = (format!("u1-{}", own_tail(&one)), format!("u2-{}", own_tail(&one)));
+    assert_eq!(remembering.grab(&one, &holder).await.status, 202);
+    assert_problem(&remembering.grab(&one, "u3").await, 409, "SOLD_OUT");
+    let fields = remembering.cache(&one).await;
+    for _ in 0..3 {
+        assert_problem(&remembering.grab(&one, &fan).await, 409, "SOLD_OUT");
     }
+    let limited = remembering.grab(&one, &fan).await;
+    assert_problem(&limited, 429, "RATE_LIMITED");
+    assert!(limited.retry_after.is_some());
+    assert_eq!(remembering.cache(&one).await, fields, "counted in the environment: nothing written in Redis");
+    for _ in 0..5 {
+        assert_eq!(remembering.grab(&one, &holder).await.status, 200);
+    }
+}
+
+/// Per-user limits hold when Redis cannot count: every user route of a function built against an
+/// unreachable Redis is still limited, by the environment's own count (docs/DESIGN.md section 3),
+/// with the route table's budget; a user over it is refused before any other dependency is asked.
+#[tokio::test]
+async fn per_user_limits_hold_when_redis_cannot_count() {
+    let app = TestApp::new().await;
+    let id = app.open_event(7).await;
+    let mut settings = app.settings.clone();
+    settings.gate.redis_url = "redis://127.0.0.1:1".into();
+    // A window long enough that this machine's pace cannot end it mid-test.
+    settings.user_limits.window = std::time::Duration::from_secs(60);
+    let budget = settings.user_limits.of("event").unwrap().requests;
+    let offline = local_runner::Functions::build(&settings, &app.queue_url).await.unwrap();
+    let user = format!("limited-{}", own_tail(&id));
+    // GET /events/{id} with Redis down: answered from the snapshot, and counted here.
+    let mut answered = 0;
+    loop {
+        let reply =
+            call_with(&offline, Function::Query, for_user(for_event(fixture("query-event.json"), &id), &user)).await;
+        match reply.status {
+            200 => answered += 1,
+            429 => {
+                assert_problem(&reply, 429, "RATE_LIMITED");
+                assert!(reply.retry_after.is_some());
+                break;
+            }
+            other => panic!("{other}: {}", reply.body),
+        }
+        assert!(answered <= budget, "more than {budget} requests answered: the route went unlimited");
+    }
+    assert_eq!(answered, budget, "the route table's budget, counted by the environment");
+    // Another user has a budget of their own.
+    let other =
+        call_with(&offline, Function::Query, for_user(for_event(fixture("query-event.json"), &id), "someone-else"))
+            .await;
+    assert_eq!(other.status, 200);
 }
 
 #[tokio::test]

@@ -22,6 +22,15 @@ pub async fn start_runner_with(
     app: &TestApp,
     mail_consumer: local_runner::esm::Switch,
 ) -> (String, tokio::sync::oneshot::Sender<()>) {
+    start_runner_patient(app, mail_consumer, 1).await
+}
+
+/// A runner that lets each function run `patience` times its Lambda timeout (`Front::patience`).
+pub async fn start_runner_patient(
+    app: &TestApp,
+    mail_consumer: local_runner::esm::Switch,
+    patience: u32,
+) -> (String, tokio::sync::oneshot::Sender<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let front = Arc::new(Front {
@@ -29,6 +38,7 @@ pub async fn start_runner_with(
         authorizer: Authorizer::new(&app.settings.jwt_secret),
         mail_consumer,
         pages: pages::Pages::default(),
+        patience,
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(server::serve(listener, front, async move {
@@ -247,12 +257,12 @@ async fn a_request_over_lambdas_payload_limit_is_refused_before_the_function() {
     assert!(app.functions.store.get_event(&id).await.unwrap().is_none(), "no handler ran");
 }
 
-/// The CSV attendee list of a 100,000-ticket event, through the runner (which answers 500 for a
+/// The CSV attendee list of a 50,000-ticket event (over 7 MB), through the runner (which answers 500 for a
 /// reply over Lambda's 6 MB, as AWS does): in pages, each far under the limit, the next page in a
 /// `Link` header, every ticket once and in order. The whole list (over 6 MB) could not be one reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_csv_report_of_a_100_000_ticket_event_comes_in_pages_under_the_response_limit() {
-    const TICKETS: u32 = 100_000;
+async fn the_csv_report_of_a_50_000_ticket_event_comes_in_pages_under_the_response_limit() {
+    const TICKETS: u32 = 50_000;
     // A table of its own: 200,000 items would slow every other test's reads in the emulator.
     let app = TestApp::for_mail(30).await;
     let now = OffsetDateTime::now_utc();
@@ -277,7 +287,9 @@ async fn the_csv_report_of_a_100_000_ticket_event_comes_in_pages_under_the_respo
         .collect();
     app.functions.store.load_confirmed(&orders, now).await.unwrap();
 
-    let (base, _stop) = start_runner(&app).await;
+    // The emulator reads a page of this table in over Lambda's 10 s (it scans where DynamoDB
+    // seeks); what is tested here is the reply's size, so the runner waits for it.
+    let (base, _stop) = start_runner_patient(&app, Default::default(), 6).await;
     let http = local_runner::client::new();
     let admin = Authorizer::new(&app.settings.jwt_secret).mint("org", None, true, parse_ttl("1h").unwrap()).unwrap();
     let mut next = Some(format!("/admin/events/{}/report?format=csv", event.id));
@@ -300,5 +312,5 @@ async fn the_csv_report_of_a_100_000_ticket_event_comes_in_pages_under_the_respo
     }
     assert_eq!(seen, (1..=TICKETS).collect::<Vec<_>>(), "every ticket once, in order");
     assert!(total_bytes > shared::http::routes::LAMBDA_PAYLOAD_BYTES, "one reply could not have held it");
-    assert_eq!(pages, TICKETS as usize / shared::handlers::query::CSV_PAGE);
+    assert_eq!(pages, (TICKETS as usize).div_ceil(shared::handlers::query::CSV_PAGE));
 }

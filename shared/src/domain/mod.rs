@@ -18,6 +18,7 @@ pub mod stream;
 pub mod ticket_pass;
 pub mod verify_hash;
 pub mod warm_fleet;
+pub mod window_count;
 
 pub use event::{Event, EventDraft, InvalidEvent};
 pub use ids::{Email, EventId, InvalidId, OrderId, TicketNo, UserId};

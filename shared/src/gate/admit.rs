@@ -2,13 +2,18 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, cache_script, keys};
-use crate::domain::OrderMessage;
+use redis::AsyncCommands;
+
+use super::{
+    Gate, GateError,
+    buckets::{Move, MoveOut},
+    cache_script, keys,
+    link::LinkConn,
+};
+use crate::domain::{Holding, OrderMessage, UserId};
 
 static ADMIT_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("admit.lua", opening = ARGV[4])));
-static CLAIM_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("claim.lua", opening = ARGV[4], lasting)));
+    LazyLock::new(|| redis::Script::new(cache_script!("admit.lua", opening = ARGV[4], lasting)));
 
 /// What the cache says of an order about to be stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,84 +34,145 @@ pub enum Admitted {
     NotCached,
 }
 
+/// What a claim's arrival at home came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ClaimIn {
+    Admitted(Admitted),
+    /// Home is not cached in this history: the rebuild to come counts the order.
+    NotCached,
+    /// Home was laid down again since the claim began: the claim moved nothing; ask afresh.
+    Gone,
+}
+
+/// What `admit.lua` answered.
+enum Answer {
+    Decided(Admitted),
+    /// ("look") The user holds nothing and the number is not free at home.
+    Elsewhere,
+    /// ("claimed") Home was laid down again since the claim began.
+    Gone,
+}
+
+/// How `admit.lua` is asked at the user's home.
+enum Step<'a> {
+    /// Decide here alone (an unsharded event).
+    Here,
+    /// A sharded event: the number not free here may be free elsewhere; answer ELSEWHERE.
+    Look,
+    /// The number arrives here for this order by the move `id` of `generation`.
+    Claimed { id: &'a str, generation: &'a str },
+}
+
 impl Gate {
     /// Asks the cache whether it counts `order`, taking it in when it can: one script, or on a
-    /// sharded event, when the number is not free at the user's home, a claim of it where it may
-    /// be free (its own bucket, and bucket 0 where the line frees numbers) and the script again.
+    /// sharded event, when the number is not free at the user's home, a claim of it in the bucket
+    /// where it is free (a move of that very number, `move_out.lua`) and the script again at home.
     pub async fn admit(&self, order: &OrderMessage) -> Result<Admitted, GateError> {
+        // A claim overtaken by a rebuild (which laid its number down afresh) asks again, once or twice.
+        for _ in 0..3 {
+            if let Some(admitted) = self.admit_once(order).await? {
+                return Ok(admitted);
+            }
+        }
+        Ok(Admitted::NotCached)
+    }
+
+    async fn admit_once(&self, order: &OrderMessage) -> Result<Option<Admitted>, GateError> {
         let buckets = self.buckets(&order.event_id).await?;
         let home = buckets.home(&order.user_id);
         let mut conn = self.link.conn().await?;
+        let holding = order.holding();
         if !buckets.is_sharded() {
-            return decided(self.admit_at(&mut conn, home, order, "").await?);
+            return decided(self.admit_at(&mut conn, home, &order.user_id, &holding, Step::Here).await?).map(Some);
         }
-        if let Some(admitted) = self.admit_at(&mut conn, home, order, "look").await? {
-            return Ok(admitted);
+        if let Answer::Decided(admitted) = self.admit_at(&mut conn, home, &order.user_id, &holding, Step::Look).await? {
+            return Ok(Some(admitted));
         }
-        let mut elsewhere = vec![buckets.shelf_of(order.ticket_no), buckets.get(0).expect("bucket 0")];
-        elsewhere.dedup();
-        for bucket in elsewhere.into_iter().filter(|b| *b != home) {
-            let reply: String = CLAIM_SCRIPT
-                .key(keys::meta(bucket))
-                .key(keys::seats(bucket))
-                .key(keys::taken(bucket))
-                .arg(order.order_id.as_str())
-                .arg(order.ticket_no.get())
-                .arg(order.user_id.as_str())
-                .arg(super::opening_arg(&conn))
-                .invoke_async(&mut conn)
-                .await?;
-            match reply.as_str() {
-                "CLAIMED" => {}
-                "NONE" => continue,
-                "NOT_FOUND" | "STALE" => return Ok(Admitted::NotCached),
-                _ => return Err(GateError::Protocol(format!("claim reply {reply:?}"))),
-            }
-            let admitted = decided(self.admit_at(&mut conn, home, order, "claimed").await?)?;
-            if admitted == Admitted::Uncounted {
-                // The user came to hold another order meanwhile: the number goes back where it was.
-                let record = format!("{}:{}", order.ticket_no, order.user_id);
-                let _: u32 =
-                    super::buckets::return_take(&mut conn, bucket, &order.order_id, &record, order.ticket_no.get())
-                        .await?;
-            }
-            return Ok(admitted);
+        // The claim's id is the order's: a consumer asked again claims the same.
+        let id = order.order_id.as_str();
+        for bucket in buckets.iter().filter(|b| *b != home) {
+            let claim = Some((&order.user_id, &order.order_id, order.ticket_no));
+            let moving = match self.move_out(&mut conn, bucket, id, home.index(), claim).await? {
+                MoveOut::Moving(moving) => moving,
+                MoveOut::Empty => continue,
+                MoveOut::NotCached => return Ok(Some(Admitted::NotCached)),
+            };
+            return Ok(match self.claim_in(&mut conn, &buckets, bucket, id, &moving).await? {
+                ClaimIn::Admitted(admitted) => Some(admitted),
+                ClaimIn::NotCached => Some(Admitted::NotCached),
+                ClaimIn::Gone => None,
+            });
         }
-        decided(self.admit_at(&mut conn, home, order, "").await?)
+        decided(self.admit_at(&mut conn, home, &order.user_id, &holding, Step::Here).await?).map(Some)
     }
 
-    /// `admit.lua` at the user's home, at `step`; `None` for ELSEWHERE (the number not free there).
+    /// A claim's last steps: the number arrives at its user's home for the order (`admit.lua`,
+    /// once: taken in, or on sale there when the user holds another order), then the record leaves
+    /// `from`.
+    pub(super) async fn claim_in(
+        &self,
+        conn: &mut LinkConn,
+        buckets: &super::keys::Buckets,
+        from: &keys::Bucket,
+        id: &str,
+        moving: &Move,
+    ) -> Result<ClaimIn, GateError> {
+        let (Some((user, order)), [n]) = (&moving.claim, moving.numbers.as_slice()) else {
+            return Err(GateError::Protocol(format!("a claim's record {moving:?}")));
+        };
+        let home = buckets.home(user);
+        let holding = Holding { order: order.clone(), ticket_no: *n };
+        let step = Step::Claimed { id, generation: &moving.generation };
+        let admitted = match self.admit_at(conn, home, user, &holding, step).await? {
+            Answer::Decided(Admitted::NotCached) => return Ok(ClaimIn::NotCached),
+            Answer::Decided(admitted) => admitted,
+            Answer::Gone => return Ok(ClaimIn::Gone),
+            Answer::Elsewhere => return Err(GateError::Protocol("admit answered ELSEWHERE to a claim".into())),
+        };
+        let _: u32 = conn.hdel(keys::moving(from), id).await?;
+        Ok(ClaimIn::Admitted(admitted))
+    }
+
+    /// `admit.lua` at the user's home, at `step`.
     async fn admit_at(
         &self,
-        conn: &mut super::link::LinkConn,
+        conn: &mut LinkConn,
         home: &keys::Bucket,
-        order: &OrderMessage,
-        step: &str,
-    ) -> Result<Option<Admitted>, GateError> {
+        user: &UserId,
+        holding: &Holding,
+        step: Step<'_>,
+    ) -> Result<Answer, GateError> {
         let opening = super::opening_arg(conn);
-        let reply: String = ADMIT_SCRIPT
-            .key(keys::meta(home))
-            .key(keys::seats(home))
-            .arg(keys::user_field(&order.user_id))
-            .arg(keys::holding(&order.holding()))
-            .arg(order.ticket_no.get())
-            .arg(opening)
-            .arg(step)
-            .invoke_async(conn)
-            .await?;
-        Ok(Some(match reply.as_str() {
+        let mut call = ADMIT_SCRIPT.key(keys::meta(home));
+        call.key(keys::seats(home))
+            .key(keys::moved(home))
+            .arg(keys::user_field(user))
+            .arg(keys::holding(holding))
+            .arg(holding.ticket_no.get())
+            .arg(opening);
+        match step {
+            Step::Here => call.arg(""),
+            Step::Look => call.arg("look"),
+            Step::Claimed { id, generation } => call.arg("claimed").arg(id).arg(generation),
+        };
+        let reply: String = call.invoke_async(conn).await?;
+        Ok(Answer::Decided(match reply.as_str() {
             "COUNTED" => Admitted::Counted,
             "ADOPTED" => Admitted::Adopted,
             "TAKEN" => Admitted::Taken,
             "UNCOUNTED" => Admitted::Uncounted,
-            "ELSEWHERE" => return Ok(None),
             "NOT_FOUND" | "STALE" => Admitted::NotCached,
+            "ELSEWHERE" => return Ok(Answer::Elsewhere),
+            "GONE" => return Ok(Answer::Gone),
             _ => return Err(GateError::Protocol(format!("admit reply {reply:?}"))),
         }))
     }
 }
 
-/// An answer of a step that decides (only "look" answers ELSEWHERE).
-fn decided(admitted: Option<Admitted>) -> Result<Admitted, GateError> {
-    admitted.ok_or_else(|| GateError::Protocol("admit answered ELSEWHERE to a step that decides".into()))
+/// An answer of a step that decides (only "look" answers ELSEWHERE, only "claimed" GONE).
+fn decided(answer: Answer) -> Result<Admitted, GateError> {
+    match answer {
+        Answer::Decided(admitted) => Ok(admitted),
+        _ => Err(GateError::Protocol("admit answered ELSEWHERE or GONE to a step that decides".into())),
+    }
 }

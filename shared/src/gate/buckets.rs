@@ -1,6 +1,8 @@
 //! A sharded event's buckets (docs/DESIGN.md section 6, "Buckets"): which buckets an event has, as
-//! its cache says, and the take from a sibling that finishes a grab whose home bucket is empty
-//! (`take.lua` at the sibling, `settle.lua` at home).
+//! its cache says, and the numbers that move from one bucket to another: a home with none left
+//! asks a sibling for some (`move_out.lua` there, `move_in.lua` at home), and a late order's number
+//! free in another bucket is claimed the same way (`admit.lua` at home takes it in). A number is
+//! never a user's while it moves, so a user's field holds only what it holds on an unsharded event.
 
 use std::{
     collections::HashMap,
@@ -10,15 +12,25 @@ use std::{
 use redis::AsyncCommands;
 
 use super::{Gate, GateError, cache_script, keys, link::LinkConn, opening_arg};
-use crate::domain::{EventId, OrderId, UserId};
+use crate::domain::{EventId, OrderId, TicketNo, UserId};
 
-/// The sibling's step as Redis runs it (the tests that stop a grab between its steps run it too).
-pub const TAKE_SOURCE: &str = cache_script!("take.lua", opening = ARGV[3], lasting);
-static TAKE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(TAKE_SOURCE));
+/// The first step of a move as Redis runs it (the tests that stop a move between its steps run it
+/// too).
+pub const MOVE_OUT_SOURCE: &str = cache_script!("move_out.lua", opening = ARGV[1], lasting);
+static MOVE_OUT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(MOVE_OUT_SOURCE));
+pub const MOVE_IN_SOURCE: &str = cache_script!("move_in.lua", opening = ARGV[1], lasting);
+static MOVE_IN_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(MOVE_IN_SOURCE));
 static CACHED_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("cached.lua", opening = ARGV[1])));
-static SETTLE_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("settle.lua", opening = ARGV[7])));
+
+/// The most numbers one move takes from a sibling (half of what it has free, up to this): enough
+/// that a crowd homed at an empty bucket is served by a few moves, few enough that the sibling's
+/// own crowd keeps most of its numbers.
+pub const MOVE_MOST: u32 = 64;
+
+/// How old a move must be before reconcile finishes it (any age is safe: `move_in.lua` adds a
+/// move's numbers once; this only leaves a move whose grab is still driving it alone).
+pub const MOVE_SETTLE_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The events whose bucket count this environment has read (it never changes for an event).
 #[derive(Default)]
@@ -38,28 +50,47 @@ impl BucketBook {
     }
 }
 
-/// A take from a sibling under way: whose, for which order, and the sibling asked now.
-pub(super) struct TakeUnderWay<'a> {
-    pub user: &'a UserId,
-    pub order: &'a OrderId,
-    pub from: u16,
+/// One move's record at the bucket the numbers left (`keys::moving`):
+/// `<generation>|<to>|<ms>|<n>,<n>,...|<user>|<order>` (the last two only for a late order's claim).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Move {
+    pub generation: String,
+    pub to: u16,
+    /// When the numbers left (the source's clock, epoch ms).
+    pub at_ms: i64,
+    pub numbers: Vec<TicketNo>,
+    /// A late order's claim: the number is for this user's order, at their home.
+    pub claim: Option<(UserId, OrderId)>,
 }
 
-/// What a take from a sibling left the user with.
+impl Move {
+    pub(super) fn parse(record: &str) -> Option<Self> {
+        let mut parts = record.split('|');
+        let generation = parts.next()?.to_owned();
+        let to = parts.next()?.parse().ok()?;
+        let at_ms = parts.next()?.parse().ok()?;
+        let numbers = parts.next()?.split(',').map(|n| n.parse().ok().map(TicketNo::new)).collect::<Option<_>>()?;
+        let claim = match (parts.next().unwrap_or(""), parts.next().unwrap_or("")) {
+            ("", _) => None,
+            (user, order) => Some((UserId::parse(user).ok()?, OrderId::parse(order).ok()?)),
+        };
+        Some(Self { generation, to, at_ms, numbers, claim })
+    }
+
+    fn numbers_arg(&self) -> String {
+        self.numbers.iter().map(|n| n.get().to_string()).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// What asking a sibling for numbers came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Settled {
-    /// The number is the user's: their holding and the order in the outbox at home.
-    Granted(crate::domain::TicketNo),
-    /// The sibling had none left: marked for the next one.
-    Next(u16),
-    SoldOut,
-    /// Settled before (a concurrent request, or reconcile): what the user holds now, as grab.lua
-    /// says it (`ALREADY:...` or `CANCELLED:...`).
-    Before(String),
-    /// No such take under way: the cache was rebuilt meanwhile.
-    Gone,
-    /// The home or the sibling is not cached in this history.
-    NotCached(&'static str),
+pub(super) enum Moved {
+    /// This many numbers are on sale at home now.
+    Arrived(usize),
+    /// The sibling had none free.
+    Empty,
+    /// A bucket is not cached in this history, or was laid down again meanwhile: rebuild first.
+    NotCached,
 }
 
 impl Gate {
@@ -95,103 +126,97 @@ impl Gate {
         Ok(futures::future::try_join_all(asked).await?.into_iter().all(|cached| cached))
     }
 
-    /// The sibling's step: a number for `order`, or none (`take.lua`). `Err(code)` when the
-    /// sibling is not cached in this history.
-    pub(super) async fn take(
+    /// The first step of a move: numbers leave `from` for bucket `to` (`move_out.lua`), any free
+    /// ones or, for a late order's claim, that very number. Asked again with the same id, the
+    /// same record.
+    pub(super) async fn move_out(
         &self,
         conn: &mut LinkConn,
-        sibling: &keys::Bucket,
-        order: &OrderId,
-        user: &UserId,
-    ) -> Result<Result<Option<u32>, &'static str>, GateError> {
-        let reply: String = TAKE_SCRIPT
-            .key(keys::meta(sibling))
-            .key(keys::seats(sibling))
-            .key(keys::taken(sibling))
-            .arg(order.as_str())
-            .arg(user.as_str())
+        from: &keys::Bucket,
+        id: &str,
+        to: u16,
+        claim: Option<(&UserId, &OrderId, TicketNo)>,
+    ) -> Result<MoveOut, GateError> {
+        let (number, claimant) = match claim {
+            Some((user, order, n)) => (n.get().to_string(), format!("{user}|{order}")),
+            None => (String::new(), String::new()),
+        };
+        let reply: String = MOVE_OUT_SCRIPT
+            .key(keys::meta(from))
+            .key(keys::seats(from))
+            .key(keys::moving(from))
             .arg(opening_arg(conn))
+            .arg(id)
+            .arg(to)
+            .arg(MOVE_MOST)
+            .arg(number)
+            .arg(claimant)
             .invoke_async(conn)
             .await?;
-        Ok(match reply.as_str() {
-            "TAKEN:-" => Ok(None),
-            "NOT_FOUND" => Err("NOT_FOUND"),
-            "STALE" => Err("STALE"),
-            _ => match reply.strip_prefix("TAKEN:").and_then(|n| n.parse().ok()) {
-                Some(n) => Ok(Some(n)),
-                None => return Err(GateError::Protocol(format!("take reply {reply:?}"))),
-            },
-        })
-    }
-
-    /// Home's step (`settle.lua`): the number taken becomes the user's holding, or the mark
-    /// moves on to `next`, or the grab is refused.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn settle(
-        &self,
-        conn: &mut LinkConn,
-        home: &keys::Bucket,
-        user: &UserId,
-        order: &OrderId,
-        from: u16,
-        taken: Option<u32>,
-        next: Option<u16>,
-        refusal: &str,
-    ) -> Result<Settled, GateError> {
-        let reply: String = SETTLE_SCRIPT
-            .key(keys::meta(home))
-            .key(keys::outbox(home))
-            .key(keys::taking(home))
-            .arg(keys::user_field(user))
-            .arg(order.as_str())
-            .arg(from)
-            .arg(taken.map_or_else(|| "-".to_owned(), |n| n.to_string()))
-            .arg(next.map(|k| k.to_string()).unwrap_or_default())
-            .arg(refusal)
-            .arg(opening_arg(conn))
-            .invoke_async(conn)
-            .await?;
-        let bad = || GateError::Protocol(format!("settle reply {reply:?}"));
-        let (code, rest) = reply.split_once(':').unwrap_or((reply.as_str(), ""));
-        Ok(match code {
-            "OK" => Settled::Granted(crate::domain::TicketNo::new(rest.parse().map_err(|_| bad())?)),
-            "TAKE" => Settled::Next(rest.parse().map_err(|_| bad())?),
-            "SOLD_OUT" => Settled::SoldOut,
-            "ALREADY" | "CANCELLED" => Settled::Before(reply.clone()),
-            "GONE" => Settled::Gone,
-            "NOT_FOUND" => Settled::NotCached("NOT_FOUND"),
-            "STALE" => Settled::NotCached("STALE"),
+        let bad = || GateError::Protocol(format!("move_out reply {reply:?}"));
+        Ok(match reply.split_once(':') {
+            Some(("MOVING", record)) => MoveOut::Moving(Move::parse(record).ok_or_else(bad)?),
+            Some(("NONE", _)) => MoveOut::Empty,
+            _ if matches!(reply.as_str(), "NOT_FOUND" | "STALE") => MoveOut::NotCached,
             _ => return Err(bad()),
         })
     }
 
-    /// Drives a take under way to its end: from `from`, then the siblings in `rest` while each
-    /// has none left; `refusal` is the counter written when none had one. Every step may be asked again, so a retry or reconcile finishing a take
-    /// that another request started changes nothing twice.
-    pub(super) async fn finish_take(
+    /// The second and last steps of a move that is not a claim: its numbers go on sale at `to`
+    /// (`move_in.lua`, once), then its record leaves `from`. Asked again, nothing is added twice.
+    pub(super) async fn move_in(
         &self,
         conn: &mut LinkConn,
         buckets: &keys::Buckets,
-        take: TakeUnderWay<'_>,
-        rest: &[u16],
-        refusal: &str,
-    ) -> Result<Settled, GateError> {
-        let TakeUnderWay { user, order, mut from } = take;
-        let home = buckets.home(user);
-        let mut rest = rest.iter().copied().filter(|&k| k != home.index());
-        loop {
-            let sibling = buckets.get(from).ok_or_else(|| GateError::Protocol(format!("no bucket {from}")))?;
-            let taken = match self.take(conn, sibling, order, user).await? {
-                Ok(taken) => taken,
-                Err(code) => return Ok(Settled::NotCached(code)),
-            };
-            let next = if taken.is_none() { rest.find(|&k| k != from) } else { None };
-            match self.settle(conn, home, user, order, from, taken, next, refusal).await? {
-                Settled::Next(k) => from = k,
-                settled => return Ok(settled),
-            }
+        from: &keys::Bucket,
+        id: &str,
+        moving: &Move,
+    ) -> Result<Moved, GateError> {
+        let to = buckets.get(moving.to).ok_or_else(|| GateError::Protocol(format!("no bucket {}", moving.to)))?;
+        let reply: String = MOVE_IN_SCRIPT
+            .key(keys::meta(to))
+            .key(keys::seats(to))
+            .key(keys::moved(to))
+            .arg(opening_arg(conn))
+            .arg(id)
+            .arg(&moving.generation)
+            .arg(moving.numbers_arg())
+            .invoke_async(conn)
+            .await?;
+        match reply.as_str() {
+            "ARRIVED" => {}
+            // Laid down again since: the rebuild laid every number afresh, this record with them.
+            "GONE" => return Ok(Moved::NotCached),
+            "NOT_FOUND" | "STALE" => return Ok(Moved::NotCached),
+            _ => return Err(GateError::Protocol(format!("move_in reply {reply:?}"))),
+        }
+        let _: u32 = conn.hdel(keys::moving(from), id).await?;
+        Ok(Moved::Arrived(moving.numbers.len()))
+    }
+
+    /// Numbers for an empty `home`, from `sibling`: a move's three steps.
+    pub(super) async fn refill(
+        &self,
+        conn: &mut LinkConn,
+        buckets: &keys::Buckets,
+        home: &keys::Bucket,
+        sibling: &keys::Bucket,
+    ) -> Result<Moved, GateError> {
+        let id = uuid::Uuid::now_v7().to_string();
+        match self.move_out(conn, sibling, &id, home.index(), None).await? {
+            MoveOut::Moving(moving) => self.move_in(conn, buckets, sibling, &id, &moving).await,
+            MoveOut::Empty => Ok(Moved::Empty),
+            MoveOut::NotCached => Ok(Moved::NotCached),
         }
     }
+}
+
+/// What a move's first step answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum MoveOut {
+    Moving(Move),
+    Empty,
+    NotCached,
 }
 
 /// The siblings a grab homed at `home` asks, in order: every other bucket once, starting at an
@@ -204,121 +229,58 @@ pub(super) fn siblings(buckets: &keys::Buckets, home: u16, order: &OrderId) -> V
     (0..n).map(|i| (start + i) % n).filter(|&k| k != home).collect()
 }
 
-static RETURN_TAKE_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(include_str!("return_take.lua")));
-
-/// How old a sibling's record of a number it gave must be before reconcile may put the number
-/// back when no mark at home names its order any more: longer than any grab request lives (the
-/// grab function's timeout is 6 s), so no request still driving that order can settle it after.
-pub const STRAY_TAKE_AGE: std::time::Duration = std::time::Duration::from_secs(120);
-
-/// What reconcile did to a sharded event's takes.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct TakesTidied {
-    /// Takes left under way by a grab that stopped (a crash, a timeout), finished: the order is in
-    /// the outbox at home, or the user refused SOLD_OUT.
-    pub settled: u32,
-    /// Numbers a sibling gave to a take that can no longer be settled, put back on sale there.
-    pub returned: u32,
-}
-
 impl Gate {
-    /// Reconcile's care of a sharded event's takes (nothing for an unsharded one): every take under
-    /// way for longer than `settle_age` is finished, as the grab would have; every number a sibling
-    /// gave more than `stray_age` ago ([`STRAY_TAKE_AGE`]) to a take whose mark is gone is put back.
-    pub async fn tidy_takes(
-        &self,
-        event: &EventId,
-        settle_age: std::time::Duration,
-        stray_age: std::time::Duration,
-    ) -> Result<TakesTidied, GateError> {
+    /// Reconcile's care of a sharded event's moves (nothing for an unsharded event): every move
+    /// whose numbers left a bucket more than `age` ago ([`MOVE_SETTLE_AGE`]) and are not yet at
+    /// their destination (the process driving it stopped) is finished, as its driver would have:
+    /// numbers on sale there, or a late order's claim taken in at its user's home. Each bucket's
+    /// records are read with `HSCAN`. Returns how many it finished.
+    pub async fn tidy_moves(&self, event: &EventId, age: std::time::Duration) -> Result<u32, GateError> {
         let buckets = self.buckets(event).await?;
-        let mut tidied = TakesTidied::default();
         if !buckets.is_sharded() {
-            return Ok(tidied);
+            return Ok(0);
         }
         let mut conn = self.link.conn().await?;
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
-        let now = secs * 1000 + micros / 1000;
-        let older_than = |order: &OrderId, age: std::time::Duration| {
-            order.created_ms().is_none_or(|ms| ms <= now - age.as_millis() as i64)
-        };
-        for home in buckets.iter() {
-            let under_way: Vec<(String, String)> = conn.hgetall(keys::taking(home)).await?;
-            for (order, head) in under_way {
-                let Ok(order) = OrderId::parse(&order) else { continue };
-                if !older_than(&order, settle_age) {
-                    continue;
-                }
-                let user = crate::domain::order::MessageHead::user_of(&head)
-                    .map_err(|e| GateError::Protocol(format!("a take's head: {e}")))?;
-                let field: Option<String> = conn.hget(keys::meta(home), keys::user_field(&user)).await?;
-                match field.as_deref().and_then(|f| under_way_from(f, &order)) {
-                    Some(from) => {
-                        let rest = siblings(&buckets, home.index(), &order);
-                        let take = TakeUnderWay { user: &user, order: &order, from };
-                        // A refusal here counts as one in a window that has ended.
-                        let refusal = format!("#{}:1", super::script_time(now));
-                        let settled = self.finish_take(&mut conn, &buckets, take, &rest, &refusal).await?;
-                        if matches!(settled, Settled::Granted(_) | Settled::SoldOut) {
-                            tidied.settled += 1;
-                        }
+        let before = secs * 1000 + micros / 1000 - age.as_millis() as i64;
+        let mut finished = 0;
+        for from in buckets.iter() {
+            let mut cursor = 0u64;
+            loop {
+                let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                    .arg(keys::moving(from))
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(200)
+                    .query_async(&mut conn)
+                    .await?;
+                for (id, record) in page {
+                    let Some(moving) = Move::parse(&record) else {
+                        tracing::warn!(event_id = %event, record, "a move's record is malformed; left as it is");
+                        continue;
+                    };
+                    if moving.at_ms > before {
+                        continue;
                     }
-                    // The mark went without its head (nothing writes that): drop the head.
-                    None => conn.hdel::<_, _, ()>(keys::taking(home), order.as_str()).await?,
+                    let done = match &moving.claim {
+                        None => self.move_in(&mut conn, &buckets, from, &id, &moving).await?,
+                        Some(_) => match self.claim_in(&mut conn, &buckets, from, &id, &moving).await? {
+                            super::admit::ClaimIn::Admitted(_) => Moved::Arrived(1),
+                            _ => Moved::NotCached,
+                        },
+                    };
+                    if matches!(done, Moved::Arrived(_)) {
+                        finished += 1;
+                    }
                 }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
         }
-        for sibling in buckets.iter() {
-            let given: Vec<(String, String)> = conn.hgetall(keys::taken(sibling)).await?;
-            for (order, record) in given {
-                let Ok(order) = OrderId::parse(&order) else { continue };
-                let Some((n, user)) = record.split_once(':') else { continue };
-                let (Ok(n), Ok(user)) = (n.parse::<u32>(), UserId::parse(user)) else { continue };
-                if !older_than(&order, stray_age) {
-                    continue;
-                }
-                let field: Option<String> = conn.hget(keys::meta(buckets.home(&user)), keys::user_field(&user)).await?;
-                let kept = field.as_deref().is_some_and(|f| {
-                    f == format!("{order}:{n}") || f == keys::cancelled(&order) || under_way_from(f, &order).is_some()
-                });
-                if kept {
-                    continue;
-                }
-                let put_back = return_take(&mut conn, sibling, &order, &record, n).await?;
-                if put_back == 1 {
-                    tracing::warn!(event_id = %event, ticket_no = n, "a number given to a take that cannot settle is on sale again");
-                    tidied.returned += put_back;
-                }
-            }
-        }
-        Ok(tidied)
+        Ok(finished)
     }
-}
-
-/// Puts back a number `bucket` gave to `order` (`return_take.lua`), only if its record is still
-/// `record`: 1 when put back, 0 when the record had changed.
-pub(super) async fn return_take(
-    conn: &mut LinkConn,
-    bucket: &keys::Bucket,
-    order: &OrderId,
-    record: &str,
-    n: u32,
-) -> Result<u32, GateError> {
-    Ok(RETURN_TAKE_SCRIPT
-        .key(keys::seats(bucket))
-        .key(keys::taken(bucket))
-        .arg(order.as_str())
-        .arg(record)
-        .arg(n)
-        .invoke_async(conn)
-        .await?)
-}
-
-/// The sibling a user's field says their take of `order` is under way from (`@<bucket>:<order>`).
-fn under_way_from(field: &str, order: &OrderId) -> Option<u16> {
-    let (k, of) = field.strip_prefix('@')?.split_once(':')?;
-    (of == order.as_str()).then(|| k.parse().ok()).flatten()
 }
 
 #[cfg(test)]
@@ -342,11 +304,24 @@ mod tests {
     }
 
     #[test]
-    fn a_users_field_names_the_take_under_way() {
+    fn a_moves_record_reads_back_whole() {
         let order = OrderId::generate();
-        assert_eq!(under_way_from(&keys::taking_from(2, &order), &order), Some(2));
-        assert_eq!(under_way_from(&keys::taking_from(2, &order), &OrderId::generate()), None);
-        assert_eq!(under_way_from(&format!("{order}:7"), &order), None);
-        assert_eq!(under_way_from("#000001795619000000:3", &order), None);
+        let refill = Move::parse("0199a0b0-gen|2|1795619000000|7,8,9|").unwrap();
+        assert_eq!(
+            refill,
+            Move {
+                generation: "0199a0b0-gen".into(),
+                to: 2,
+                at_ms: 1_795_619_000_000,
+                numbers: vec![TicketNo::new(7), TicketNo::new(8), TicketNo::new(9)],
+                claim: None,
+            }
+        );
+        assert_eq!(refill.numbers_arg(), "7,8,9");
+        let claim = Move::parse(&format!("g|0|5|12|ada@x|{order}")).unwrap();
+        assert_eq!(claim.claim, Some((UserId::parse("ada@x").unwrap(), order)));
+        for bad in ["", "g|x|5|1|", "g|0|5||", "g|0|5|1|ada|not-an-order", "g|0"] {
+            assert_eq!(Move::parse(bad), None, "{bad:?}");
+        }
     }
 }

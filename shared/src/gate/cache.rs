@@ -54,9 +54,11 @@ fn laid_keys(b: &keys::Bucket) -> [String; 5] {
     [keys::meta(b), keys::seats(b), keys::returned(b), keys::wait(b), keys::waiting(b)]
 }
 
-/// The keys of a bucket's steps under way (a take, a hand to the line), forgotten by a lay-down.
+/// The keys of a bucket's steps under way (numbers moving, a hand to the line), forgotten by a
+/// lay-down: it lays every number down afresh, and each such step is held to the generation it
+/// began in.
 fn under_way_keys(b: &keys::Bucket) -> [String; 4] {
-    [keys::taking(b), keys::taken(b), keys::giving(b), keys::handed(b)]
+    [keys::moving(b), keys::moved(b), keys::giving(b), keys::handed(b)]
 }
 
 impl Gate {

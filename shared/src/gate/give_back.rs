@@ -105,13 +105,19 @@ impl Gate {
         let mut conn = self.link.conn().await?;
         let written = |conn: &LinkConn, at: &keys::Bucket| Written { conn: conn.clone(), key: keys::meta(at) };
         let holding = Holding { order: g.order_id.clone(), ticket_no: g.ticket_no };
-        match self.let_go(&mut conn, home, g.user, &holding).await? {
+        let generation = match self.let_go(&mut conn, home, g.user, &holding).await? {
             None => return Ok((GaveBack::NotCached, written(&conn, home))),
-            Some(false) => return Ok((GaveBack::Gone, written(&conn, home))),
-            Some(true) => {}
-        }
-        let tail = WaitHead::tail(g.promotion, g.now);
-        let hand = Hand { id: g.order_id.as_str(), ticket_no: g.ticket_no, tail: &tail, returned_ms: g.cancelled_ms };
+            Some(None) => return Ok((GaveBack::Gone, written(&conn, home))),
+            Some(Some(generation)) => generation,
+        };
+        let hand = Hand {
+            id: g.order_id.as_str(),
+            ticket_no: g.ticket_no,
+            promotion: g.promotion,
+            now: g.now,
+            returned_ms: g.cancelled_ms,
+            generation: &generation,
+        };
         let (gave, at) = match self.hand_on(&mut conn, buckets, &hand, None).await? {
             HandedOn::Promoted { message, promoted } => {
                 let at = buckets.home(&promoted.user_id);

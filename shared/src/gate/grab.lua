@@ -6,8 +6,6 @@
 --                          is written here: a holding on OK, the refusal counter otherwise
 -- KEYS[2]  ev:{E}:seats    list: the free ticket numbers
 -- KEYS[3]  ev:{E}:outbox   hash: order id -> order message
--- KEYS[4]  ev:{E}:taking   hash: order id -> message head, while the user takes from a sibling
---                          (a sharded event's bucket only; gate/keys.rs)
 -- ARGV[1]  the user's field, "=<user id>"
 -- ARGV[2]  order id (UUIDv7, made by the caller; used only on OK)
 -- ARGV[3]  the order message, a JSON object without its closing brace; the script appends
@@ -20,15 +18,14 @@
 --          another history (before a failover) or by another layout lacks it.
 --          In cluster mode, where the caller cannot know the node, only "open_from@<layout>@": the
 --          history is then the node's own id (a promoted replica is another node)
--- ARGV[8]  (a sharded event's home bucket only) the sibling bucket to take from when this one has
---          no number left: the user's field is marked "@<bucket>:<order id>" and the head kept in
---          KEYS[4]; take.lua and settle.lua finish the grab (docs/DESIGN.md section 6, "Buckets")
+-- ARGV[8]  (a sharded event's home bucket only) "dry": with no number left here, answer DRY and
+--          write nothing, so the caller moves numbers here from a sibling bucket and asks again
+--          (docs/DESIGN.md section 6, "Buckets")
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT |
---   TAKE:<bucket>:<refusal counter> (marked: take from that sibling; the counter is what a refusal
---   would have written here) | TAKING:<bucket>:<order id> (a take under way: the caller finishes it)
+--   DRY (ARGV[8] given, and no number left here: nothing written)
 --
 -- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -51,12 +48,9 @@ local held = m[3]
 local count, window_end = 0, ARGV[5]
 if held then
   local mark = string.byte(held, 1)
-  if mark ~= 35 then -- not '#': an order, one the user cancelled ('!'), or a take ('@')
+  if mark ~= 35 then -- not '#': an order, or one the user cancelled ('!')
     if mark == 33 then
       return 'CANCELLED:' .. string.sub(held, 2)
-    end
-    if mark == 64 then
-      return 'TAKING:' .. string.sub(held, 2)
     end
     return 'ALREADY:' .. held
   end
@@ -103,16 +97,7 @@ if open then
     return 'OK:' .. n
   end
   if ARGV[8] then
-    redis.call('HSET', KEYS[1], field, '@' .. ARGV[8] .. ':' .. ARGV[2])
-    redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
-    if redis.call('PTTL', KEYS[4]) == -1 then
-      local forget_at = redis.call('PEXPIRETIME', KEYS[1])
-      if forget_at > 0 then
-        redis.call('PEXPIREAT', KEYS[4], forget_at)
-      end
-    end
-    -- The refusal counter this grab would write, for settle.lua to write if no sibling has one.
-    return 'TAKE:' .. ARGV[8] .. ':#' .. window_end .. ':' .. (count + 1)
+    return 'DRY'
   end
   refused = 'SOLD_OUT'
 end

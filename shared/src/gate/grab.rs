@@ -2,11 +2,7 @@
 
 use std::sync::LazyLock;
 
-use super::{
-    Gate, GateError, Written,
-    buckets::{Settled, TakeUnderWay},
-    cache_script, keys, opening_arg, script_time, split_holding,
-};
+use super::{Gate, GateError, Written, buckets::Moved, cache_script, keys, opening_arg, script_time, split_holding};
 use crate::{
     config::GrabPolicy,
     domain::{EventId, Holding, OrderId, UserId, order::MessageHead},
@@ -16,9 +12,10 @@ use crate::{
 /// tests load this very text).
 pub const GRAB_SOURCE: &str = cache_script!("grab.lua", opening = ARGV[7]);
 
-/// How often a sharded grab starts again when its take was rebuilt away under it (`settle.lua`'s
-/// `GONE`): a rebuild finishing meanwhile, at most once or twice.
-const SHARDED_TRIES: usize = 3;
+/// How many times a sharded grab whose home ran dry moves numbers home and asks again before it
+/// answers busy: each move brings at least one number, which a crowd at the same home may take
+/// first.
+const SHARDED_ROUNDS: usize = 8;
 
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
@@ -105,93 +102,76 @@ impl Gate {
     pub async fn grab(&self, attempt: &GrabAttempt<'_>, policy: GrabPolicy) -> Result<Grabbed, GateError> {
         let buckets = self.buckets(attempt.event).await?;
         if !buckets.is_sharded() {
-            let (reply, written) = self.grab_at(attempt, policy, attempt.event, None).await?;
+            let (reply, written) = self.grab_at(attempt, policy, attempt.event, false).await?;
             let outcome = parse_grab_reply(&reply, attempt, policy)?;
             return Ok(Grabbed { outcome, written });
         }
-        for _ in 0..SHARDED_TRIES {
-            if let Some(grabbed) = self.grab_sharded(attempt, policy, &buckets).await? {
-                return Ok(grabbed);
-            }
-        }
-        Err(GateError::Protocol("a sharded grab's take kept being rebuilt away".into()))
+        self.grab_sharded(attempt, policy, &buckets).await
     }
 
-    /// One run of grab.lua on the bucket `at` (with the sibling to mark for, at a sharded home).
+    /// One run of grab.lua on the bucket `at`; `dry`: answer DRY when it has no number left.
     async fn grab_at(
         &self,
         attempt: &GrabAttempt<'_>,
         policy: GrabPolicy,
         at: &impl keys::HashTag,
-        sibling: Option<u16>,
+        dry: bool,
     ) -> Result<(String, Written), GateError> {
         let mut conn = self.link.conn().await?;
         let mut call = GRAB_SCRIPT.key(keys::meta(at));
-        call.key(keys::seats(at)).key(keys::outbox(at)).key(keys::taking(at));
+        call.key(keys::seats(at)).key(keys::outbox(at));
         let opening = opening_arg(&conn);
         for arg in attempt.script_args(policy, &opening) {
             call.arg(arg);
         }
-        if let Some(k) = sibling {
-            call.arg(k);
+        if dry {
+            call.arg("dry");
         }
         let reply: String = call.invoke_async(&mut conn).await?;
         Ok((reply, Written { conn, key: keys::meta(at) }))
     }
 
-    /// A grab of a sharded event: at the user's home bucket; when it has no number left, taken
-    /// from the siblings in turn (`buckets::finish_take`). `None` when the take was rebuilt away
-    /// under it: start again.
+    /// A grab of a sharded event: grab.lua at the user's home, which alone decides (one ticket per
+    /// user, the rate window, the sale's window); when home has no number left, numbers move home
+    /// from a sibling (`buckets::refill`, the siblings asked in an order drawn from the order id)
+    /// and home decides again. Every sibling empty: `SOLD_OUT`, written as a refusal.
     async fn grab_sharded(
         &self,
         attempt: &GrabAttempt<'_>,
         policy: GrabPolicy,
         buckets: &keys::Buckets,
-    ) -> Result<Option<Grabbed>, GateError> {
+    ) -> Result<Grabbed, GateError> {
         let home = buckets.home(attempt.user);
         let siblings = super::buckets::siblings(buckets, home.index(), attempt.order_id);
-        let (reply, written) = self.grab_at(attempt, policy, home, siblings.first().copied()).await?;
-        let mut refusal = format!("#{}:1", script_time(attempt.clock_ms + policy.rate_window.as_millis() as i64));
-        let (order, from) = match reply.split_once(':') {
-            Some(("TAKE", marked)) => {
-                let (k, counter) = marked.split_once(':').ok_or_else(|| bad_reply(&reply))?;
-                refusal = counter.to_owned();
-                (attempt.order_id.clone(), parse_bucket(k, &reply)?)
+        for _ in 0..SHARDED_ROUNDS {
+            let (reply, written) = self.grab_at(attempt, policy, home, true).await?;
+            if reply != "DRY" {
+                return Ok(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written });
             }
-            Some(("TAKING", under_way)) => {
-                let (k, order) = under_way.split_once(':').ok_or_else(|| bad_reply(&reply))?;
-                (OrderId::parse(order).map_err(|_| bad_reply(&reply))?, parse_bucket(k, &reply)?)
+            let mut conn = written.conn.clone();
+            let mut arrived = false;
+            for &k in &siblings {
+                let sibling = buckets.get(k).ok_or_else(|| GateError::Protocol(format!("no bucket {k}")))?;
+                match self.refill(&mut conn, buckets, home, sibling).await? {
+                    Moved::Arrived(_) => {
+                        arrived = true;
+                        break;
+                    }
+                    Moved::Empty => {}
+                    // A bucket lost or laid down again: the event is rebuilt first.
+                    Moved::NotCached => return Ok(Grabbed { outcome: GrabOutcome::Stale, written }),
+                }
             }
-            _ => return Ok(Some(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written })),
-        };
-        let rest: Vec<u16> = siblings.iter().copied().filter(|&k| k != from).collect();
-        let mut conn = written.conn.clone();
-        let take = TakeUnderWay { user: attempt.user, order: &order, from };
-        let settled = self.finish_take(&mut conn, buckets, take, &rest, &refusal).await?;
-        let reply = match settled {
-            Settled::Granted(n) if order == *attempt.order_id => format!("OK:{n}"),
-            // Another request's take, finished here: the user's retry gets that order.
-            Settled::Granted(n) => format!("ALREADY:{order}:{n}"),
-            Settled::Before(held) => match held.strip_prefix("ALREADY:").and_then(keys::parse_holding) {
-                // This request's own take, settled by a concurrent retry: still this grab's order.
-                Some(h) if h.order == *attempt.order_id => format!("OK:{}", h.ticket_no),
-                _ => held,
-            },
-            Settled::SoldOut => "SOLD_OUT".into(),
-            Settled::NotCached(code) => code.into(),
-            Settled::Gone => return Ok(None),
-            Settled::Next(_) => return Err(bad_reply("TAKE after the last sibling")),
-        };
-        Ok(Some(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written }))
+            if !arrived {
+                // Every bucket empty: home decides once more, writing the refusal (or granting a
+                // number that reached it meanwhile).
+                let (reply, written) = self.grab_at(attempt, policy, home, false).await?;
+                return Ok(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written });
+            }
+        }
+        // Numbers kept arriving and going to others first: not sold out, not decided either.
+        Err(GateError::Contended)
     }
-}
-
-fn bad_reply(reply: &str) -> GateError {
-    GateError::Protocol(format!("grab reply {reply:?}"))
-}
-
-fn parse_bucket(k: &str, reply: &str) -> Result<u16, GateError> {
-    k.parse().map_err(|_| bad_reply(reply))
 }
 
 /// Reads the script's one-string reply (`OK:<n>`, `ALREADY:<order>:<n>`, `RATE_LIMITED:<ms>`, ...).

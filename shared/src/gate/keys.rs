@@ -113,16 +113,17 @@ impl Buckets {
 /// opening field's name ([`opening`]), which every script reads first anyway, so a cache
 /// written by another layout reads as not cached in this history, at no cost, and is rebuilt
 /// from DynamoDB on first touch (at once: nothing of it was lost, see `Gate::layout_outdated`).
-pub const LAYOUT_VERSION: &str = "v4";
+pub const LAYOUT_VERSION: &str = "v5";
 
 /// What the meta hash's user fields mean, stored in meta itself (for a person reading the cache).
-pub(super) const LAYOUT: &str = "v4: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count>, \
-                      !<cancelled order id> or @<bucket>:<order id> (taking); closed: the waitlist is closed";
+pub(super) const LAYOUT: &str = "v5: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or \
+                      !<cancelled order id>; closed: the waitlist is closed; generation: the lay-down";
 
 /// The event and its users, one hash: `capacity`, `start`, `end`, `cancel_until` (epoch ms),
-/// `state`, `wait_max`, `closed` (the waitlist is closed), `layout` (`LAYOUT`), the opening
-/// field ([`opening`]) and `open_until` (the span where the caller's clock decides, in the
-/// scripts' time format), and one field per user ([`user_field`]).
+/// `state`, `wait_max`, `closed` (the waitlist is closed), `buckets`, `generation` (which lay-down
+/// of the cache this is: a fresh id at warming, the rebuild's token after a rebuild), `layout`
+/// (`LAYOUT`), the opening field ([`opening`]) and `open_until` (the span where the caller's clock
+/// decides, in the scripts' time format), and one field per user ([`user_field`]).
 pub fn meta(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:meta")
 }
@@ -179,16 +180,18 @@ pub fn waiting(e: &impl HashTag) -> String {
 pub fn returned(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:returned")
 }
-/// At a user's home bucket of a sharded event: order id -> the order message's head, while the
-/// user takes a number from a sibling bucket (their field holds [`taking_from`] meanwhile).
-pub fn taking(e: &impl HashTag) -> String {
-    format!("ev:{{{e}}}:taking")
+/// At a bucket of a sharded event: move id -> `<generation>|<to bucket>|<ms>|<n>,<n>,...|<user>|<order>`,
+/// numbers that left this bucket for another and have not arrived yet (`move_out.lua` writes it in
+/// the step that takes them; the move's last step removes it). The user and order name a late
+/// order's claim; a home refilled leaves them empty.
+pub fn moving(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:moving")
 }
-/// At a bucket of a sharded event: order id -> `<ticket no>:<user id>` (or `-:<user id>`: none
-/// left), the numbers this bucket gave to users homed elsewhere, written by the same step that
-/// took the number, so a take asked again answers the same.
-pub fn taken(e: &impl HashTag) -> String {
-    format!("ev:{{{e}}}:taken")
+/// At a bucket of a sharded event: move id -> generation, the moves whose numbers arrived here
+/// (`move_in.lua`, or `admit.lua` for a claim), so a move asked again adds nothing twice. Kept
+/// with the cache; a rebuild forgets it with every move.
+pub fn moved(e: &impl HashTag) -> String {
+    format!("ev:{{{e}}}:moved")
 }
 /// At a canceller's home bucket of a sharded event: cancelled order id -> its ticket number, while
 /// the number is handed to the waitlist's line at bucket 0 (`let_go.lua` writes it with the
@@ -203,10 +206,21 @@ pub fn giving(e: &impl HashTag) -> String {
 pub fn handed(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:handed")
 }
+/// A record's id in [`handed`] for a join handed a returned number after the sale (a give-back's
+/// is its cancelled order's id): reconcile settles these (`Gate::tidy_hands`); a give-back's is
+/// driven by its marker.
+pub fn joined_hand(promotion: &OrderId) -> String {
+    format!("{JOINED_HAND}{promotion}")
+}
+const JOINED_HAND: &str = "join:";
+/// Whether a record's id in [`handed`] is a join's ([`joined_hand`]).
+pub fn is_joined_hand(id: &str) -> bool {
+    id.starts_with(JOINED_HAND)
+}
 /// Everything a lost cache loses: what the grab script reads and writes, the waitlist, and a
-/// sharded bucket's takes and hands under way.
+/// sharded bucket's moves and hands under way.
 pub fn cache(e: &impl HashTag) -> [String; 10] {
-    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), taking(e), taken(e), giving(e), handed(e)]
+    [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), moving(e), moved(e), giving(e), handed(e)]
 }
 /// The grab outcomes counted in one minute of the event (`<unix second>:<code>` -> count), for
 /// the organiser's live page: written by the grab environments' tallies about once a second, read
@@ -248,12 +262,6 @@ pub fn holding(h: &Holding) -> String {
 pub fn parse_holding(value: &str) -> Option<Holding> {
     let (order, ticket_no) = value.split_once(':')?;
     Some(Holding { order: OrderId::parse(order).ok()?, ticket_no: ticket_no.parse().ok()? })
-}
-
-/// A user's field while their grab takes a number from sibling bucket `from` for `order`:
-/// `@<bucket>:<order id>` (sharded events only; `settle.lua` turns it into a holding).
-pub fn taking_from(from: u16, order: &OrderId) -> String {
-    format!("@{from}:{order}")
 }
 
 /// A user's field once they cancelled `order`: `!<order id>` (no second ticket).

@@ -7,8 +7,8 @@
 //! - `cache`: warming, the exact rebuild and its lock; `give_back`: giving a number back;
 //!   `waitlist`: joining, places, closing; `draw`: a ballot's draw laid down; `limits`: the
 //!   per-user request counters;
-//! - `buckets`: a sharded event's buckets and the take from a sibling; `handing`: a sharded
-//!   event's numbers handed to its waitlist's line at bucket 0;
+//! - `buckets`: a sharded event's buckets and the numbers that move between them; `handing`: a
+//!   sharded event's numbers handed to its waitlist's line at bucket 0;
 //! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
 //! - `sold_out`: refusals without the script once an event is sold out, read on a replica;
 //! - `link`: the connection, and the history (primary or node) it serves.
@@ -35,12 +35,12 @@ mod stock;
 mod tally;
 mod waitlist;
 pub use admit::Admitted;
-pub use buckets::{STRAY_TAKE_AGE, TAKE_SOURCE, TakesTidied};
+pub use buckets::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE, MOVE_SETTLE_AGE};
 pub use cache::{LaidDown, RebuildLock};
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
 pub use grab::{GRAB_SOURCE, GrabAttempt, GrabOutcome, Grabbed};
-pub use handing::{HAND_SOURCE, LET_GO_SOURCE};
+pub use handing::{HAND_SOURCE, LET_GO_SOURCE, PROMOTE_SOURCE};
 pub use link::Connection;
 use link::{Link, LinkConn};
 pub use live::{GrabCounts, SaleNow};
@@ -101,6 +101,10 @@ pub enum GateError {
     /// The event's cache was written by another primary (before a failover) and is not rebuilt yet.
     #[error("the event's cache predates a failover")]
     Stale,
+    /// A sharded grab's home kept running dry while numbers moved to it from its siblings: not
+    /// decided (the user may try again).
+    #[error("a sharded grab's home kept running dry")]
+    Contended,
 }
 
 /// The server a grab was written on: [`Gate::replicated`] asks how many of its replicas have it.

@@ -119,7 +119,7 @@ impl Gate {
             return Err(GateError::Stale);
         }
         Ok(match field {
-            Some(f) if !f.starts_with(['#', '!', '@']) => Some(split_holding(&f)?),
+            Some(f) if !f.starts_with(['#', '!']) => Some(split_holding(&f)?),
             _ => None,
         })
     }
@@ -156,10 +156,11 @@ impl Gate {
     }
 
     /// What the audit needs of the cache, read in one step per bucket (`MULTI`): the numbers on
-    /// sale and held for the waitlist, the outbox's orders and the waitlist's length. `None` when
-    /// the event (any bucket of it) is not cached in this history. A sharded event's buckets are
-    /// read one after the other: a take between two reads can show its number twice or not at all,
-    /// so the audit of a sharded sale is read once its takes are over (after the sale).
+    /// sale (a sharded event's numbers moving between buckets among them) and held for the
+    /// waitlist, the outbox's orders and the waitlist's length. `None` when the event (any bucket
+    /// of it) is not cached in this history. A sharded event's buckets are read one after the
+    /// other: a move between two reads can show its numbers twice, so the audit of a sharded sale
+    /// is read once its moves are over (after the sale; the audit reads a failing view again).
     pub async fn audit_view(&self, event: &EventId) -> Result<Option<crate::domain::audit::CacheView>, GateError> {
         let mut conn = self.link.conn().await?;
         let mut view = crate::domain::audit::CacheView {
@@ -170,20 +171,22 @@ impl Gate {
         };
         for b in self.buckets(event).await?.iter() {
             let opening = opening_on(&mut conn, b).await?;
-            type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64);
-            let (cached, on_sale, returned, outbox, waiting): View = redis::pipe()
+            type View = (bool, Vec<u32>, Vec<u32>, Vec<(String, String)>, u64, Vec<String>);
+            let (cached, on_sale, returned, outbox, waiting, moving): View = redis::pipe()
                 .atomic()
                 .hexists(keys::meta(b), &opening)
                 .lrange(keys::seats(b), 0, -1)
                 .lrange(keys::returned(b), 0, -1)
                 .hgetall(keys::outbox(b))
                 .zcard(keys::wait(b))
+                .hvals(keys::moving(b))
                 .query_async(&mut conn)
                 .await?;
             if !cached {
                 return Ok(None);
             }
             view.on_sale.extend(on_sale.into_iter().map(TicketNo::new));
+            view.on_sale.extend(moving.iter().filter_map(|m| super::buckets::Move::parse(m)).flat_map(|m| m.numbers));
             view.returned.extend(returned.into_iter().map(TicketNo::new));
             view.outbox.extend(outbox.into_iter().filter_map(|(order, message)| {
                 let order = OrderId::parse(&order).ok()?;
@@ -200,8 +203,8 @@ fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
     let mut buyers = Vec::new();
     for (field, value) in meta {
         let Some(user) = field.strip_prefix('=') else { continue };
-        // A counter, a cancellation, or a take from a sibling under way: no holding (yet).
-        if value.starts_with(['#', '!', '@']) {
+        // A counter or a cancellation: no holding.
+        if value.starts_with(['#', '!']) {
             continue;
         }
         let Holding { order, ticket_no } = split_holding(&value)?;

@@ -19,17 +19,18 @@
 --          0); otherwise the field as read at the user's home bucket, "-" for none (a sharded
 --          event's line is bucket 0's: docs/DESIGN.md section 6, "Buckets")
 -- ARGV[9]  the numbers on sale in the event's other buckets (0 unsharded)
+-- ARGV[10] the id an at-once promotion of a user homed elsewhere is recorded under in KEYS[7]
 -- Returns one string:
 --   JOINED:<position>:<place> | WAITING:<position>:<place> (joined before) |
 --   PROMOTED:<ticket no> (a returned number, the user's now: its order is in the outbox) |
---   HANDED:<ticket no> (the same for a user homed at another bucket: recorded in KEYS[7] under
---   the order id, for promote.lua to settle at the user's home) |
+--   HANDED:<ticket no>:<generation> (the same for a user homed at another bucket: recorded in
+--   KEYS[7] under ARGV[10], for promote.lua to settle at the user's home, in that lay-down) |
 --   HOLDS:<order id>:<ticket no> | CANCELLED | NOT_STARTED |
 --   CLOSED (past cancel_until, or closed: no ticket can come back) | NOT_SOLD_OUT | FULL |
 --   NOT_FOUND | STALE
 
-if #ARGV ~= 9 then
-  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail, home field, elsewhere on sale')
+if #ARGV ~= 10 then
+  return redis.error_reply('ERR wait: expected user field, user, head, clock, opening field, order id, tail, home field, elsewhere on sale, hand id')
 end
 local m = redis.call('HMGET', KEYS[1], opening, ARGV[1], 'start', 'end', 'cancel_until', 'wait_max', 'closed')
 if not m[1] then
@@ -46,9 +47,6 @@ if held and string.byte(held, 1) ~= 35 then
   local mark = string.byte(held, 1)
   if mark == 33 then -- '!'
     return 'CANCELLED'
-  end
-  if mark == 64 then -- '@': a take from a sibling under way, so numbers may be left
-    return 'NOT_SOLD_OUT'
   end
   return 'HOLDS:' .. held
 end
@@ -75,9 +73,9 @@ elseif size == 0 then
   if n then
     local message = ARGV[3] .. ARGV[7] .. ',"ticket_no":' .. n .. '}'
     if ARGV[8] ~= '' then
-      redis.call('HSET', KEYS[7], ARGV[6], message)
+      redis.call('HSET', KEYS[7], ARGV[10], message)
       lasting(KEYS[1], KEYS[7])
-      return 'HANDED:' .. n
+      return 'HANDED:' .. n .. ':' .. redis.call('HGET', KEYS[1], 'generation')
     end
     redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. ':' .. n)
     redis.call('HSET', KEYS[6], ARGV[6], message)

@@ -106,12 +106,17 @@ impl Gate {
             .arg(&tail)
             .arg(home_field)
             .arg(elsewhere)
+            .arg(keys::joined_hand(j.promotion))
             .invoke_async(&mut conn)
             .await?;
-        if let Some(n) = reply.strip_prefix("HANDED:") {
-            let ticket_no = TicketNo::new(n.parse().map_err(|_| GateError::Protocol(format!("wait reply {reply:?}")))?);
+        if let Some(handed) = reply.strip_prefix("HANDED:") {
+            let bad = || GateError::Protocol(format!("wait reply {reply:?}"));
+            let (n, generation) = handed.split_once(':').ok_or_else(bad)?;
+            let ticket_no = TicketNo::new(n.parse().map_err(|_| bad())?);
             let message = j.head.complete(&tail, ticket_no);
-            let hand = Hand { id: j.promotion.as_str(), ticket_no, tail: &tail, returned_ms: j.clock_ms };
+            let id = keys::joined_hand(j.promotion);
+            let hand =
+                Hand { id: &id, ticket_no, promotion: j.promotion, now: j.now, returned_ms: j.clock_ms, generation };
             let joined = match self.hand_on(&mut conn, &buckets, &hand, Some(message)).await? {
                 HandedOn::Promoted { promoted, .. } if promoted.user_id == *j.user => {
                     Waitlisted::Promoted { ticket_no }
@@ -180,7 +185,7 @@ impl Gate {
         }
         let held = if home == line { held } else { conn.hget(keys::meta(home), keys::user_field(user)).await? };
         Ok(match held {
-            Some(h) if !h.starts_with(['#', '!', '@']) => WaitlistPlace::Holds(split_holding(&h)?),
+            Some(h) if !h.starts_with(['#', '!']) => WaitlistPlace::Holds(split_holding(&h)?),
             _ => WaitlistPlace::NotWaiting,
         })
     }
@@ -224,12 +229,11 @@ impl Gate {
     }
 }
 
-/// What `wait.lua` answers a user whose field holds `field` (a holding, `!`, `@`).
+/// What `wait.lua` answers a user whose field holds `field` (a holding, `!`).
 /// Nothing held (`-`, a counter `#`): the user may ask again (`STALE`: busy).
 fn held_reply(field: &str) -> String {
     match field.as_bytes().first() {
         Some(b'!') => "CANCELLED".to_owned(),
-        Some(b'@') => "NOT_SOLD_OUT".to_owned(),
         Some(b'-' | b'#') | None => "STALE".to_owned(),
         _ => format!("HOLDS:{field}"),
     }

@@ -17,11 +17,12 @@ use crate::{
     config::{GrabPolicy, HashSettings, QueueSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
-        EventId, OrderId, OrderStatus,
+        EventId, OrderId, OrderStatus, UserId,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
         order_seal::SealKey,
         sale_mode::SaleMode,
+        window_count::WindowCounts,
     },
     gate::{Gate, GrabAttempt, GrabOutcome, GrabTally},
     give_back::GiveBacks,
@@ -50,6 +51,9 @@ pub struct Grab {
     tally: GrabTally,
     /// Red-packet amounts, each event's split computed once.
     splits: Splits,
+    /// Refusals answered from the sold-out memory, which write no counter in Redis: counted here,
+    /// against the grab script's own limit (`GRAB_RATE_LIMIT` per window).
+    remembered_refusals: std::sync::Arc<WindowCounts<(EventId, UserId)>>,
 }
 
 /// The outcomes the live page's tally counts: what the gate decided for an event it knows (and a
@@ -107,7 +111,18 @@ impl Grab {
             limits,
         );
         let tally = GrabTally::new(gate.clone());
-        Self { gate, courier, store, hash, policy, rebuilder, cancel_and_wait, tally, splits: Splits::default() }
+        Self {
+            gate,
+            courier,
+            store,
+            hash,
+            policy,
+            rebuilder,
+            cancel_and_wait,
+            tally,
+            splits: Splits::default(),
+            remembered_refusals: Default::default(),
+        }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -175,7 +190,7 @@ impl Grab {
         // An event this environment remembers sold out: the user's field, read on a replica,
         // answers; no script, no write (gate::sold_out).
         let (outcome, written) = match self.gate.refusal_without_script(&event, &caller.user).await {
-            Some(outcome) => (outcome, None),
+            Some(outcome) => (self.counted(&event, &caller.user, outcome), None),
             None => {
                 let grabbed = self.run_script(&event, &caller, email, now).await?;
                 if grabbed.outcome == GrabOutcome::SoldOut {
@@ -213,6 +228,19 @@ impl Grab {
             },
             GrabOutcome::Ended => Err(ApiError::SaleEnded),
             GrabOutcome::SoldOut => Err(ApiError::SoldOut),
+        }
+    }
+
+    /// A refusal from the sold-out memory, counted as the script counts refusals: past the user's
+    /// limit in the window, `RATE_LIMITED` instead (a holder's retry is never limited).
+    fn counted(&self, event: &EventId, user: &UserId, outcome: GrabOutcome) -> GrabOutcome {
+        if outcome != GrabOutcome::SoldOut {
+            return outcome;
+        }
+        let (limit, window) = (self.policy.rate_limit, self.policy.rate_window);
+        match self.remembered_refusals.count((event.clone(), user.clone()), limit, window, std::time::Instant::now()) {
+            Some(wait) => GrabOutcome::RateLimited { retry_after_ms: wait.as_millis().max(1) as u64 },
+            None => outcome,
         }
     }
 

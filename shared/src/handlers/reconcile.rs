@@ -97,10 +97,9 @@ pub struct ReconcileReport {
     pub outbox_left: u64,
     /// Cancelled numbers given back now (a crash or a lost cache had left them).
     pub returned: u32,
-    /// A sharded event's takes from a sibling bucket left under way, finished now.
-    pub takes_settled: u32,
-    /// Numbers a sibling bucket gave to a take that can no longer settle, on sale again.
-    pub takes_returned: u32,
+    /// A sharded event's numbers left on their way between buckets (the process moving them
+    /// stopped), moved in now: on sale at their destination, or a late order's claim taken in.
+    pub moves_finished: u32,
     /// A sharded event's promotions of a user who joined the waitlist after the sale (a returned
     /// number handed to them) left between bucket 0 and their home, settled now.
     pub promotions_settled: u32,
@@ -211,8 +210,7 @@ impl Reconcile {
                 ("Cleared", report.cleared.into()),
                 ("Rebuilt", report.rebuilt.into()),
                 ("Returned", report.returned.into()),
-                ("TakesSettled", report.takes_settled.into()),
-                ("TakesReturned", report.takes_returned.into()),
+                ("MovesFinished", report.moves_finished.into()),
                 ("PromotionsSettled", report.promotions_settled.into()),
                 ("WaitlistNotices", report.notices.into()),
                 ("Drift", report.drift),
@@ -240,12 +238,9 @@ impl Reconcile {
             }
             stock = self.gate.stock(&event.id).await?;
         }
-        // 2. a sharded event's takes left under way are finished (their orders join the outbox),
-        //    numbers given to takes that cannot settle go back on sale, and joins' promotions
-        //    left between bucket 0 and the user's home are settled
-        let tidied = self.gate.tidy_takes(&event.id, outbox_age, crate::gate::STRAY_TAKE_AGE).await?;
-        report.takes_settled += tidied.settled;
-        report.takes_returned += tidied.returned;
+        // 2. a sharded event's numbers left on their way between buckets are moved in, and joins'
+        //    promotions left between bucket 0 and the user's home are settled
+        report.moves_finished += self.gate.tidy_moves(&event.id, crate::gate::MOVE_SETTLE_AGE).await?;
         report.promotions_settled += self.gate.tidy_hands(&event.id, outbox_age).await?;
         // 3. the outbox: durable orders leave it, the others are sent again
         for entry in self.gate.outbox_due(&event.id, outbox_age, OUTBOX_BATCH).await? {
