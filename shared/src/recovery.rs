@@ -17,7 +17,7 @@ use time::OffsetDateTime;
 
 use crate::{
     domain::{
-        Buyer, Event, EventId, Holdings, OrderId, OrderMessage, TicketNo, UserId, Waiter,
+        Buyer, Event, EventId, Holding, Holdings, OrderId, OrderMessage, TicketNo, UserId, Waiter,
         event::{epoch_ms, rfc3339},
         order::WaitHead,
     },
@@ -81,6 +81,28 @@ impl Rebuilder {
     /// briefly ([`EventBook`]).
     pub async fn event(&self, id: &EventId) -> Result<Option<Event>, RecoveryError> {
         Ok(self.events.get(id).await?)
+    }
+
+    /// What `user` holds in the event's cache (an order not yet stored in DynamoDB reads
+    /// `PENDING` from it). A cache lost while the sale or its cancellations run is rebuilt first
+    /// (`Busy` while it cannot be yet: the caller answers 503, never "no order"); after that, a
+    /// cache gone is one that expired, and what DynamoDB holds is all there is (`None`).
+    pub async fn holding(&self, event: &Event, user: &UserId) -> Result<Option<Holding>, HoldingUnknown> {
+        for _ in 0..2 {
+            match self.gate.buyer(&event.id, user).await {
+                Ok(held) => return Ok(held),
+                Err(GateError::Stale) => match self.rebuild(event).await.map_err(|_| HoldingUnknown)? {
+                    Rebuild::Done | Rebuild::Present => continue,
+                    Rebuild::Busy => return Err(HoldingUnknown),
+                    Rebuild::Ended => return Ok(None),
+                },
+                Err(e) => {
+                    tracing::warn!(event_id = %event.id, error = %e, "the cache could not say what the user holds");
+                    return Err(HoldingUnknown);
+                }
+            }
+        }
+        Err(HoldingUnknown)
     }
 
     async fn in_flight(&self) -> Result<u64, RecoveryError> {
@@ -233,6 +255,10 @@ impl Rebuilder {
         Ok(Step::Done)
     }
 }
+
+/// The cache could not say what a user holds, and cannot be rebuilt yet: answer busy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HoldingUnknown;
 
 /// The steps of the exact rebuild a test may stop after (`Rebuilder::rebuild_until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

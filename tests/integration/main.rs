@@ -2,6 +2,7 @@
 
 mod ballot;
 mod buckets;
+mod buckets_moves;
 mod buckets_waitlist;
 mod cancel_and_wait;
 mod cancel_and_wait_faults;

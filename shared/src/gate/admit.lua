@@ -15,7 +15,8 @@
 -- ARGV[5]  a sharded event's step (docs/DESIGN.md section 6, "Buckets"): "" decides here alone;
 --          "look" answers ELSEWHERE instead of TAKEN (the number may be free in another bucket:
 --          move_out.lua claims it there); "claimed" when it did: the number arrives here with
---          the move ARGV[6] of the lay-down ARGV[7], once (home's seats untouched)
+--          the move ARGV[6] of the lay-down ARGV[7], once (home's seats untouched), and is taken
+--          in, or put on sale here when the user does not take it
 -- ARGV[6]  ("claimed") the move's id
 -- ARGV[7]  ("claimed") the generation its record names
 -- Returns one string:
@@ -49,19 +50,25 @@ if claimed then
     lasting(KEYS[1], KEYS[3])
   end
 end
+-- A number claimed for this order that the user does not take in is on sale here: it was free
+-- where it was claimed, and must stay free.
+local function put_on_sale()
+  if claimed then
+    redis.call('RPUSH', KEYS[2], ARGV[3])
+    lasting(KEYS[1], KEYS[2])
+  end
+end
 if held == ARGV[2] then
   return 'COUNTED'
 end
 local order_id = string.sub(ARGV[2], 1, string.find(ARGV[2], ':', 1, true) - 1)
 if held == '!' .. order_id then
+  -- Counted, then cancelled (a consumer that claimed again after another stored it).
+  put_on_sale()
   return 'COUNTED'
 end
 if held and string.byte(held, 1) ~= 35 then -- another order, or another cancelled one
-  if claimed then
-    -- The number came for this order, which cannot be the user's: it is on sale here.
-    redis.call('RPUSH', KEYS[2], ARGV[3])
-    lasting(KEYS[1], KEYS[2])
-  end
+  put_on_sale()
   return 'UNCOUNTED'
 end
 if ARGV[5] == 'claimed' and not claimed then

@@ -243,6 +243,19 @@ impl Gate {
         let mut conn = self.link.conn().await?;
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let before = secs * 1000 + micros / 1000 - age.as_millis() as i64;
+        self.finish_moves(&mut conn, &buckets, before).await
+    }
+
+    /// Finishes every move under way whose numbers left before `before_ms` (any move: `i64::MAX`),
+    /// over every bucket: safe at any moment, each move's numbers arriving once. A grab finds no
+    /// number anywhere, or a late order's number nowhere free, only after this found nothing to
+    /// finish: numbers on their way are not sold out. Returns how many it finished.
+    pub(super) async fn finish_moves(
+        &self,
+        conn: &mut LinkConn,
+        buckets: &keys::Buckets,
+        before_ms: i64,
+    ) -> Result<u32, GateError> {
         let mut finished = 0;
         for from in buckets.iter() {
             let mut cursor = 0u64;
@@ -252,26 +265,24 @@ impl Gate {
                     .arg(cursor)
                     .arg("COUNT")
                     .arg(200)
-                    .query_async(&mut conn)
+                    .query_async(conn)
                     .await?;
                 for (id, record) in page {
                     let Some(moving) = Move::parse(&record) else {
-                        tracing::warn!(event_id = %event, record, "a move's record is malformed; left as it is");
+                        tracing::warn!(record, "a move's record is malformed; left as it is");
                         continue;
                     };
-                    if moving.at_ms > before {
+                    if moving.at_ms > before_ms {
                         continue;
                     }
-                    let done = match &moving.claim {
-                        None => self.move_in(&mut conn, &buckets, from, &id, &moving).await?,
-                        Some(_) => match self.claim_in(&mut conn, &buckets, from, &id, &moving).await? {
-                            super::admit::ClaimIn::Admitted(_) => Moved::Arrived(1),
-                            _ => Moved::NotCached,
-                        },
+                    let arrived = match &moving.claim {
+                        None => matches!(self.move_in(conn, buckets, from, &id, &moving).await?, Moved::Arrived(_)),
+                        Some(_) => matches!(
+                            self.claim_in(conn, buckets, from, &id, &moving).await?,
+                            super::admit::ClaimIn::Admitted(_)
+                        ),
                     };
-                    if matches!(done, Moved::Arrived(_)) {
-                        finished += 1;
-                    }
+                    finished += u32::from(arrived);
                 }
                 if next == 0 {
                     break;

@@ -163,6 +163,12 @@ impl Gate {
                 }
             }
             if !arrived {
+                // No sibling had a number free. Numbers on their way between buckets are not sold
+                // out: the moves under way (a stopped driver's too) are finished, and home asked
+                // again.
+                if self.finish_moves(&mut conn, buckets, i64::MAX).await? > 0 {
+                    continue;
+                }
                 // Every bucket empty: home decides once more, writing the refusal (or granting a
                 // number that reached it meanwhile).
                 let (reply, written) = self.grab_at(attempt, policy, home, false).await?;

@@ -34,7 +34,7 @@ mod sold_out;
 mod stock;
 mod tally;
 mod waitlist;
-pub use admit::Admitted;
+pub use admit::{ADMIT_SOURCE, Admitted};
 pub use buckets::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE, MOVE_SETTLE_AGE};
 pub use cache::{LaidDown, RebuildLock};
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};

@@ -102,20 +102,21 @@ impl Gate {
         Ok((!buckets.is_sharded() || self.siblings_cached(&conn, &buckets).await?).then_some(window))
     }
 
-    /// The order a user holds in the cache, as `(order id, ticket number)`. A cache written before
-    /// a failover cannot say (the user's grab may be among the writes it lacks): an error, so the
-    /// caller answers "busy" rather than "no order".
+    /// The order a user holds in the cache, as `(order id, ticket number)`. A cache not there in
+    /// this history (lost, written before a failover, or gone after the sale) cannot say (the
+    /// user's grab may be among what it lost): `GateError::Stale`, and the caller decides from the
+    /// event's time whether to rebuild it or trust DynamoDB (`Rebuilder::holding`).
     pub async fn buyer(&self, event: &EventId, user: &UserId) -> Result<Option<Holding>, GateError> {
         let buckets = self.buckets(event).await?;
         let event = buckets.home(user);
         let mut conn = self.link.conn().await?;
         let opening = opening_on(&mut conn, event).await?;
-        let (current, start, field): (Option<String>, Option<String>, Option<String>) = redis::cmd("HMGET")
+        let (current, field): (Option<String>, Option<String>) = redis::cmd("HMGET")
             .arg(keys::meta(event))
-            .arg(&[opening.as_str(), "start", keys::user_field(user).as_str()])
+            .arg(&[opening.as_str(), keys::user_field(user).as_str()])
             .query_async(&mut conn)
             .await?;
-        if current.is_none() && start.is_some() {
+        if current.is_none() {
             return Err(GateError::Stale);
         }
         Ok(match field {

@@ -136,7 +136,7 @@ impl Gate {
 
     /// A sharded event's join, before the line is asked: the user's field at home (`-` for none;
     /// empty for a user homed at bucket 0, where the line's script reads it itself) and the
-    /// numbers on sale in the buckets other than 0, read at once. `None` when the home is not
+    /// numbers on sale in the buckets other than 0 with the moves under way in any, read at once. `None` when the home is not
     /// cached in this history.
     async fn read_field_and_stock(
         &self,
@@ -158,9 +158,15 @@ impl Gate {
                 .await?;
             Ok::<_, GateError>(cached.map(|_| field.unwrap_or_else(|| "-".to_owned())))
         };
-        let stock = futures::future::try_join_all(buckets.iter().skip(1).map(|b| {
+        // The other buckets' numbers on sale, and every bucket's moves under way: numbers on
+        // their way between buckets are not sold out either.
+        let stock = futures::future::try_join_all(buckets.iter().map(|b| {
             let mut conn = conn.clone();
-            async move { Ok::<u64, GateError>(conn.llen(keys::seats(b)).await?) }
+            async move {
+                let (on_sale, moving): (u64, u64) =
+                    redis::pipe().atomic().llen(keys::seats(b)).hlen(keys::moving(b)).query_async(&mut conn).await?;
+                Ok::<u64, GateError>(if b.index() == 0 { moving } else { on_sale + moving })
+            }
         }));
         let (field, stock) = futures::future::try_join(field, stock).await?;
         Ok(field.map(|f| (f, stock.into_iter().sum())))

@@ -24,7 +24,7 @@ use crate::{
         order::{OrderView, WaitHead},
         sale_mode::SaleMode,
     },
-    gate::{Gate, GateError, GaveBack, Join, WaitlistPlace, Waitlisted},
+    gate::{Gate, GaveBack, Join, WaitlistPlace, Waitlisted},
     give_back::GiveBacks,
     http::{
         ApiError, Caller, json,
@@ -120,10 +120,10 @@ impl CancelAndWait {
         let event = self.known(id).await?;
         let Some(order) = self.store.get_order_now(id, &caller.user).await? else {
             // Granted but not yet durable: DynamoDB must hold it before it can be given back.
-            return match self.gate.buyer(id, &caller.user).await {
-                Ok(Some(_)) | Err(GateError::Stale) => Err(ApiError::OrderPending),
+            return match self.rebuilder.holding(&event, &caller.user).await {
+                Ok(Some(_)) => Err(ApiError::OrderPending),
                 Ok(None) => Err(ApiError::NoOrder),
-                Err(e) => Err(e.into()),
+                Err(crate::recovery::HoldingUnknown) => Err(ApiError::Busy),
             };
         };
         match order.status {

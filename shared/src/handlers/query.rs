@@ -226,7 +226,9 @@ impl Query {
         if let Some(order) = self.store.get_order(event, &caller.user).await? {
             return Ok(order);
         }
-        let held = self.gate.buyer(event, &caller.user).await?.ok_or(ApiError::NoOrder)?;
+        let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
+        let held =
+            self.rebuilder.holding(&known, &caller.user).await.map_err(|_| ApiError::Busy)?.ok_or(ApiError::NoOrder)?;
         Ok(OrderView {
             order_id: held.order,
             event_id: event.clone(),
