@@ -66,6 +66,19 @@ struct Args {
     /// Where the runs' results go, as JSON lines (one per run).
     #[arg(long)]
     json: Option<std::path::PathBuf>,
+    /// Only these faults (opening-lost, keys-deleted, master-killed, sqs-down, mail-killed,
+    /// give-back-race); every run then has at least one of them.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Every run over this many buckets (by default 3 on even seeds, 1 on odd ones).
+    #[arg(long)]
+    buckets: Option<u16>,
+    /// Faults strike within this many milliseconds of the rush's start.
+    #[arg(long, default_value_t = 2_500)]
+    fault_window_ms: u64,
+    /// Clients asking at once.
+    #[arg(long, default_value_t = 24)]
+    parallel: usize,
 }
 
 /// What can go wrong in a run, injected at a moment the seed draws.
@@ -94,13 +107,28 @@ struct Plan {
     faults: Vec<(u64, Fault)>,
 }
 
+impl Fault {
+    fn kind(&self) -> &'static str {
+        match self {
+            Self::OpeningLost { .. } => "opening-lost",
+            Self::KeysDeleted { .. } => "keys-deleted",
+            Self::MasterKilled { .. } => "master-killed",
+            Self::SqsDown { .. } => "sqs-down",
+            Self::MailKilled { .. } => "mail-killed",
+            Self::GiveBackRace => "give-back-race",
+        }
+    }
+}
+
 impl Plan {
-    fn draw(seed: u64) -> Self {
+    fn draw(seed: u64, args: &Args) -> Self {
         let mut rng = StdRng::seed_from_u64(seed);
-        let buckets = if seed.is_multiple_of(2) { 3 } else { 1 };
+        let buckets = args.buckets.unwrap_or(if seed.is_multiple_of(2) { 3 } else { 1 });
         let mut faults = Vec::new();
-        for _ in 0..rng.random_range(1..=3) {
-            let at = rng.random_range(0..2_500);
+        let wanted = rng.random_range(1..=3);
+        // Drawn until the run has its faults (of the kinds asked for, when some are).
+        while faults.len() < wanted {
+            let at = rng.random_range(0..args.fault_window_ms.max(1));
             let bucket = rng.random_range(0..buckets);
             let fault = match rng.random_range(0..6) {
                 0 => Fault::OpeningLost { bucket },
@@ -110,7 +138,9 @@ impl Plan {
                 4 => Fault::MailKilled { for_ms: rng.random_range(500..4_000) },
                 _ => Fault::GiveBackRace,
             };
-            faults.push((at, fault));
+            if args.only.is_empty() || args.only.iter().any(|k| k == fault.kind()) {
+                faults.push((at, fault));
+            }
         }
         // A 202 whose send failed rests on the outbox and its replica; deleting the keys of both
         // is beyond what it promises (docs/DESIGN.md section 11): never both in one run. One
@@ -166,7 +196,7 @@ async fn main() {
     let mut json = args.json.as_ref().map(|p| std::fs::File::create(p).expect("the results file"));
     let started = Instant::now();
     for &seed in &seeds {
-        let plan = Plan::draw(seed);
+        let plan = Plan::draw(seed, &args);
         let run_started = Instant::now();
         let outcome = run(&plan, &args).await;
         let took = run_started.elapsed();
@@ -235,9 +265,9 @@ async fn run(plan: &Plan, args: &Args) -> Result<String, String> {
         })
     };
 
-    // The crowd: each user's client, 24 at a time, in an order the seed shuffles.
+    // The crowd: each user's client, `--parallel` at a time.
     let rush = Instant::now();
-    let gate = Arc::new(tokio::sync::Semaphore::new(24));
+    let gate = Arc::new(tokio::sync::Semaphore::new(args.parallel.max(1)));
     let clients: Vec<_> = users
         .iter()
         .map(|user| {
