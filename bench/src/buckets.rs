@@ -6,8 +6,9 @@
 //!   master's share of it.
 //! - **Paths**, on one redis-server (the same CPU for every kind): server time per grab on the
 //!   unsharded script, on a sharded event's home path (the user's home has a number), and on its
-//!   take-from-a-sibling path (the home is empty: grab.lua marks, take.lua takes at the sibling,
-//!   settle.lua settles at home), with script calls per grab.
+//!   moved-home path (every user homed at an empty bucket: grab.lua answers DRY, numbers move home
+//!   from a sibling, move_out.lua there and move_in.lua at home, half the sibling's free numbers up
+//!   to 64 at a time, and grab.lua decides at home), with script calls per grab.
 //!
 //! Rounds alternate between the kinds, so machine noise hits all alike; medians over the rounds,
 //! and the ratios to the unsharded event measured in the same run. On a machine with fewer cores
@@ -108,7 +109,7 @@ async fn main() -> Result<(), Failure> {
         ("cluster: 3 buckets", &cluster, 3, Path::Home),
         ("one server: unsharded", &single, 1, Path::HomeOnly),
         ("one server: 3 buckets, home path", &single, 3, Path::HomeOnly),
-        ("one server: 3 buckets, sibling path", &single, 3, Path::Sibling),
+        ("one server: 3 buckets, moved-home path", &single, 3, Path::Sibling),
     ];
     let mut results: Vec<Vec<Round>> = vec![Vec::new(); kinds.len()];
     for round in 0..args.rounds {
@@ -186,11 +187,11 @@ struct Target {
 
 #[derive(Clone, Copy, PartialEq)]
 enum Path {
-    /// Users anywhere; the event holds a number for each (the last few are taken from siblings).
+    /// Users anywhere; the event holds a number for each (the last few moved home from siblings).
     Home,
     /// Users anywhere, the event holding three times their number: every grab served at home.
     HomeOnly,
-    /// Every user homed at bucket 0, which holds none: every grab taken from a sibling.
+    /// Every user homed at bucket 0, which holds none: every number moved home from a sibling.
     Sibling,
 }
 

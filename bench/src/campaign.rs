@@ -614,7 +614,9 @@ impl Harness {
             redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut r).await.map_err(|e| e.to_string())?;
         let slot = keys::slot(&bucket.to_string());
         let (master, replica) = serving(&slots, slot).ok_or("no master serves the bucket's slot")?;
-        let pid_file = format!("{}/../.local/cluster-{master}.pid", env!("CARGO_MANIFEST_DIR"));
+        // scripts/stack keeps each node's pid in its state directory.
+        let state = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(".local");
+        let pid_file = state.join(format!("cluster-{master}.pid")).display().to_string();
         let pid = std::fs::read_to_string(&pid_file).map_err(|e| format!("{pid_file}: {e}"))?;
         let killed = std::process::Command::new("kill").args(["-9", pid.trim()]).status().map_err(|e| e.to_string())?;
         if !killed.success() {

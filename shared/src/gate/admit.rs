@@ -5,10 +5,9 @@ use std::sync::LazyLock;
 use redis::AsyncCommands;
 
 use super::{
-    Gate, GateError,
-    buckets::{Move, MoveOut},
-    cache_script, keys,
+    Gate, GateError, cache_script, keys,
     link::LinkConn,
+    moves::{Move, MoveOut, Moved},
 };
 use crate::domain::{Holding, OrderMessage, UserId};
 
@@ -181,6 +180,55 @@ impl Gate {
             "GONE" => return Ok(Answer::Gone),
             _ => return Err(GateError::Protocol(format!("admit reply {reply:?}"))),
         }))
+    }
+}
+
+impl Gate {
+    /// Finishes every move under way whose numbers left before `before_ms` (any move: `i64::MAX`),
+    /// over every bucket (here, beside the claims: a claim's arrival is this room's script): safe at any moment, each move's numbers arriving once. A grab finds no
+    /// number anywhere, or a late order's number nowhere free, only after this found nothing to
+    /// finish: numbers on their way are not sold out. Returns how many it finished.
+    pub(super) async fn finish_moves(
+        &self,
+        conn: &mut LinkConn,
+        buckets: &keys::Buckets,
+        before_ms: i64,
+    ) -> Result<u32, GateError> {
+        let mut finished = 0;
+        for from in buckets.iter() {
+            let mut cursor = 0u64;
+            loop {
+                let (next, page): (u64, Vec<(String, String)>) = redis::cmd("HSCAN")
+                    .arg(keys::moving(from))
+                    .arg(cursor)
+                    .arg("COUNT")
+                    .arg(200)
+                    .query_async(conn)
+                    .await?;
+                for (id, record) in page {
+                    let Some(moving) = Move::parse(&record) else {
+                        tracing::warn!(record, "a move's record is malformed; left as it is");
+                        continue;
+                    };
+                    if moving.at_ms > before_ms {
+                        continue;
+                    }
+                    let arrived = match &moving.claim {
+                        None => matches!(self.move_in(conn, buckets, from, &id, &moving).await?, Moved::Arrived(_)),
+                        Some(_) => matches!(
+                            self.claim_in(conn, buckets, from, &id, &moving).await?,
+                            super::admit::ClaimIn::Admitted(_)
+                        ),
+                    };
+                    finished += u32::from(arrived);
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
+            }
+        }
+        Ok(finished)
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, buckets::Moved, cache_script, keys, opening_arg, script_time, split_holding};
+use super::{Gate, GateError, Written, cache_script, keys, moves::Moved, opening_arg, script_time, split_holding};
 use crate::{
     config::GrabPolicy,
     domain::{EventId, Holding, OrderId, UserId, order::MessageHead},

@@ -7,8 +7,9 @@
 //! - `cache`: warming, the exact rebuild and its lock; `give_back`: giving a number back;
 //!   `waitlist`: joining, places, closing; `draw`: a ballot's draw laid down; `limits`: the
 //!   per-user request counters;
-//! - `buckets`: a sharded event's buckets and the numbers that move between them; `handing`: a
-//!   sharded event's numbers handed to its waitlist's line at bucket 0;
+//! - `buckets`: a sharded event's buckets; `moves`: the numbers that move between them (a late
+//!   order's claim among them, taken in by `admit`); `handing`: a sharded event's numbers handed
+//!   to its waitlist's line at bucket 0;
 //! - `tally`: the grab outcomes each environment counts; `live`: what the organiser's page reads;
 //! - `sold_out`: refusals without the script once an event is sold out, read on a replica;
 //! - `link`: the connection, and the history (primary or node) it serves.
@@ -29,13 +30,14 @@ pub mod keys;
 mod limits;
 mod link;
 mod live;
+mod moves;
 mod outbox;
 mod sold_out;
 mod stock;
 mod tally;
 mod waitlist;
 pub use admit::{ADMIT_SOURCE, Admitted};
-pub use buckets::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE, MOVE_SETTLE_AGE};
+pub use buckets::MOVE_SETTLE_AGE;
 pub use cache::{LaidDown, RebuildLock};
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};
@@ -44,6 +46,7 @@ pub use handing::{HAND_SOURCE, LET_GO_SOURCE, PROMOTE_SOURCE};
 pub use link::Connection;
 use link::{Link, LinkConn};
 pub use live::{GrabCounts, SaleNow};
+pub use moves::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE};
 pub use outbox::OutboxEntry;
 pub use stock::Window;
 pub use tally::GrabTally;

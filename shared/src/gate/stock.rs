@@ -187,7 +187,7 @@ impl Gate {
                 return Ok(None);
             }
             view.on_sale.extend(on_sale.into_iter().map(TicketNo::new));
-            view.on_sale.extend(moving.iter().filter_map(|m| super::buckets::Move::parse(m)).flat_map(|m| m.numbers));
+            view.on_sale.extend(moving.iter().filter_map(|m| super::moves::Move::parse(m)).flat_map(|m| m.numbers));
             view.returned.extend(returned.into_iter().map(TicketNo::new));
             view.outbox.extend(outbox.into_iter().filter_map(|(order, message)| {
                 let order = OrderId::parse(&order).ok()?;
