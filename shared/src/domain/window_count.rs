@@ -17,7 +17,14 @@ const PRUNE_AT: usize = 10_000;
 const MOST_KEYS: usize = 200_000;
 
 pub struct WindowCounts<K> {
-    counts: Mutex<HashMap<K, Window>>,
+    counts: Mutex<Counts<K>>,
+}
+
+struct Counts<K> {
+    by_key: HashMap<K, Window>,
+    /// How many keys before the next prune: twice what the last one kept, so pruning costs a
+    /// constant per count however many keys live.
+    prune_at: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -28,7 +35,7 @@ struct Window {
 
 impl<K> Default for WindowCounts<K> {
     fn default() -> Self {
-        Self { counts: Mutex::new(HashMap::new()) }
+        Self { counts: Mutex::new(Counts { by_key: HashMap::new(), prune_at: PRUNE_AT }) }
     }
 }
 
@@ -37,13 +44,14 @@ impl<K: Hash + Eq> WindowCounts<K> {
     /// first request; `Some(wait)` when it is over `limit` (the wait until the window ends).
     pub fn count(&self, key: K, limit: u32, window: Duration, now: Instant) -> Option<Duration> {
         let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if counts.len() >= PRUNE_AT {
-            counts.retain(|_, w| w.ends > now);
-            if counts.len() >= MOST_KEYS {
-                counts.clear();
+        if counts.by_key.len() >= counts.prune_at {
+            counts.by_key.retain(|_, w| w.ends > now);
+            if counts.by_key.len() >= MOST_KEYS {
+                counts.by_key.clear();
             }
+            counts.prune_at = (counts.by_key.len() * 2).clamp(PRUNE_AT, MOST_KEYS);
         }
-        let w = counts.entry(key).or_insert(Window { ends: now + window, count: 0 });
+        let w = counts.by_key.entry(key).or_insert(Window { ends: now + window, count: 0 });
         if w.ends <= now {
             *w = Window { ends: now + window, count: 0 };
         }
@@ -53,7 +61,7 @@ impl<K: Hash + Eq> WindowCounts<K> {
 
     /// How many keys are counted now (tests).
     pub fn len(&self) -> usize {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.counts.lock().unwrap_or_else(|p| p.into_inner()).by_key.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -84,7 +92,7 @@ mod tests {
         for i in 0..(PRUNE_AT as u32 * 3) {
             counts.count(i, 5, ms, t0 + ms * i);
         }
-        assert!(counts.len() <= PRUNE_AT, "ended windows are dropped: {}", counts.len());
+        assert!(counts.len() <= 2 * PRUNE_AT, "ended windows are dropped: {}", counts.len());
         for i in 0..(MOST_KEYS as u32 + 10) {
             counts.count(i, 5, Duration::from_secs(60), t0);
         }
