@@ -301,7 +301,6 @@ mod tests {
         let told = |field: &str| parse_wait_reply(&held_reply(field)).unwrap();
         assert_eq!(told(&format!("{order}:4")), Waitlisted::Holds(split_holding(&format!("{order}:4")).unwrap()));
         assert_eq!(told(&format!("!{order}")), Waitlisted::Cancelled);
-        assert_eq!(told(&format!("@2:{order}")), Waitlisted::NotSoldOut, "a take under way");
         // Nothing held after all: busy, and the user asks again.
         for nothing in ["-", "#000000000000001:2", ""] {
             assert_eq!(told(nothing), Waitlisted::NotCached, "{nothing:?}");
