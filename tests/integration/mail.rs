@@ -426,9 +426,15 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
             tokio::spawn(async move {
                 let _socket = sockets.acquire().await.unwrap();
                 let hash = crate::runner::verify_hash_over_http(&http, &base, event.as_str(), &token).await;
-                let reply = crate::runner::grab_over_http(&http, &base, event.as_str(), &token, &hash).await;
-                let status = reply.status().as_u16();
-                (user, status, reply.json::<Value>().await.unwrap())
+                // A 503 promises nothing was decided that a retry will not find: clients retry it.
+                loop {
+                    let reply = crate::runner::grab_over_http(&http, &base, event.as_str(), &token, &hash).await;
+                    let (status, wait) = (reply.status().as_u16(), crate::runner::retry_after(&reply));
+                    if status != 503 {
+                        return (user, status, reply.json::<Value>().await.unwrap());
+                    }
+                    tokio::time::sleep(wait).await;
+                }
             })
         })
         .collect();

@@ -47,18 +47,26 @@ pub async fn start_runner_patient(
     (base, stop)
 }
 
-/// A user's verify hash, asked of a runner over HTTP as a client would.
+/// A user's verify hash, asked of a runner over HTTP as a client would: a `503` (a dependency slow
+/// under the machine's load) is asked again after its `Retry-After`, for up to a minute.
 pub async fn verify_hash_over_http(http: &reqwest::Client, base: &str, event: &str, token: &str) -> String {
-    let reply: Value = http
-        .get(format!("{base}/events/{event}/verify-hash"))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    reply["hash"].as_str().expect("a hash").to_owned()
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let reply = http.get(format!("{base}/events/{event}/verify-hash")).bearer_auth(token).send().await.unwrap();
+        let (status, wait) = (reply.status().as_u16(), retry_after(&reply));
+        let body: Value = reply.json().await.unwrap();
+        match body["hash"].as_str() {
+            Some(hash) => return hash.to_owned(),
+            None if status == 503 && std::time::Instant::now() < deadline => tokio::time::sleep(wait).await,
+            None => panic!("no hash: {status} {body}"),
+        }
+    }
+}
+
+/// A reply's `Retry-After`, or a fifth of a second.
+pub fn retry_after(reply: &reqwest::Response) -> std::time::Duration {
+    let seconds = reply.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    seconds.map_or(std::time::Duration::from_millis(200), std::time::Duration::from_secs)
 }
 
 /// A user's grab with their verify hash, sent to a runner over HTTP as a client would.
