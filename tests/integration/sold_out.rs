@@ -37,7 +37,9 @@ pub(crate) async fn reset(conn: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(conn).await.unwrap();
 }
 
-const MEMORY: Duration = Duration::from_secs(6);
+/// Long enough that the crowd below is refused within it on a loaded machine (40 grabs once took
+/// more than 6 s while the whole suite ran), short enough to wait out.
+const MEMORY: Duration = Duration::from_secs(10);
 
 /// A primary and its replica, and the functions reading refusals on the replica.
 async fn with_reader() -> (Pair, std::sync::Arc<TestApp>) {
@@ -67,7 +69,7 @@ async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_prim
 
     reset(&mut primary).await;
     reset(&mut replica).await;
-    let crowd: Vec<String> = (0..40).map(|i| format!("fan-{i}")).collect();
+    let crowd: Vec<String> = (0..20).map(|i| format!("fan-{i}")).collect();
     for fan in &crowd {
         assert_eq!(app.grab(&event, fan).await.code(), "SOLD_OUT", "{fan}");
     }
@@ -77,9 +79,14 @@ async fn a_sold_out_event_is_refused_on_the_replica_with_nothing_run_on_the_prim
         (200, &ada.body["order_id"]),
         "the holder gets their order back"
     );
+    assert!(
+        remembered_at.elapsed() < MEMORY,
+        "the crowd was refused within the memory (it took {:?}): past it the script decides again",
+        remembered_at.elapsed()
+    );
     let on_primary = calls_of(&primary, &SCRIPT_AND_FIELD_COMMANDS).await;
-    assert_eq!(on_primary, 0, "41 refusals ran nothing and wrote nothing on the primary");
-    assert_eq!(calls(&mut replica, "hget").await, 41, "one read of the user's field each, on the replica");
+    assert_eq!(on_primary, 0, "21 refusals ran nothing and wrote nothing on the primary");
+    assert_eq!(calls(&mut replica, "hget").await, 21, "one read of the user's field each, on the replica");
     let fields: u64 = redis::AsyncCommands::hlen(&mut primary, shared::gate::keys::meta(&event)).await.unwrap();
 
     // Bob gives his ticket back: nobody waits, so it is free again, on the primary. Within the
