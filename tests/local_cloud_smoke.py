@@ -1,14 +1,21 @@
 """Smoke test of the deployed stack in the local cloud (scripts/local-cloud runs it).
 
-Everything goes through what `sam deploy` created in MiniStack: tokens from the emulated Cognito
-user pool, requests through the HTTP API and its JWT authorizer to the real bootstrap binaries, the
-order through the real SQS event source mapping, the mail as the emulated SES accepted it, reconcile
-on its EventBridge schedule, and an admin's release by direct invocation (`sam remote invoke`).
+Everything goes through what `sam deploy` created in MiniStack, run with AUTH=true: each function
+runs under a session of its own execution role and every identity and queue policy is evaluated,
+so a right the template lacks fails here. Tokens from the emulated Cognito user pool, requests
+through the HTTP API and its JWT authorizer to the real bootstrap binaries (every route of the
+route table), orders through the real SQS event source mapping (a grab's, a promotion's, a ballot's
+draw's, reconcile's), the mail as the emulated SES accepted it (confirmations and a waitlist's
+closing notice), reconcile on its EventBridge schedule and invoked directly (a rebuild, the closing,
+an operator's DLQ redrive with `sam remote invoke`), an admin's release by direct invocation; then
+a right taken from a role fails its route, and calls a role must not make are refused under it.
 
 Runs with the SAM CLI's own Python (boto3 comes with it): no other dependency.
 """
 
 import base64
+import hashlib
+import hmac as _hmac
 import json
 import os
 import subprocess
@@ -16,6 +23,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
@@ -240,10 +248,10 @@ direct.update(sale_start=rfc3339(now + timedelta(days=1)), sale_end=rfc3339(now 
 sam = os.path.join(os.path.dirname(sys.executable), "sam")
 
 
-def remote_invoke(payload):
+def remote_invoke(payload, function="ReleaseFunction"):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(payload, f)
-    out = subprocess.run([sam, "remote", "invoke", "ReleaseFunction", "--stack-name", STACK,
+    out = subprocess.run([sam, "remote", "invoke", function, "--stack-name", STACK,
                           "--event-file", f.name, "--output", "json"],
                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     os.unlink(f.name)
@@ -293,5 +301,284 @@ for key, wanted in [("GrabFunctionName", kept["grab"]), ("VerifyHashFunctionName
     config = lam.get_provisioned_concurrency_config(FunctionName=outputs[key], Qualifier="live")
     expect(config["RequestedProvisionedConcurrentExecutions"] == wanted,
            f"{outputs[key]}:live has {wanted} environments provisioned")
+
+# 10. The lists: the event list (GSI1) and the attendee list (GSI2), through query.
+status, body = call("GET", "/events", student_token)
+expect(status == 200 and any(e.get("id") == event_id for e in body.get("events", [])),
+       f"GET /events -> 200, listing the event (got {status})")
+status, body = call("GET", f"/admin/events/{event_id}/orders", admin_token)
+expect(status == 200 and [o.get("order_id") for o in body.get("orders", [])] == [granted["order_id"]],
+       f"the attendee list -> 200 with the one confirmed order (got {status} {str(body)[:160]})")
+status, body = call("GET", f"/admin/events/{event_id}/orders", student_token)
+expect(status == 403, f"a student cannot read the attendee list (got {status})")
+
+
+def mail_to(email):
+    with urllib.request.urlopen(f"{ENDPOINT}/_ministack/ses/messages", timeout=10) as r:
+        sent = json.loads(r.read())
+    return [m for per_account in sent["messages"].values() for m in per_account if email in m.get("To", [])]
+
+
+def user(name):
+    email = f"{name}-{RUN}@example.com"
+    token, _ = user_token(email, admin=False)
+    return email, token
+
+
+def order_of(token, event):
+    s, b = call("GET", f"/events/{event}/order", token)
+    return b if s == 200 else None
+
+
+# 11. A waitlist: one ticket, two users waiting; the holder gives it back, the first waiter is
+#     promoted (grab's give-back sends the order) and mailed; once cancel_until has passed,
+#     reconcile closes the line and the second waiter is told by mail that no ticket came back.
+now = datetime.now(timezone.utc)
+line_id = f"line-{RUN}"
+line = {"id": line_id, "title": "Local cloud waitlist", "capacity": 1,
+        "sale_start": rfc3339(now + timedelta(seconds=2)), "sale_end": rfc3339(now + timedelta(hours=1)),
+        "cancel_until": rfc3339(now + timedelta(seconds=40))}
+status, body = call("POST", "/admin/events", admin_token, line)
+expect(status == 201, f"a one-ticket event with a waitlist -> 201 (got {status} {body})")
+(holder_email, holder), (first_email, first), (second_email, second) = user("holder"), user("first"), user("second")
+
+
+def hash_for(token, event, query=""):
+    def ready():
+        s, b = call("GET", f"/events/{event}/verify-hash{query}", token)
+        return b.get("hash") if s == 200 else None
+    return eventually(f"verify-hash for {event}", ready, 30)
+
+
+held_hash = hash_for(holder, line_id)
+status, held = eventually("the holder's grab once the sale opens",
+                          lambda: (lambda r: r if r[0] != 403 else None)(call("POST", f"/events/{line_id}/grab", holder, {"hash": held_hash})), 20)
+expect(status == 202, f"the holder grabs the one ticket -> 202 (got {status} {held})")
+for name, token, place in [("first", first, 1), ("second", second, 2)]:
+    h = hash_for(token, line_id)
+    status, body = call("POST", f"/events/{line_id}/grab", token, {"hash": h})
+    expect(status == 409 and body.get("code") == "SOLD_OUT", f"{name} is told SOLD_OUT (got {status} {body})")
+    status, body = call("POST", f"/events/{line_id}/waitlist", token, {"hash": h})
+    expect(status == 201 and body.get("position") == place, f"{name} joins the waitlist at place {place} (got {status} {body})")
+status, body = call("GET", f"/events/{line_id}/waitlist", second)
+expect(status == 200 and body.get("status") == "WAITING" and body.get("position") == 2, f"GET waitlist -> place 2 (got {status} {body})")
+eventually("the holder's order stored", lambda: (order_of(holder, line_id) or {}).get("status") == "CONFIRMED", 90)
+status, body = call("DELETE", f"/events/{line_id}/order", holder)
+expect(status == 200 and body.get("status") == "CANCELLED", f"the holder gives the ticket back (got {status} {body})")
+promoted = eventually("the first waiter's order CONFIRMED", lambda: (lambda o: o if o and o.get("status") == "CONFIRMED" else None)(order_of(first, line_id)), 90)
+expect(promoted.get("ticket_no") == held["ticket_no"], f"the first waiter holds the returned number ({promoted})")
+eventually("the first waiter's confirmation mail", lambda: len(mail_to(first_email)) == 1, 30)
+ok("the promoted waiter is mailed once")
+
+# 12. A ballot: three users enter, the organiser draws two winners; release (the draw) sends the
+#     winners' orders through the queue (its policy lets release send), mail stores and mails them.
+secret = hashlib.sha256(f"ballot-{RUN}".encode()).hexdigest()
+ballot_id = f"ballot-{RUN}"
+ballot = {"id": ballot_id, "title": "Local cloud ballot", "capacity": 2, "sale_mode": "ballot",
+          "draw_commitment": hashlib.sha256(bytes.fromhex(secret)).hexdigest(),
+          "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=4)),
+          "sale_end": rfc3339(now + timedelta(hours=1))}
+status, body = call("POST", "/admin/events", admin_token, ballot)
+expect(status == 201, f"a ballot -> 201 (got {status} {body})")
+entrants = [user(f"entrant{i}") for i in range(3)]
+for email, token in entrants:
+    status, body = call("POST", f"/events/{ballot_id}/entry", token)
+    expect(status == 201 and body.get("status") == "ENTERED", f"{email.split('-')[0]} enters (got {status} {body})")
+status, body = call("GET", f"/events/{ballot_id}/entry", entrants[0][1])
+expect(status == 200 and body.get("status") == "ENTERED", f"GET entry -> ENTERED (got {status} {body})")
+status, body = call("POST", f"/admin/events/{ballot_id}/draw", student_token, {"secret": secret})
+expect(status == 403, f"a student cannot draw (got {status})")
+
+
+def drawn():
+    s, b = call("POST", f"/admin/events/{ballot_id}/draw", admin_token, {"secret": secret})
+    return b if s == 200 else None
+
+
+result = eventually("the ballot drawn from sale_start", drawn, 30)
+expect(result.get("entrants") == 3 and result.get("winners") == 2, f"the draw: 3 entrants, 2 winners ({result})")
+status, body = call("GET", f"/events/{ballot_id}/draw", student_token)
+expect(status == 200 and body.get("secret") == secret and len(body.get("order", [])) == 3,
+       f"GET draw -> the published draw (got {status})")
+winners = [e for e in entrants if (call("GET", f"/events/{ballot_id}/entry", e[1])[1] or {}).get("won")]
+expect(len(winners) == 2, f"two entries say won ({len(winners)})")
+for email, token in winners:
+    eventually(f"{email.split('-')[0]}'s order CONFIRMED through the queue", lambda: (order_of(token, ballot_id) or {}).get("status") == "CONFIRMED", 90)
+    eventually(f"{email.split('-')[0]}'s mail", lambda: len(mail_to(email)) == 1, 30)
+ok("both winners' orders were sent by the draw, stored and mailed once each")
+
+# 13. A fair open: two users queue, the organiser draws at sale_start, each is admitted with a
+#     token verify-hash requires, and grabs.
+fair_secret = hashlib.sha256(f"fair-{RUN}".encode()).hexdigest()
+fair_id = f"fair-{RUN}"
+fair = {"id": fair_id, "title": "Local cloud fair open", "capacity": 2, "sale_mode": "fair_open",
+        "draw_commitment": hashlib.sha256(bytes.fromhex(fair_secret)).hexdigest(),
+        "queue_opens": rfc3339(datetime.now(timezone.utc)), "admission_rate": 10,
+        "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=4)),
+        "sale_end": rfc3339(now + timedelta(hours=1))}
+status, body = call("POST", "/admin/events", admin_token, fair)
+expect(status == 201, f"a fair open -> 201 (got {status} {body})")
+queued = [user(f"queued{i}") for i in range(2)]
+for email, token in queued:
+    status, body = call("POST", f"/events/{fair_id}/queue", token)
+    expect(status == 201 and body.get("status") == "QUEUED", f"{email.split('-')[0]} queues (got {status} {body})")
+eventually("the fair open drawn from sale_start",
+           lambda: call("POST", f"/admin/events/{fair_id}/draw", admin_token, {"secret": fair_secret})[0] == 200, 30)
+for email, token in queued:
+    place = eventually("admission", lambda: (lambda r: r[1] if r[0] == 200 and r[1].get("status") == "ADMITTED" else None)(
+        call("GET", f"/events/{fair_id}/queue", token)), 30)
+    h = hash_for(token, fair_id, f"?admission={urllib.parse.quote(place['admission'])}")
+    status, body = call("POST", f"/events/{fair_id}/grab", token, {"hash": h})
+    expect(status == 202, f"{email.split('-')[0]}, admitted, grabs -> 202 (got {status} {body})")
+
+# 14. reconcile by direct invocation (as an operator may): the waitlist closed after cancel_until,
+#     its last waiter told once; an event's cache lost and rebuilt exactly (the rebuild records
+#     itself); and an operator's redrive of the DLQ.
+def reconcile(payload=b"{}"):
+    out = lam.invoke(FunctionName=outputs["ReconcileFunctionName"], Payload=payload)
+    return out.get("FunctionError"), json.loads(out["Payload"].read())
+
+
+eventually("the waitlist's closing notice to the last waiter",
+           lambda: reconcile() and [m for m in mail_to(second_email) if "No ticket came back" in json.dumps(m)], 90)
+ok("the waiter left in line is told once that no ticket came back")
+keys = subprocess.run(["redis-cli", "--no-auth-warning", "-p", os.environ["REDIS_PORT"], "--scan", "--pattern", f"ev:{{{event_id}}}:*"],
+                      capture_output=True, text=True, check=True).stdout.split()
+expect(keys, f"the first event's cache is in Redis ({len(keys)} keys)")
+subprocess.run(["redis-cli", "--no-auth-warning", "-p", os.environ["REDIS_PORT"], "del", *keys], capture_output=True, check=True)
+
+
+def rebuilt():
+    error, report = reconcile()
+    return report if not error and report.get("rebuilt", 0) >= 1 else None
+
+
+eventually("reconcile rebuilding the lost cache", rebuilt, 90)
+status, body = call("GET", f"/events/{event_id}", student_token)
+expect(status == 200 and body.get("remaining") == 2 and body.get("remaining_source") == "live",
+       f"the rebuilt cache: 2 left, as DynamoDB holds (got {status} {body})")
+records = dynamodb.query(TableName=TABLE, KeyConditionExpression="PK = :pk",
+                         ExpressionAttributeValues={":pk": {"S": f"REBUILD#{event_id}"}})["Items"]
+expect(len(records) >= 1, f"the rebuild is recorded (REBUILD# items: {len(records)})")
+
+# The operator's redrive: an order message in the DLQ (here a copy of the student's stored order,
+# sealed with the deployment's key, as one that failed its receives would be) goes back to the
+# orders queue through reconcile; mail finds it stored already and sends nothing more.
+sqs = session.client("sqs")
+secrets = session.client("secretsmanager")
+dlq_url = outputs["OrdersDeadLetterQueueUrl"]
+queue_url = outputs["OrdersQueueUrl"]
+order_key = secrets.get_secret_value(SecretId=outputs["OrderKeySecretArn"])["SecretString"]
+stored = dynamodb.get_item(TableName=TABLE, ConsistentRead=True,
+                           Key={"PK": {"S": f"ORDER#{event_id}#{student_claims['sub']}"}, "SK": {"S": "ORDER"}})["Item"]
+message = json.dumps({"v": 1, "order_id": granted["order_id"], "event_id": event_id, "user_id": student_claims["sub"],
+                      "email": student_email, "ticket_no": granted["ticket_no"], "created_at": stored["created_at"]["S"]},
+                     separators=(",", ":"))
+seal = "v1." + base64.urlsafe_b64encode(_hmac.new(order_key.encode(), b"order-v1\n" + message.encode(), hashlib.sha256).digest()).decode().rstrip("=")
+sqs.send_message(QueueUrl=dlq_url, MessageBody=message,
+                 MessageAttributes={"seal": {"DataType": "String", "StringValue": seal}})
+# The runbook's command (docs/DEPLOY.md), as an operator types it.
+out = remote_invoke({"redrive": "dead-letters"}, "ReconcileFunction")
+moved = json.loads(json.loads(out.stdout)["Payload"]) if out.returncode == 0 else out.stderr
+expect(isinstance(moved, dict) and moved.get("moved_back") == 1, f"sam remote invoke ReconcileFunction redrives the DLQ's message ({moved})")
+
+
+def depth(url):
+    a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+    return sum(int(v) for v in a.values())
+
+
+eventually("the DLQ and the queue empty", lambda: depth(dlq_url) == 0 and depth(queue_url) == 0, 60)
+expect(len(mails()) == 1, "the redriven order was stored once already: still exactly one mail")
+
+# 15. Enforcement is live (the emulator runs with AUTH=true): a right taken from a role fails its
+#     route, and calls a role must not make are refused under that role's own session.
+iam = session.client("iam")
+sts = session.client("sts")
+ACCOUNT = sts.get_caller_identity()["Account"]
+
+
+def role_of(function_name):
+    return lam.get_function_configuration(FunctionName=function_name)["Role"].rsplit("/", 1)[1]
+
+
+def inline_policies(role):
+    return {name: iam.get_role_policy(RoleName=role, PolicyName=name)["PolicyDocument"]
+            for name in iam.list_role_policies(RoleName=role)["PolicyNames"]}
+
+
+def without(document, action):
+    document = json.loads(json.dumps(document))
+    for statement in document["Statement"]:
+        actions = statement.get("Action")
+        if isinstance(actions, list) and action in actions:
+            statement["Action"] = [a for a in actions if a != action]
+    return document
+
+
+query_role = role_of(outputs["QueryFunctionName"])
+kept = inline_policies(query_role)
+expect(any("dynamodb:BatchGetItem" in json.dumps(d) for d in kept.values()), "query's role holds dynamodb:BatchGetItem")
+for name, document in kept.items():
+    iam.put_role_policy(RoleName=query_role, PolicyName=name, PolicyDocument=json.dumps(without(document, "dynamodb:BatchGetItem")))
+try:
+    status, body = call("GET", f"/admin/events/{event_id}/report", admin_token)
+    expect(status == 503 and body.get("code") == "BUSY",
+           f"without BatchGetItem the report fails at the emulator (got {status} {str(body)[:120]})")
+finally:
+    for name, document in kept.items():
+        iam.put_role_policy(RoleName=query_role, PolicyName=name, PolicyDocument=json.dumps(document))
+status, body = call("GET", f"/admin/events/{event_id}/report", admin_token)
+expect(status == 200, f"with it given back, the report answers again (got {status})")
+
+
+def as_role(function_name):
+    """A session of the function's own execution role: its trust briefly widened to the account's
+    root (the caller here), then put back as it was."""
+    role = role_of(function_name)
+    trust = iam.get_role(RoleName=role)["Role"]["AssumeRolePolicyDocument"]
+    trust = json.loads(trust) if isinstance(trust, str) else trust
+    widened = json.loads(json.dumps(trust))
+    widened["Statement"].append({"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"},
+                                 "Action": "sts:AssumeRole"})
+    iam.update_assume_role_policy(RoleName=role, PolicyDocument=json.dumps(widened))
+    try:
+        c = sts.assume_role(RoleArn=iam.get_role(RoleName=role)["Role"]["Arn"], RoleSessionName="smoke")["Credentials"]
+    finally:
+        iam.update_assume_role_policy(RoleName=role, PolicyDocument=json.dumps(trust))
+    return boto3.session.Session(aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+                                 aws_session_token=c["SessionToken"], region_name=session.region_name)
+
+
+def refused(what, call_it):
+    try:
+        call_it()
+    except Exception as e:  # botocore's ClientError, whatever the service's code for it
+        code = getattr(e, "response", {}).get("Error", {}).get("Code", "")
+        expect("AccessDenied" in code or "NotAuthorized" in code, f"{what}: refused ({code})")
+        return
+    fail(f"{what}: the emulator allowed it")
+
+
+query_session = as_role(outputs["QueryFunctionName"])
+refused("query sending to the orders queue",
+        lambda: query_session.client("sqs").send_message(QueueUrl=queue_url, MessageBody="{}"))
+grab_session = as_role(outputs["GrabFunctionName"])
+refused("grab reading the pass-signing key",
+        lambda: grab_session.client("secretsmanager").get_secret_value(SecretId=outputs["PassKeySecretArn"]))
+door_session = as_role(outputs["DoorFunctionName"])
+refused("door putting an item (an event's, say)",
+        lambda: door_session.client("dynamodb").put_item(TableName=TABLE, Item={"PK": {"S": f"EVENT#forged-{RUN}"}, "SK": {"S": "META"}}))
+# An outsider whose own policy allows sending to the queue is refused by the queue's policy.
+queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+outsider = f"smoke-outsider-{RUN}"
+iam.create_role(RoleName=outsider, AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "sts:AssumeRole"}]}))
+iam.put_role_policy(RoleName=outsider, PolicyName="send", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+    {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn}]}))
+c = sts.assume_role(RoleArn=iam.get_role(RoleName=outsider)["Role"]["Arn"], RoleSessionName="smoke")["Credentials"]
+outsider_sqs = boto3.session.Session(aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
+                                     aws_session_token=c["SessionToken"], region_name=session.region_name).client("sqs")
+refused("an outsider allowed sqs:SendMessage by its own policy, sending an order", lambda: outsider_sqs.send_message(QueueUrl=queue_url, MessageBody="{}"))
 
 print(f"smoke: {checks} passed, 0 failed")

@@ -64,6 +64,12 @@ impl Adapters {
         OrderQueue::new(aws_sdk_sqs::Client::new(&self.sdk), &settings.orders_queue_url)
     }
 
+    /// The orders queue's dead-letter queue, where the settings name one (reconcile's).
+    pub fn dead_letters(&self, settings: &QueueSettings) -> Option<crate::queue::DeadLetters> {
+        let url = settings.dead_letters_queue_url.as_ref()?;
+        Some(crate::queue::DeadLetters::new(aws_sdk_sqs::Client::new(&self.sdk), url))
+    }
+
     /// The orders queue as grab sends to it: within its send budget.
     pub fn grab_queue(&self, settings: &QueueSettings) -> OrderQueue {
         OrderQueue::for_grab(&self.sdk, &settings.orders_queue_url, settings.grab_send_budget)

@@ -62,11 +62,16 @@ pub struct QueueSettings {
     /// Grab's budget for one send, both attempts together (`GRAB_SEND_BUDGET_MS`): a grab that
     /// holds a ticket answers fast; an order whose send fails waits in the outbox for reconcile.
     pub grab_send_budget: Duration,
+    /// The orders queue's dead-letter queue (`DEAD_LETTERS_QUEUE_URL`): reconcile moves its
+    /// messages back when an operator asks; only reconcile is given it.
+    pub dead_letters_queue_url: Option<String>,
 }
 
 impl QueueSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::for_queue(required("ORDERS_QUEUE_URL")?)
+        let mut settings = Self::for_queue(required("ORDERS_QUEUE_URL")?)?;
+        settings.dead_letters_queue_url = std::env::var("DEAD_LETTERS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        Ok(settings)
     }
 
     /// The settings of the queue at `url` (the local runner's, which it provisions itself).
@@ -74,6 +79,7 @@ impl QueueSettings {
         Ok(Self {
             orders_queue_url: url,
             grab_send_budget: Duration::from_millis(parsed_or("GRAB_SEND_BUDGET_MS", 1_500)?),
+            dead_letters_queue_url: None,
         })
     }
 }

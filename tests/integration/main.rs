@@ -22,6 +22,7 @@ mod mail;
 mod partial_loss;
 mod reconcile;
 mod red_packets;
+mod rights;
 mod routes;
 mod runner;
 mod sold_out;

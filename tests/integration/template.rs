@@ -14,7 +14,7 @@ use crate::helpers::repo_root;
 
 /// The template as JSON, with the short intrinsic forms (`!Ref X`) turned into their long ones
 /// (`{"Ref": "X"}`), as CloudFormation reads them.
-fn template() -> Value {
+pub(crate) fn template() -> Value {
     let text = std::fs::read_to_string(repo_root().join("template.yaml")).expect("template.yaml");
     let yaml: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("template.yaml is YAML");
     to_json(yaml)
@@ -464,7 +464,7 @@ fn only_mail_holds_the_pass_signing_key() {
         assert_eq!(private, name == "MailFunction", "{name} and the private pass key");
         assert_eq!(writes_public, name == "MailFunction", "{name} and the public keys");
         if ["DoorFunction", "QueryFunction"].contains(&name.as_str()) {
-            assert_eq!(env["PASS_PUBLIC_KEYS_ARN"], json!({"Ref": "PassPublicKeysSecret"}), "{name}");
+            assert_eq!(env["PASS_PUBLIC_KEYS_ARN"], json!({"Fn::GetAtt": ["PassPublicKeysSecret", "Id"]}), "{name}");
         }
     }
     // The door's function cannot release events or touch the cache's keys in DynamoDB beyond one update.
@@ -512,7 +512,7 @@ fn the_cache_requires_an_auth_token() {
         &json!({"Fn::Sub": "{{resolve:secretsmanager:${CacheAuthSecret}}}"})
     );
     let env = &t["Globals"]["Function"]["Environment"]["Variables"];
-    assert_eq!(pick(&env["REDIS_AUTH_SECRET_ARN"], &["CacheTls"]), &json!({"Ref": "CacheAuthSecret"}));
+    assert_eq!(pick(&env["REDIS_AUTH_SECRET_ARN"], &["CacheTls"]), &json!({"Fn::GetAtt": ["CacheAuthSecret", "Id"]}));
     for name in [
         "ReleaseFunction",
         "QueryFunction",

@@ -1,5 +1,6 @@
 //! The reconcile function, run every minute by an EventBridge schedule; an admin can also invoke
-//! it by hand with `{}`. The handler lives in `shared::handlers::reconcile`.
+//! it by hand with `{}`, and an operator with `{"redrive": "dead-letters"}` to move the DLQ back
+//! to the orders queue. The handler lives in `shared::handlers::reconcile`.
 
 // The SDK's nested futures exceed the default query depth when their layout is computed here.
 #![recursion_limit = "256"]
@@ -17,7 +18,16 @@ async fn main() -> Result<(), Error> {
         // A payload that is not the schedule's is refused with errorType INVALID_TRIGGER.
         let trigger = Trigger::parse(&event.payload).map_err(Diagnostic::from)?;
         tracing::info!(?trigger, "reconcile starts");
-        serde_json::to_value(reconcile.run().await).map_err(|e| Diagnostic::from(e.to_string()))
+        let answer = match trigger {
+            Trigger::RedriveDeadLetters => serde_json::to_value(
+                reconcile
+                    .redrive_dead_letters()
+                    .await
+                    .map_err(|e| Diagnostic { error_type: "REDRIVE_FAILED".into(), error_message: e.to_string() })?,
+            ),
+            Trigger::Schedule { .. } | Trigger::Manual => serde_json::to_value(reconcile.run().await),
+        };
+        answer.map_err(|e| Diagnostic::from(e.to_string()))
     }))
     .await
 }

@@ -13,7 +13,7 @@ use crate::{
     fleet::{Converged, Fleet},
     gate::{Gate, GaveBack},
     give_back::GiveBacks,
-    queue::OrderQueue,
+    queue::{DeadLetters, OrderQueue},
     recovery::{Rebuild, RebuildSettings, Rebuilder},
     store::{Store, StoredEvent},
 };
@@ -41,14 +41,19 @@ pub enum ReconcileError {
     GiveBack(#[from] crate::give_back::GiveBackError),
     #[error("an outbox entry names a bad user: {0}")]
     BadEntry(crate::domain::InvalidId),
+    #[error("no dead-letter queue is configured (DEAD_LETTERS_QUEUE_URL)")]
+    NoDeadLetters,
 }
 
-/// What started a run: the EventBridge schedule, or an admin's invoke with `{}`. Anything else is
-/// refused, naming what arrived, so a mistaken payload is not taken for a run.
+/// What started a run: the EventBridge schedule, or an admin's invoke with `{}`; or an operator's
+/// `{"redrive": "dead-letters"}`, which moves the DLQ's messages back to the orders queue and does
+/// nothing else. Anything else is refused, naming what arrived, so a mistaken payload is not taken
+/// for a run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Trigger {
     Schedule { time: String },
     Manual,
+    RedriveDeadLetters,
 }
 
 /// A payload that is neither the schedule's event nor `{}`: what the invoker is told.
@@ -71,6 +76,9 @@ impl Trigger {
         if fields.is_empty() {
             return Ok(Self::Manual);
         }
+        if fields.len() == 1 && fields.get("redrive").and_then(|v| v.as_str()) == Some("dead-letters") {
+            return Ok(Self::RedriveDeadLetters);
+        }
         let source = fields.get("source").and_then(|v| v.as_str());
         let kind = fields.get("detail-type").and_then(|v| v.as_str());
         if source == Some("aws.events") && kind == Some("Scheduled Event") {
@@ -80,7 +88,7 @@ impl Trigger {
         let mut names: Vec<&str> = fields.keys().map(String::as_str).collect();
         names.sort_unstable();
         Err(BadTrigger(format!(
-            "reconcile takes the schedule's event (source \"aws.events\", detail-type \"Scheduled Event\") or {{}}; got an object with {}",
+            "reconcile takes the schedule's event (source \"aws.events\", detail-type \"Scheduled Event\"), {{}} or {{\"redrive\": \"dead-letters\"}}; got an object with {}",
             names.join(", ")
         )))
     }
@@ -127,7 +135,18 @@ pub struct Reconcile {
     settings: ReconcileSettings,
     /// Provisioned concurrency around each open (docs/DESIGN.md section 12); `None` locally.
     fleet: Option<Fleet>,
+    /// The orders queue's DLQ, for an operator's redrive; `None` where none is configured.
+    dead_letters: Option<DeadLetters>,
 }
+
+/// What an operator's redrive did: the messages moved back to the orders queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Redriven {
+    pub moved_back: u32,
+}
+
+/// At most this many messages per redrive (a run stays within reconcile's timeout; ask again for more).
+const REDRIVE_BATCH: u32 = 1_000;
 
 impl Reconcile {
     pub fn new(
@@ -142,22 +161,41 @@ impl Reconcile {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = crate::delivery::Courier::new(gate.clone(), queue.clone(), seal.clone());
         let returns = GiveBacks::new(gate.clone(), store.clone(), courier);
-        Self { store, gate, queue, seal, rebuilder, returns, settings, fleet }
+        Self { store, gate, queue, seal, rebuilder, returns, settings, fleet, dead_letters: None }
+    }
+
+    /// With the orders queue's DLQ, which an operator's redrive empties.
+    pub fn with_dead_letters(mut self, dead_letters: Option<DeadLetters>) -> Self {
+        self.dead_letters = dead_letters;
+        self
+    }
+
+    /// An operator's redrive: the DLQ's messages back on the orders queue, bodies and seals
+    /// unchanged (mail stores each order once, whatever it receives twice).
+    pub async fn redrive_dead_letters(&self) -> Result<Redriven, ReconcileError> {
+        let Some(dead_letters) = &self.dead_letters else {
+            return Err(ReconcileError::NoDeadLetters);
+        };
+        let moved_back = dead_letters.move_back(&self.queue, REDRIVE_BATCH).await?;
+        tracing::info!(moved_back, "dead letters moved back to the orders queue");
+        Ok(Redriven { moved_back })
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = ReconcileSettings::from_env()?;
         let rebuild = crate::config::RebuildSettings::from_env()?;
         let adapters = Adapters::from_env().await;
+        let queue_settings = QueueSettings::from_env()?;
         Ok(Self::new(
             adapters.store_from_env()?,
             adapters.gate_from_env().await?,
-            adapters.orders_queue(&QueueSettings::from_env()?),
+            adapters.orders_queue(&queue_settings),
             crate::config::seal_key(adapters.sdk()).await?,
             rebuild,
             settings,
             Fleet::from_env(adapters.sdk())?,
-        ))
+        )
+        .with_dead_letters(adapters.dead_letters(&queue_settings)))
     }
 
     pub async fn run(&self) -> ReconcileReport {
@@ -337,7 +375,7 @@ mod tests {
     use super::Trigger;
 
     #[test]
-    fn the_schedule_and_an_empty_object_start_a_run_and_nothing_else_does() {
+    fn the_schedule_an_empty_object_and_a_redrive_start_what_they_name_and_nothing_else_does() {
         let schedule =
             json!({"source": "aws.events", "detail-type": "Scheduled Event", "time": "2026-11-22T10:00:00Z"});
         assert_eq!(Trigger::parse(&schedule), Ok(Trigger::Schedule { time: "2026-11-22T10:00:00Z".into() }));
@@ -347,5 +385,8 @@ mod tests {
         assert_eq!(lambda_runtime::Diagnostic::from(err).error_type, "INVALID_TRIGGER");
         assert!(Trigger::parse(&json!("run")).is_err());
         assert!(Trigger::parse(&json!({"source": "aws.s3", "detail-type": "Scheduled Event"})).is_err());
+        assert_eq!(Trigger::parse(&json!({"redrive": "dead-letters"})), Ok(Trigger::RedriveDeadLetters));
+        assert!(Trigger::parse(&json!({"redrive": "everything"})).is_err());
+        assert!(Trigger::parse(&json!({"redrive": "dead-letters", "capacity": 3})).is_err());
     }
 }

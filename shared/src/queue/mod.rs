@@ -74,3 +74,63 @@ impl OrderQueue {
         Ok(out.message_id.unwrap_or_default())
     }
 }
+
+/// The orders queue's dead-letter queue: messages mail failed five times. An operator moves them
+/// back with reconcile (`{"redrive": "dead-letters"}`), which may send to the orders queue; the
+/// queue's policy refuses every other sender, an operator's own console redrive included.
+#[derive(Clone)]
+pub struct DeadLetters {
+    client: Client,
+    url: String,
+}
+
+impl DeadLetters {
+    pub fn new(client: Client, url: impl Into<String>) -> Self {
+        Self { client, url: url.into() }
+    }
+
+    /// Moves up to `most` messages back to `orders`, each with its body and attributes (its seal)
+    /// unchanged, and deletes each from here once it is on the orders queue. A crash between the
+    /// two leaves a copy on each: mail stores an order once whatever it receives twice.
+    pub async fn move_back(&self, orders: &OrderQueue, most: u32) -> Result<u32, QueueError> {
+        let mut moved = 0;
+        while moved < most {
+            let out = self
+                .client
+                .receive_message()
+                .queue_url(&self.url)
+                .max_number_of_messages((most - moved).min(10) as i32)
+                .message_attribute_names("All")
+                .wait_time_seconds(0)
+                .send()
+                .await
+                .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
+            let messages = out.messages.unwrap_or_default();
+            if messages.is_empty() {
+                break;
+            }
+            for m in messages {
+                orders
+                    .client
+                    .send_message()
+                    .queue_url(&orders.url)
+                    .message_body(m.body().unwrap_or_default())
+                    .set_message_attributes(m.message_attributes().cloned())
+                    .send()
+                    .await
+                    .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
+                if let Some(handle) = m.receipt_handle() {
+                    self.client
+                        .delete_message()
+                        .queue_url(&self.url)
+                        .receipt_handle(handle)
+                        .send()
+                        .await
+                        .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
+                }
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+}

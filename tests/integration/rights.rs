@@ -1,0 +1,352 @@
+//! The functions' rights: template.yaml's policies against every call the code makes, against
+//! calls no function may make, and against docs/SECURITY.md's table of rights (section "Rights").
+//!
+//! The local cloud (scripts/local-cloud, MiniStack with AUTH=true) evaluates actions, resources
+//! and the queue's policy on every route and path, under each function's own role, and refuses a
+//! right taken away; it does not resolve `dynamodb:LeadingKeys` (MiniStack 1.5.33's
+//! `dynamodb_service_context` sets `dynamodb:Attributes` and `dynamodb:Select` only, and an absent
+//! key satisfies `ForAllValues`), so the keys each write is scoped to are proved here, by
+//! evaluating the documents. [`CALLS`] is read from the code (the file of each is named); a call
+//! added without its right, or a right no call uses, fails.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::{helpers::repo_root, template::template};
+
+/// One right of one function: actions on a resource, for items whose partition key starts with
+/// one of `keys` (`None`: any item).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct Right {
+    function: String,
+    action: String,
+    on: String,
+    keys: Option<Vec<String>>,
+}
+
+/// Every call the code makes: (function, action, resource, the item's key prefix where the
+/// action names an item). Resources by their template name; `table/index/GSI2` for a query of
+/// an index.
+const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
+    // release (handlers/release.rs, handlers/draws.rs, recovery.rs, fleet.rs)
+    ("release", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("release", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("release", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("release", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("release", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
+    ("release", "dynamodb:Query", "Table", Some("ENTRY#")),
+    ("release", "dynamodb:Query", "Table", Some("RETURN#")),
+    ("release", "dynamodb:Query", "Table", Some("WAIT#")),
+    ("release", "dynamodb:Query", "Table/index/GSI2", None),
+    ("release", "dynamodb:PutItem", "Table", Some("WAIT#")),
+    ("release", "dynamodb:PutItem", "Table", Some("REBUILD#")),
+    ("release", "sqs:SendMessage", "OrdersQueue", None),
+    ("release", "sqs:GetQueueAttributes", "OrdersQueue", None),
+    ("release", "lambda:GetAccountSettings", "*", None),
+    ("release", "ses:GetAccount", "*", None),
+    // query (handlers/query.rs, handlers/live.rs, store/report.rs, handlers/draws.rs, recovery.rs)
+    ("query", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("query", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
+    ("query", "dynamodb:Query", "Table/index/GSI1", None),
+    ("query", "dynamodb:Query", "Table/index/GSI2", None),
+    ("query", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("query", "dynamodb:GetItem", "Table", Some("ORDER#")),
+    ("query", "dynamodb:GetItem", "Table", Some("ENTRY#")),
+    ("query", "dynamodb:BatchGetItem", "Table", Some("TICKET#")),
+    ("query", "dynamodb:Query", "Table", Some("RETURN#")),
+    ("query", "dynamodb:Query", "Table", Some("REBUILD#")),
+    ("query", "dynamodb:Query", "Table", Some("ENTRY#")),
+    ("query", "dynamodb:Query", "Table", Some("WAIT#")),
+    ("query", "dynamodb:PutItem", "Table", Some("REBUILD#")),
+    ("query", "dynamodb:PutItem", "Table", Some("WAIT#")),
+    ("query", "sqs:GetQueueAttributes", "OrdersQueue", None),
+    // verify-hash (handlers/verify_hash.rs, recovery.rs)
+    ("verify-hash", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("verify-hash", "secretsmanager:GetSecretValue", "HashSecret", None),
+    ("verify-hash", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("verify-hash", "dynamodb:Query", "Table", Some("RETURN#")),
+    ("verify-hash", "dynamodb:Query", "Table", Some("WAIT#")),
+    ("verify-hash", "dynamodb:Query", "Table/index/GSI2", None),
+    ("verify-hash", "dynamodb:PutItem", "Table", Some("REBUILD#")),
+    ("verify-hash", "dynamodb:PutItem", "Table", Some("WAIT#")),
+    ("verify-hash", "sqs:GetQueueAttributes", "OrdersQueue", None),
+    // grab (handlers/grab.rs, handlers/cancel_and_wait.rs, handlers/draws.rs, store/cancellations.rs,
+    // store/draws.rs, give_back.rs, delivery.rs, recovery.rs)
+    ("grab", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("grab", "secretsmanager:GetSecretValue", "HashSecret", None),
+    ("grab", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("grab", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("grab", "dynamodb:GetItem", "Table", Some("ORDER#")),
+    ("grab", "dynamodb:GetItem", "Table", Some("ENTRY#")),
+    ("grab", "dynamodb:Query", "Table", Some("RETURN#")),
+    ("grab", "dynamodb:Query", "Table", Some("WAIT#")),
+    ("grab", "dynamodb:Query", "Table", Some("ENTRY#")),
+    ("grab", "dynamodb:Query", "Table/index/GSI2", None),
+    ("grab", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+    ("grab", "dynamodb:DeleteItem", "Table", Some("TICKET#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("RETURN#")),
+    ("grab", "dynamodb:DeleteItem", "Table", Some("RETURN#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("WAIT#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("ENTRY#")),
+    ("grab", "dynamodb:ConditionCheckItem", "Table", Some("EVENT#")),
+    ("grab", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("REBUILD#")),
+    ("grab", "sqs:SendMessage", "OrdersQueue", None),
+    ("grab", "sqs:GetQueueAttributes", "OrdersQueue", None),
+    // mail (handlers/mail.rs, store/orders.rs, store/waitlist.rs, config.rs, mailer/)
+    ("mail", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("mail", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("mail", "secretsmanager:GetSecretValue", "PassKeySecret", None),
+    ("mail", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
+    ("mail", "secretsmanager:PutSecretValue", "PassPublicKeysSecret", None),
+    ("mail", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("mail", "dynamodb:GetItem", "Table", Some("ORDER#")),
+    ("mail", "dynamodb:PutItem", "Table", Some("ORDER#")),
+    ("mail", "dynamodb:PutItem", "Table", Some("TICKET#")),
+    ("mail", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+    ("mail", "dynamodb:UpdateItem", "Table", Some("WAIT#")),
+    ("mail", "ses:SendEmail", "SenderIdentity", None),
+    // reconcile (handlers/reconcile.rs, recovery.rs, give_back.rs, fleet.rs, queue/)
+    ("reconcile", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
+    ("reconcile", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("reconcile", "dynamodb:Query", "Table/index/GSI1", None),
+    ("reconcile", "dynamodb:Query", "Table/index/GSI2", None),
+    ("reconcile", "dynamodb:GetItem", "Table", Some("ORDER#")),
+    ("reconcile", "dynamodb:Query", "Table", Some("RETURN#")),
+    ("reconcile", "dynamodb:Query", "Table", Some("WAIT#")),
+    ("reconcile", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
+    ("reconcile", "dynamodb:UpdateItem", "Table", Some("WAIT#")),
+    ("reconcile", "dynamodb:DeleteItem", "Table", Some("RETURN#")),
+    ("reconcile", "dynamodb:PutItem", "Table", Some("REBUILD#")),
+    ("reconcile", "dynamodb:PutItem", "Table", Some("WAIT#")),
+    ("reconcile", "sqs:SendMessage", "OrdersQueue", None),
+    ("reconcile", "sqs:GetQueueAttributes", "OrdersQueue", None),
+    ("reconcile", "sqs:ReceiveMessage", "OrdersDeadLetterQueue", None),
+    ("reconcile", "sqs:DeleteMessage", "OrdersDeadLetterQueue", None),
+    ("reconcile", "sqs:GetQueueAttributes", "OrdersDeadLetterQueue", None),
+    ("reconcile", "lambda:GetProvisionedConcurrencyConfig", "GrabFunction:live", None),
+    ("reconcile", "lambda:PutProvisionedConcurrencyConfig", "GrabFunction:live", None),
+    ("reconcile", "lambda:DeleteProvisionedConcurrencyConfig", "GrabFunction:live", None),
+    ("reconcile", "lambda:GetProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
+    ("reconcile", "lambda:PutProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
+    ("reconcile", "lambda:DeleteProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
+    // door (handlers/door.rs, store/check_in.rs)
+    ("door", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
+    ("door", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    ("door", "dynamodb:GetItem", "Table", Some("TICKET#")),
+    ("door", "dynamodb:GetItem", "Table", Some("ORDER#")),
+    ("door", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+];
+
+/// Calls no function may make: a write outside the items it owns, a key it must not read, a
+/// send only the sealers make, a change to the warm fleet.
+const REFUSED: &[(&str, &str, &str, Option<&str>)] = &[
+    ("door", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
+    ("door", "dynamodb:UpdateItem", "Table", Some("TICKET#")),
+    ("door", "dynamodb:PutItem", "Table", Some("ORDER#")),
+    ("door", "dynamodb:DeleteItem", "Table", Some("TICKET#")),
+    ("mail", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("mail", "dynamodb:PutItem", "Table", Some("RETURN#")),
+    ("mail", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
+    ("mail", "dynamodb:ConditionCheckItem", "Table", Some("EVENT#")),
+    ("mail", "sqs:SendMessage", "OrdersQueue", None),
+    ("grab", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("ORDER#")),
+    ("grab", "dynamodb:PutItem", "Table", Some("TICKET#")),
+    ("grab", "dynamodb:UpdateItem", "Table", Some("TICKET#")),
+    ("grab", "dynamodb:DeleteItem", "Table", Some("ORDER#")),
+    ("grab", "dynamodb:DeleteItem", "Table", Some("EVENT#")),
+    ("grab", "secretsmanager:GetSecretValue", "PassKeySecret", None),
+    ("release", "dynamodb:PutItem", "Table", Some("ORDER#")),
+    ("release", "dynamodb:PutItem", "Table", Some("TICKET#")),
+    ("release", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+    ("release", "secretsmanager:GetSecretValue", "PassKeySecret", None),
+    ("reconcile", "dynamodb:PutItem", "Table", Some("ORDER#")),
+    ("reconcile", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("reconcile", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+    ("query", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("query", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
+    ("query", "sqs:SendMessage", "OrdersQueue", None),
+    ("query", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("query", "secretsmanager:GetSecretValue", "PassKeySecret", None),
+    ("verify-hash", "dynamodb:PutItem", "Table", Some("EVENT#")),
+    ("verify-hash", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("release", "lambda:PutProvisionedConcurrencyConfig", "GrabFunction:live", None),
+    ("pages", "dynamodb:GetItem", "Table", Some("EVENT#")),
+];
+
+/// A resource as the template writes it, by name: `!GetAtt X.Arn` and `!Ref X` are `X`,
+/// `!Sub "${X.Arn}/rest"` is `X/rest`, the sender's SES identity `SenderIdentity`.
+fn resource_name(v: &Value) -> String {
+    if let Some(s) = v.as_str() {
+        return s.to_owned();
+    }
+    if let Some(att) = v["Fn::GetAtt"].as_array() {
+        return att[0].as_str().unwrap().to_owned();
+    }
+    if let Some(name) = v["Ref"].as_str() {
+        return name.to_owned();
+    }
+    if let Some(sub) = v["Fn::Sub"].as_str() {
+        if sub.contains(":ses:") && sub.ends_with(":identity/${SenderEmail}") {
+            return "SenderIdentity".into();
+        }
+        return sub.replace(".Arn}", "}").replace("${", "").replace('}', "");
+    }
+    panic!("a resource the test cannot name: {v}")
+}
+
+fn list(v: &Value) -> Vec<&Value> {
+    match v {
+        Value::Array(items) => items.iter().collect(),
+        Value::Null => vec![],
+        one => vec![one],
+    }
+}
+
+/// Every function's rights as the template grants them (a statement under `!If` counts: the
+/// condition only leaves out what a deployment has not, the cache's secret without TLS).
+fn granted() -> BTreeSet<Right> {
+    let t = template();
+    let mut rights = BTreeSet::new();
+    for (_, f) in t["Resources"].as_object().unwrap().iter().filter(|(_, r)| r["Type"] == "AWS::Serverless::Function") {
+        let function = f["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap().to_owned();
+        for policy in list(&f["Properties"]["Policies"]) {
+            if let Some(poller) = policy.get("SQSPollerPolicy") {
+                let on = resource_name(&poller["QueueName"]);
+                rights.insert(Right { function: function.clone(), action: "SQSPollerPolicy".into(), on, keys: None });
+                continue;
+            }
+            for statement in list(&policy["Statement"]) {
+                let statement = match statement.get("Fn::If") {
+                    Some(branches) if branches[2]["Ref"] == "AWS::NoValue" => &branches[1],
+                    Some(other) => panic!("{function}: a conditional statement the test cannot read: {other}"),
+                    None => statement,
+                };
+                assert_eq!(statement["Effect"], "Allow", "{function}: identity policies only allow");
+                let keys = statement["Condition"].as_object().map(|c| {
+                    assert_eq!(c.keys().collect::<Vec<_>>(), ["ForAllValues:StringLike"], "{function}: {c:?}");
+                    list(&c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
+                        .into_iter()
+                        .map(|k| k.as_str().unwrap().strip_suffix('*').expect("a key prefix ends with *").to_owned())
+                        .collect::<Vec<_>>()
+                });
+                for action in list(&statement["Action"]) {
+                    for on in list(&statement["Resource"]) {
+                        rights.insert(Right {
+                            function: function.clone(),
+                            action: action.as_str().unwrap().to_owned(),
+                            on: resource_name(on),
+                            keys: keys.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    rights
+}
+
+fn allows(rights: &BTreeSet<Right>, (function, action, on, key): (&str, &str, &str, Option<&str>)) -> bool {
+    rights.iter().any(|r| {
+        r.function == function
+            && r.action == action
+            && r.on == on
+            && match (&r.keys, key) {
+                (None, _) => true,
+                (Some(prefixes), Some(key)) => prefixes.iter().any(|p| p == key),
+                (Some(_), None) => false,
+            }
+    })
+}
+
+#[test]
+fn every_call_the_code_makes_is_granted_and_every_right_is_used() {
+    let rights = granted();
+    let missing: Vec<_> = CALLS.iter().filter(|c| !allows(&rights, **c)).collect();
+    assert!(missing.is_empty(), "calls the template does not grant: {missing:#?}");
+    // Each right (and each key it is scoped to) serves a call; the event source mapping's poller
+    // is mail's by SAM's own policy.
+    let unused: Vec<String> = rights
+        .iter()
+        .filter(|r| r.action != "SQSPollerPolicy")
+        .flat_map(|r| match &r.keys {
+            None => vec![(r, None)],
+            Some(prefixes) => prefixes.iter().map(|p| (r, Some(p.as_str()))).collect(),
+        })
+        .filter(|(r, key)| {
+            !CALLS
+                .iter()
+                .any(|(f, a, on, k)| *f == r.function && *a == r.action && *on == r.on && (key.is_none() || *k == *key))
+        })
+        .map(|(r, key)| format!("{} {} on {} {}", r.function, r.action, r.on, key.unwrap_or("")))
+        .collect();
+    assert!(unused.is_empty(), "rights no call uses: {unused:#?}");
+}
+
+#[test]
+fn calls_outside_a_functions_items_are_refused() {
+    let rights = granted();
+    let allowed: Vec<_> = REFUSED.iter().filter(|c| allows(&rights, **c)).collect();
+    assert!(allowed.is_empty(), "calls the template lets through: {allowed:#?}");
+}
+
+/// Only the functions that seal orders may send to the orders queue: its policy denies every
+/// other principal, so a send the code makes from another function fails in AWS.
+#[test]
+fn the_queue_policy_lets_exactly_the_senders_send() {
+    let t = template();
+    let statements = &t["Resources"]["OrdersQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"];
+    let deny = list(statements).into_iter().find(|s| s["Effect"] == "Deny").expect("a deny");
+    assert_eq!(deny["Action"], "sqs:SendMessage");
+    let exempt: BTreeSet<String> = list(&deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
+        .into_iter()
+        .map(|r| r["Fn::GetAtt"][0].as_str().unwrap().trim_end_matches("Role").to_owned())
+        .collect();
+    let functions = t["Resources"].as_object().unwrap();
+    let senders: BTreeSet<String> = CALLS
+        .iter()
+        .filter(|(_, a, on, _)| *a == "sqs:SendMessage" && *on == "OrdersQueue")
+        .map(|(f, ..)| {
+            functions
+                .iter()
+                .find(|(_, r)| r["Metadata"]["BuildProperties"]["Binary"] == *f)
+                .map(|(name, _)| name.clone())
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(exempt, senders, "the queue policy's senders are the functions that send");
+}
+
+/// docs/SECURITY.md's table of rights ("Rights": function, action, on, keys) is the template's.
+#[test]
+fn the_security_docs_table_of_rights_is_the_templates() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/SECURITY.md")).unwrap();
+    let section = doc.split("\n## Rights\n").nth(1).expect("docs/SECURITY.md has a section ## Rights");
+    let section = section.split("\n## ").next().unwrap();
+    let mut documented = BTreeSet::new();
+    for line in section.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| function")) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(|c| c.trim().trim_matches('`')).collect();
+        let [function, actions, on, keys, ..] = cells[..] else { panic!("a row of four cells: {line}") };
+        let keys =
+            (keys != "any").then(|| keys.split(", ").map(|k| k.trim_matches('`').to_owned()).collect::<Vec<_>>());
+        for action in actions.split(", ") {
+            for on in on.split(", ") {
+                documented.insert(Right {
+                    function: function.to_owned(),
+                    action: action.trim_matches('`').to_owned(),
+                    on: on.trim_matches('`').to_owned(),
+                    keys: keys.clone(),
+                });
+            }
+        }
+    }
+    let granted = granted();
+    let undocumented: Vec<_> = granted.difference(&documented).collect();
+    let ungranted: Vec<_> = documented.difference(&granted).collect();
+    assert!(
+        undocumented.is_empty() && ungranted.is_empty(),
+        "granted but not in the table: {undocumented:#?}\nin the table but not granted: {ungranted:#?}"
+    );
+}
