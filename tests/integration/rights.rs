@@ -179,6 +179,11 @@ const REFUSED: &[(&str, &str, &str, Option<&str>)] = &[
 /// A resource as the template writes it, by name: `!GetAtt X.Arn` and `!Ref X` are `X`,
 /// `!Sub "${X.Arn}/rest"` is `X/rest`, the sender's SES identity `SenderIdentity`.
 fn resource_name(v: &Value) -> String {
+    // The AWS form where an emulator gets another (`HasAwsEndpointUrl`: the SES identity).
+    if let Some(branches) = v["Fn::If"].as_array() {
+        assert_eq!(branches[0], "HasAwsEndpointUrl", "a conditional resource: {v}");
+        return resource_name(&branches[2]);
+    }
     if let Some(s) = v.as_str() {
         return s.to_owned();
     }
@@ -220,6 +225,8 @@ fn granted() -> BTreeSet<Right> {
             }
             for statement in list(&policy["Statement"]) {
                 let statement = match statement.get("Fn::If") {
+                    // An emulator's own statement: no AWS deployment has it.
+                    Some(branches) if branches[0] == "HasAwsEndpointUrl" => continue,
                     Some(branches) if branches[2]["Ref"] == "AWS::NoValue" => &branches[1],
                     Some(other) => panic!("{function}: a conditional statement the test cannot read: {other}"),
                     None => statement,
@@ -300,10 +307,23 @@ fn the_queue_policy_lets_exactly_the_senders_send() {
     let statements = &t["Resources"]["OrdersQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"];
     let deny = list(statements).into_iter().find(|s| s["Effect"] == "Deny").expect("a deny");
     assert_eq!(deny["Action"], "sqs:SendMessage");
-    let exempt: BTreeSet<String> = list(&deny["Condition"]["ArnNotEquals"]["aws:PrincipalArn"])
-        .into_iter()
-        .map(|r| r["Fn::GetAtt"][0].as_str().unwrap().trim_end_matches("Role").to_owned())
+    // Each role named twice: its ARN, and its sessions' (how MiniStack names the caller).
+    let names = list(&deny["Condition"]["ArnNotLike"]["aws:PrincipalArn"]);
+    let exempt: BTreeSet<String> = names
+        .iter()
+        .filter_map(|r| r["Fn::GetAtt"][0].as_str())
+        .map(|role| role.trim_end_matches("Role").to_owned())
         .collect();
+    let sessions: BTreeSet<String> = names
+        .iter()
+        .filter_map(|r| r["Fn::Sub"].as_str())
+        .map(|s| {
+            let role =
+                s.split("assumed-role/${").nth(1).and_then(|r| r.strip_suffix("}/*")).expect("a session pattern");
+            role.trim_end_matches("Role").to_owned()
+        })
+        .collect();
+    assert_eq!(exempt, sessions, "each sender's role by its ARN and by its sessions'");
     let functions = t["Resources"].as_object().unwrap();
     let senders: BTreeSet<String> = CALLS
         .iter()
