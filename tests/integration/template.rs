@@ -526,3 +526,71 @@ fn the_cache_requires_an_auth_token() {
         assert_eq!(policies.contains("CacheAuthSecret"), name != "DoorFunction", "{name}");
     }
 }
+
+/// The figures the docs take from the template fail here when they drift: docs/DEPLOY.md's
+/// parameter table (every parameter, with its default), its outputs (every one), its count of
+/// functions, and docs/SECURITY.md's sum of reserved concurrency.
+#[test]
+fn the_docs_figures_are_the_templates() {
+    let t = template();
+    let deploy = std::fs::read_to_string(repo_root().join("docs/DEPLOY.md")).unwrap();
+    let ticked = |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_owned).collect() };
+
+    let table = deploy.split("| parameter | default | meaning |").nth(1).expect("DEPLOY's parameter table");
+    let table = table.split("\n\n").next().unwrap();
+    let mut documented = BTreeMap::new();
+    for row in table.lines().filter(|l| l.starts_with("| `")) {
+        let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+        let names = ticked(cells[0]);
+        let defaults: Vec<Option<String>> = match cells[1] {
+            "—" => vec![None; names.len()],
+            "empty" => vec![Some(String::new()); names.len()],
+            cell => ticked(cell).into_iter().map(Some).collect(),
+        };
+        assert_eq!(names.len(), defaults.len(), "a default for each name: {row}");
+        for (name, default) in names.into_iter().zip(defaults) {
+            assert!(documented.insert(name.clone(), default).is_none(), "{name} twice in DEPLOY's table");
+        }
+    }
+    let declared: BTreeMap<String, Option<String>> = t["Parameters"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(name, p)| {
+            let default = match &p["Default"] {
+                Value::Null => None,
+                Value::String(s) => Some(s.clone()),
+                other => Some(other.to_string()),
+            };
+            (name.clone(), default)
+        })
+        .collect();
+    assert_eq!(documented, declared, "DEPLOY's parameter table: every parameter, with the template's default");
+
+    let outputs = deploy.split("The outputs (").nth(1).expect("DEPLOY's outputs").split(".\n").next().unwrap();
+    let listed: BTreeSet<String> = ticked(outputs).into_iter().filter(|o| !o.starts_with("sam ")).collect();
+    let declared: BTreeSet<String> = t["Outputs"].as_object().unwrap().keys().cloned().collect();
+    assert_eq!(listed, declared, "DEPLOY lists every output");
+
+    let functions = resources_of_type(&t, "AWS::Serverless::Function");
+    let words =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    let count = format!("{} Rust functions", words[functions.len()]);
+    assert!(deploy.contains(&count), "DEPLOY says \"{count}\"");
+
+    let reserved: u64 = functions
+        .iter()
+        .map(|(_, f)| match &f["Properties"]["ReservedConcurrentExecutions"] {
+            Value::Number(n) => n.as_u64().unwrap(),
+            conditional => {
+                let parameter = conditional["Fn::If"][1]["Ref"].as_str().expect("a reserved-concurrency parameter");
+                t["Parameters"][parameter]["Default"].as_u64().unwrap()
+            }
+        })
+        .sum();
+    let security = std::fs::read_to_string(repo_root().join("docs/SECURITY.md")).unwrap();
+    assert!(
+        security.contains(&format!("the defaults reserve {reserved}")),
+        "SECURITY says the defaults reserve {reserved}"
+    );
+}
