@@ -154,3 +154,77 @@ async fn a_number_claimed_twice_for_one_order_is_not_lost() {
     let audit = app.report(e, None).await;
     assert_eq!(audit.body["passed"], true, "{:#}", audit.body["checks"]);
 }
+
+/// Every bucket's `arrivals` as Redis holds it.
+async fn arrivals(app: &TestApp, buckets: &keys::Buckets) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for b in buckets.iter() {
+        let n: Option<u64> = app.redis.clone().hget(keys::meta(b), keys::ARRIVALS).await.unwrap();
+        counts.push(n.unwrap_or(0));
+    }
+    counts
+}
+
+/// Every step that puts numbers on sale counts it where they arrive, as a sharded grab's look
+/// relies on (it answers `SOLD_OUT` only if no count moved while it looked: docs/DESIGN.md section
+/// 6, "Sold out"): a move's arrival, a cancelled number back on sale with nobody waiting, a
+/// claimed number its user does not take in, and an unsharded event's give-back. A grab counts
+/// nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn numbers_put_on_sale_are_counted_where_they_arrive() {
+    let app = on_cluster_with(|_| {}).await;
+    let (event, buckets) = open_sharded_with(&app, 6, 3, |_| {}).await;
+    let e = &event;
+    let tail = own_tail(e).to_owned();
+    assert_eq!(arrivals(&app, &buckets).await, [0, 0, 0]);
+    // Bucket 0 holds two numbers; its third user's grab moves numbers home from a sibling.
+    let users = homed_at(&buckets, 0, &format!("h0-{tail}"), 3);
+    for u in &users[..2] {
+        assert_eq!(app.grab(e, u).await.status, 202);
+    }
+    assert_eq!(arrivals(&app, &buckets).await, [0, 0, 0], "grabs count nothing");
+    assert_eq!(app.grab(e, &users[2]).await.status, 202);
+    assert_eq!(arrivals(&app, &buckets).await, [1, 0, 0], "one move arrived home");
+    app.deliver_all().await;
+    // Nobody waits: the cancelled number goes on sale in bucket 0 (hand.lua).
+    assert_eq!(app.cancel(e, &users[0]).await.status, 200);
+    assert_eq!(arrivals(&app, &buckets).await, [2, 0, 0]);
+    // A late order's number claimed from bucket 0 for a user at home 1 who took another order
+    // meanwhile: the claim arrives and is put on sale there (admit.lua).
+    let late = homed_at(&buckets, 1, &format!("late-{tail}"), 1).remove(0);
+    assert_eq!(app.grab(e, &late).await.status, 202);
+    let on_sale = caches(&app, &buckets).await[0].seats.first().copied().expect("a number on sale in bucket 0");
+    let body = crate::cancel_and_wait::sold(e, &late, on_sale);
+    let order = OrderMessage::parse(&body).unwrap();
+    let record =
+        move_out(&app, buckets.get(0).unwrap(), "claim", 1, Some((&late, order.order_id.as_str(), on_sale))).await;
+    let generation = record.strip_prefix("MOVING:").unwrap().split('|').next().unwrap().to_owned();
+    let home = buckets.get(1).unwrap();
+    let answer: String = redis::Script::new(ADMIT_SOURCE)
+        .key(keys::meta(home))
+        .key(keys::seats(home))
+        .key(keys::moved(home))
+        .arg(keys::user_field(&UserId::parse(&late).unwrap()))
+        .arg(format!("{}:{on_sale}", order.order_id))
+        .arg(on_sale)
+        .arg(keys::opening_prefix())
+        .arg("claimed")
+        .arg("claim")
+        .arg(&generation)
+        .invoke_async(&mut app.redis.clone())
+        .await
+        .unwrap();
+    assert_eq!(answer, "UNCOUNTED", "the user holds another order");
+    assert_eq!(arrivals(&app, &buckets).await, [2, 1, 0]);
+    let _: u32 = app.redis.clone().hdel(keys::moving(buckets.get(0).unwrap()), "claim").await.unwrap();
+    app.deliver_all().await;
+    assert_exact(&caches(&app, &buckets).await, &buckets, 6);
+
+    // An unsharded event's give-back (give_back.lua) counts in its one meta.
+    let single = app.open_event(2).await;
+    let one = keys::Buckets::of(&single, 1);
+    assert_eq!(app.grab(&single, &format!("solo-{tail}")).await.status, 202);
+    app.deliver_all().await;
+    assert_eq!(app.cancel(&single, &format!("solo-{tail}")).await.status, 200);
+    assert_eq!(arrivals(&app, &one).await, [1]);
+}

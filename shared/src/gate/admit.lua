@@ -5,7 +5,8 @@
 -- (REBUILD_MAX_WAIT_SECONDS). Stored blindly, it would take a number the rebuilt cache may have
 -- sold again, and the user told 202 for that number would end REJECTED.
 --
--- KEYS[1]  ev:{E}:meta     the user's field (grab.lua); `generation`
+-- KEYS[1]  ev:{E}:meta     the user's field (grab.lua); `generation`; `arrivals` counts the numbers
+--                          put on sale here
 -- KEYS[2]  ev:{E}:seats    the free ticket numbers
 -- KEYS[3]  ev:{E}:moved    (a sharded event) move id -> generation, the moves that arrived here
 -- ARGV[1]  the user's field, "=<user id>"
@@ -56,6 +57,7 @@ local function put_on_sale()
   if claimed then
     redis.call('RPUSH', KEYS[2], ARGV[3])
     lasting(KEYS[1], KEYS[2])
+    redis.call('HINCRBY', KEYS[1], 'arrivals', 1)
   end
 end
 if held == ARGV[2] then

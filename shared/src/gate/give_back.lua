@@ -4,7 +4,8 @@
 -- after the sale's end, when nobody can grab it). Run after DynamoDB holds the cancellation;
 -- running it again is harmless.
 --
--- KEYS[1]  ev:{E}:meta     end; the cancelling user's field holds "<order id>:<ticket no>" until now
+-- KEYS[1]  ev:{E}:meta     end; the cancelling user's field holds "<order id>:<ticket no>" until now;
+--                          `arrivals` counts the numbers put on sale here
 -- KEYS[2]  ev:{E}:seats    the numbers on sale
 -- KEYS[3]  ev:{E}:outbox   order id -> order message
 -- KEYS[4]  ev:{E}:wait     sorted set: waiting user id -> place (the order they joined in)
@@ -50,6 +51,7 @@ while true do
       return 'RETURNED'
     end
     push(KEYS[2])
+    redis.call('HINCRBY', KEYS[1], 'arrivals', 1)
     return 'FREED'
   end
   local user = head[1]

@@ -2,7 +2,11 @@
 
 use std::sync::LazyLock;
 
-use super::{Gate, GateError, Written, cache_script, keys, moves::Moved, opening_arg, script_time, split_holding};
+use redis::AsyncCommands;
+
+use super::{
+    Gate, GateError, Written, cache_script, keys, link::LinkConn, moves::Moved, opening_arg, script_time, split_holding,
+};
 use crate::{
     config::GrabPolicy,
     domain::{EventId, Holding, OrderId, UserId, order::MessageHead},
@@ -133,8 +137,7 @@ impl Gate {
 
     /// A grab of a sharded event: grab.lua at the user's home, which alone decides (one ticket per
     /// user, the rate window, the sale's window); when home has no number left, numbers move home
-    /// from a sibling (`buckets::refill`, the siblings asked in an order drawn from the order id)
-    /// and home decides again. Every sibling empty: `SOLD_OUT`, written as a refusal.
+    /// from a sibling and home decides again ([`look_sharded`]).
     async fn grab_sharded(
         &self,
         attempt: &GrabAttempt<'_>,
@@ -143,40 +146,130 @@ impl Gate {
     ) -> Result<Grabbed, GateError> {
         let home = buckets.home(attempt.user);
         let siblings = super::buckets::siblings(buckets, home.index(), attempt.order_id);
-        for _ in 0..SHARDED_ROUNDS {
-            let (reply, written) = self.grab_at(attempt, policy, home, true).await?;
-            if reply != "DRY" {
-                return Ok(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written });
-            }
-            let mut conn = written.conn.clone();
-            let mut arrived = false;
-            for &k in &siblings {
-                let sibling = buckets.get(k).ok_or_else(|| GateError::Protocol(format!("no bucket {k}")))?;
-                match self.refill(&mut conn, buckets, home, sibling).await? {
-                    Moved::Arrived(_) => {
-                        arrived = true;
-                        break;
-                    }
-                    Moved::Empty => {}
-                    // A bucket lost or laid down again: the event is rebuilt first.
-                    Moved::NotCached => return Ok(Grabbed { outcome: GrabOutcome::Stale, written }),
-                }
-            }
-            if !arrived {
-                // No sibling had a number free. Numbers on their way between buckets are not sold
-                // out: the moves under way (a stopped driver's too) are finished, and home asked
-                // again.
-                if self.finish_moves(&mut conn, buckets, i64::MAX).await? > 0 {
-                    continue;
-                }
-                // Every bucket empty: home decides once more, writing the refusal (or granting a
-                // number that reached it meanwhile).
-                let (reply, written) = self.grab_at(attempt, policy, home, false).await?;
-                return Ok(Grabbed { outcome: parse_grab_reply(&reply, attempt, policy)?, written });
+        let mut look =
+            Looking { gate: self, attempt, policy, buckets, home, conn: self.link.conn().await?, written: None };
+        let reply = look_sharded(&mut look, home.index(), &siblings).await?;
+        let outcome = parse_grab_reply(&reply, attempt, policy)?;
+        let written = match look.written {
+            Some(written) => written,
+            None => Written { conn: look.conn, key: keys::meta(home) },
+        };
+        Ok(Grabbed { outcome, written })
+    }
+}
+
+/// A sharded grab's look over the buckets, one step at a time: a trait so that the order of the
+/// steps can be played against buckets that change between any two of them (the tests below).
+pub(super) trait ShardedLook {
+    /// grab.lua at home; `dry`: answer [`AtHome::Dry`] rather than `SOLD_OUT`.
+    async fn at_home(&mut self, dry: bool) -> Result<AtHome, GateError>;
+    /// Numbers moved home from bucket `sibling` (`buckets::refill`).
+    async fn refill_from(&mut self, sibling: u16) -> Result<Moved, GateError>;
+    /// The moves under way finished (a stopped driver's too); how many brought numbers.
+    async fn finish_moves(&mut self) -> Result<u32, GateError>;
+    /// Every bucket's [`keys::ARRIVALS`], in bucket order.
+    async fn arrivals(&mut self) -> Result<Vec<u64>, GateError>;
+}
+
+/// What grab.lua at home answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum AtHome {
+    /// No number here, and the bucket's [`keys::ARRIVALS`] as that was seen.
+    Dry { arrivals: u64 },
+    /// Decided: the script's reply.
+    Decided(String),
+}
+
+/// The look of a grab whose home ran dry (docs/DESIGN.md section 6, "Buckets" and "Sold out"):
+/// numbers move home from the first sibling that has some, and home decides again. `SOLD_OUT`
+/// only when every sibling had none, no move was under way, and no bucket's arrivals count moved
+/// from before its look to after the last: then there was a moment when every bucket was empty
+/// (each stayed empty from its look on, as numbers only leave a bucket uncounted). Otherwise
+/// another round; after [`SHARDED_ROUNDS`] of numbers arriving and going to others first,
+/// [`GateError::Contended`] (503): not sold out, not decided either. Returns grab.lua's reply.
+pub(super) async fn look_sharded(
+    look: &mut impl ShardedLook,
+    home: u16,
+    siblings: &[u16],
+) -> Result<String, GateError> {
+    'rounds: for _ in 0..SHARDED_ROUNDS {
+        let home_seen = match look.at_home(true).await? {
+            AtHome::Decided(reply) => return Ok(reply),
+            AtHome::Dry { arrivals } => arrivals,
+        };
+        // Each bucket's count before it is looked at; home's as its emptiness was seen.
+        let mut before = look.arrivals().await?;
+        if let Some(at_home) = before.get_mut(usize::from(home)) {
+            *at_home = home_seen;
+        }
+        for &k in siblings {
+            match look.refill_from(k).await? {
+                Moved::Arrived(_) => continue 'rounds,
+                Moved::Empty => {}
+                // A bucket lost or laid down again: the event is rebuilt first.
+                Moved::NotCached => return Ok("STALE".to_owned()),
             }
         }
-        // Numbers kept arriving and going to others first: not sold out, not decided either.
-        Err(GateError::Contended)
+        // Numbers on their way between buckets are not sold out either.
+        if look.finish_moves().await? > 0 {
+            continue;
+        }
+        // Numbers that reached a bucket after it was looked at.
+        if look.arrivals().await? != before {
+            continue;
+        }
+        // Every bucket empty: home decides once more, writing the refusal (or granting a number
+        // that reached it meanwhile).
+        return match look.at_home(false).await? {
+            AtHome::Decided(reply) => Ok(reply),
+            AtHome::Dry { .. } => Err(GateError::Protocol("grab answered DRY without dry".into())),
+        };
+    }
+    Err(GateError::Contended)
+}
+
+/// [`ShardedLook`] on the buckets in Redis.
+struct Looking<'a, 'b> {
+    gate: &'a Gate,
+    attempt: &'a GrabAttempt<'b>,
+    policy: GrabPolicy,
+    buckets: &'a keys::Buckets,
+    home: &'a keys::Bucket,
+    conn: LinkConn,
+    /// The connection of home's last answer (its refusal or grant is waited on there).
+    written: Option<Written>,
+}
+
+impl ShardedLook for Looking<'_, '_> {
+    async fn at_home(&mut self, dry: bool) -> Result<AtHome, GateError> {
+        let (reply, written) = self.gate.grab_at(self.attempt, self.policy, self.home, dry).await?;
+        self.written = Some(written);
+        match reply.strip_prefix("DRY:") {
+            Some(n) => Ok(AtHome::Dry {
+                arrivals: n.parse().map_err(|_| GateError::Protocol(format!("grab reply {reply:?}")))?,
+            }),
+            None => Ok(AtHome::Decided(reply)),
+        }
+    }
+
+    async fn refill_from(&mut self, sibling: u16) -> Result<Moved, GateError> {
+        let sibling = self.buckets.get(sibling).ok_or_else(|| GateError::Protocol(format!("no bucket {sibling}")))?;
+        self.gate.refill(&mut self.conn, self.buckets, self.home, sibling).await
+    }
+
+    async fn finish_moves(&mut self) -> Result<u32, GateError> {
+        self.gate.finish_moves(&mut self.conn, self.buckets, i64::MAX).await
+    }
+
+    async fn arrivals(&mut self) -> Result<Vec<u64>, GateError> {
+        let asked = self.buckets.iter().map(|b| {
+            let mut conn = self.conn.clone();
+            async move {
+                let n: Option<u64> = conn.hget(keys::meta(b), keys::ARRIVALS).await?;
+                Ok::<_, GateError>(n.unwrap_or(0))
+            }
+        });
+        futures::future::try_join_all(asked).await
     }
 }
 
@@ -212,6 +305,138 @@ fn parse_grab_reply(reply: &str, attempt: &GrabAttempt<'_>, policy: GrabPolicy) 
 mod tests {
     use super::*;
     use crate::{config::GrabPolicy, domain::TicketNo};
+
+    /// Buckets as the look sees them: free numbers and arrivals counts, bucket by bucket.
+    struct Shelves {
+        free: Vec<u32>,
+        arrivals: Vec<u64>,
+    }
+
+    impl Shelves {
+        fn empty(count: usize) -> Self {
+            Self { free: vec![0; count], arrivals: vec![0; count] }
+        }
+        /// Numbers put on sale at bucket `b` (a move's arrival, a give-back): counted.
+        fn arrive(&mut self, b: usize, n: u32) {
+            self.free[b] += n;
+            self.arrivals[b] += 1;
+        }
+    }
+
+    /// A home's look played against buckets that `meddle` changes after any step (named, with
+    /// how many of that step ran), as other grabs and give-backs change them between two steps.
+    struct Played<F: FnMut(&str, usize, &mut Shelves)> {
+        shelves: Shelves,
+        home: usize,
+        steps: Vec<&'static str>,
+        meddle: F,
+    }
+
+    impl<F: FnMut(&str, usize, &mut Shelves)> Played<F> {
+        fn after(&mut self, step: &'static str) {
+            self.steps.push(step);
+            let nth = self.steps.iter().filter(|s| **s == step).count();
+            (self.meddle)(step, nth, &mut self.shelves);
+        }
+    }
+
+    impl<F: FnMut(&str, usize, &mut Shelves)> ShardedLook for Played<F> {
+        async fn at_home(&mut self, dry: bool) -> Result<AtHome, GateError> {
+            let home = self.home;
+            let answer = if self.shelves.free[home] > 0 {
+                self.shelves.free[home] -= 1;
+                AtHome::Decided("OK:1".into())
+            } else if dry {
+                AtHome::Dry { arrivals: self.shelves.arrivals[home] }
+            } else {
+                AtHome::Decided("SOLD_OUT".into())
+            };
+            self.after(if dry { "dry" } else { "decide" });
+            Ok(answer)
+        }
+        async fn refill_from(&mut self, sibling: u16) -> Result<Moved, GateError> {
+            let k = usize::from(sibling);
+            let half = self.shelves.free[k].div_ceil(2);
+            let moved = if half == 0 {
+                Moved::Empty
+            } else {
+                self.shelves.free[k] -= half;
+                self.shelves.arrive(self.home, half);
+                Moved::Arrived(half as usize)
+            };
+            self.after("refill");
+            Ok(moved)
+        }
+        async fn finish_moves(&mut self) -> Result<u32, GateError> {
+            self.after("finish");
+            Ok(0)
+        }
+        async fn arrivals(&mut self) -> Result<Vec<u64>, GateError> {
+            let counts = self.shelves.arrivals.clone();
+            self.after("arrivals");
+            Ok(counts)
+        }
+    }
+
+    fn played<F: FnMut(&str, usize, &mut Shelves)>(
+        shelves: Shelves,
+        meddle: F,
+    ) -> (Result<String, GateError>, Vec<&'static str>) {
+        let mut look = Played { shelves, home: 0, steps: Vec::new(), meddle };
+        let siblings: Vec<u16> = (1..look.shelves.free.len() as u16).collect();
+        let reply = futures::executor::block_on(look_sharded(&mut look, 0, &siblings));
+        (reply, look.steps)
+    }
+
+    #[test]
+    fn every_bucket_empty_throughout_is_sold_out_in_one_round() {
+        let (reply, steps) = played(Shelves::empty(3), |_, _, _| {});
+        assert_eq!(reply.unwrap(), "SOLD_OUT");
+        assert_eq!(steps, ["dry", "arrivals", "refill", "refill", "finish", "arrivals", "decide"]);
+    }
+
+    #[test]
+    fn a_number_given_back_at_a_sibling_already_looked_at_is_not_sold_out() {
+        // Home 0 and siblings 1 and 2 empty; after the moves are looked at, a cancellation puts a
+        // number on sale at sibling 1, which this look passed: every bucket was never empty at
+        // once after that, so the grab looks again and takes it.
+        let (reply, steps) = played(Shelves::empty(3), |step, nth, shelves| {
+            if step == "finish" && nth == 1 {
+                shelves.arrive(1, 1);
+            }
+        });
+        assert_eq!(reply.unwrap(), "OK:1");
+        assert_eq!(steps.iter().filter(|s| **s == "refill").count(), 3, "{steps:?}");
+    }
+
+    #[test]
+    fn numbers_passing_through_home_to_a_looked_at_sibling_are_not_sold_out() {
+        // Two buckets: home 0 dry, sibling 1 looked at and empty; meanwhile two numbers reach
+        // home (another home-0 grab's move) and leave it for sibling 1 (a home-1 grab's move),
+        // which keeps one. Home is empty again when it decides, sibling 1 is not.
+        let (reply, _) = played(Shelves::empty(2), |step, nth, shelves| {
+            if step == "refill" && nth == 1 {
+                shelves.arrive(0, 2);
+                shelves.free[0] -= 2;
+                shelves.arrive(1, 2);
+                shelves.free[1] -= 1;
+            }
+        });
+        assert_eq!(reply.unwrap(), "OK:1");
+    }
+
+    #[test]
+    fn numbers_that_keep_going_to_others_first_end_busy_not_sold_out() {
+        // Every round a give-back reaches sibling 1 after its look and another grab takes it.
+        let (reply, steps) = played(Shelves::empty(2), |step, _, shelves| {
+            if step == "finish" {
+                shelves.arrive(1, 1);
+                shelves.free[1] -= 1;
+            }
+        });
+        assert!(matches!(reply, Err(GateError::Contended)), "{reply:?}");
+        assert!(!steps.contains(&"decide"), "{steps:?}");
+    }
 
     #[test]
     fn every_reply_of_the_script_reads_as_its_outcome() {

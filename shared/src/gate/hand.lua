@@ -6,7 +6,8 @@
 -- head found there holding an order or a cancelled one can never take it (neither ever goes back
 -- to nothing): asked with that record, the next head is popped, with an order id of its own.
 --
--- KEYS[1]  ev:{E}:meta     end; the opening field; `generation`
+-- KEYS[1]  ev:{E}:meta     end; the opening field; `generation`; `arrivals` counts the numbers
+--                          put on sale here
 -- KEYS[2]  ev:{E}:wait     sorted set: waiting user id -> place
 -- KEYS[3]  ev:{E}:waiting  hash: waiting user id -> their order message's head (WaitHead)
 -- KEYS[4]  ev:{E}:handed   hash: hand id -> the promotion's order message, or "=" once settled
@@ -62,6 +63,7 @@ while true do
     if list == KEYS[6] then
       return 'RETURNED'
     end
+    redis.call('HINCRBY', KEYS[1], 'arrivals', 1)
     return 'FREED'
   end
   local message = redis.call('HGET', KEYS[3], head[1])

@@ -121,12 +121,17 @@ pub(super) const LAYOUT: &str = "v5: =<user> holds <order id>:<ticket no>, #<win
 
 /// The event and its users, one hash: `capacity`, `start`, `end`, `cancel_until` (epoch ms),
 /// `state`, `wait_max`, `closed` (the waitlist is closed), `buckets`, `generation` (which lay-down
-/// of the cache this is: a fresh id at warming, the rebuild's token after a rebuild), `layout`
+/// of the cache this is: a fresh id at warming, the rebuild's token after a rebuild), [`ARRIVALS`], `layout`
 /// (`LAYOUT`), the opening field ([`opening`]) and `open_until` (the span where the caller's clock
 /// decides, in the scripts' time format), and one field per user ([`user_field`]).
 pub fn meta(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:meta")
 }
+/// The meta field counting how many times numbers went on sale in this bucket after it was laid
+/// down (a move's arrival, a number given back, a claim not taken in): a sharded grab answers
+/// `SOLD_OUT` only if no bucket's count moved while it looked (docs/DESIGN.md section 6, "Sold
+/// out"). The scripts that put numbers on sale name it as they name `generation`.
+pub const ARRIVALS: &str = "arrivals";
 /// The free ticket numbers.
 pub fn seats(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:seats")

@@ -4,7 +4,7 @@
 -- lay-down the move began in (`generation`): after a rebuild, which laid every number down again
 -- from DynamoDB, a move begun before it moves nothing.
 --
--- KEYS[1]  ev:{B}:meta     the opening field; `generation`
+-- KEYS[1]  ev:{B}:meta     the opening field; `generation`; `arrivals` counts the moves in
 -- KEYS[2]  ev:{B}:seats    the bucket's free numbers
 -- KEYS[3]  ev:{B}:moved    hash: move id -> generation, the moves that arrived here
 -- ARGV[1]  the opening field of the caller's history (grab.lua's ARGV[7])
@@ -31,5 +31,6 @@ lasting(KEYS[1], KEYS[3])
 for n in string.gmatch(ARGV[4], '%d+') do
   redis.call('RPUSH', KEYS[2], n)
 end
+redis.call('HINCRBY', KEYS[1], 'arrivals', 1)
 lasting(KEYS[1], KEYS[2])
 return 'ARRIVED'
