@@ -237,7 +237,7 @@ impl Context {
             Grab::new(
                 real.gate.clone(),
                 queue,
-                settings.seal.clone(),
+                settings.seal_keys(),
                 real.store.clone(),
                 settings.hash.clone(),
                 // The seeds have no rate limit; every user grabs once here, so it never bites.
@@ -531,10 +531,8 @@ impl Context {
             let t2 = Instant::now();
             let body: Value = serde_json::from_slice(req.body().as_ref())?;
             let now_ms = shared::domain::event::epoch_ms(OffsetDateTime::now_utc());
-            settings
-                .hash
-                .secret
-                .verify(body["hash"].as_str().unwrap_or_default(), event, &caller.user, now_ms)
+            let keys = settings.hash.keys.get().await.map_err(|e| e.to_string())?;
+            keys.check(|k| k.verify(body["hash"].as_str().unwrap_or_default(), event, &caller.user, now_ms))
                 .map_err(|_| "bad hash")?;
             let t3 = Instant::now();
             let order_id = OrderId::generate();

@@ -503,7 +503,11 @@ impl Harness {
             json!({ "sub": user, "email": format!("{user}@example.com"), "email_verified": "true" });
         if matches!(kind, "grab" | "join") {
             let expires = epoch_ms(OffsetDateTime::now_utc() + time::Duration::minutes(10));
-            let hash = self.settings.hash.secret.issue(&self.event, &UserId::parse(user).expect("an id"), expires);
+            let hash = self.settings.hash.keys.last().expect("the hash keys").current.issue(
+                &self.event,
+                &UserId::parse(user).expect("an id"),
+                expires,
+            );
             e["body"] = json!(json!({ "hash": hash }).to_string());
         }
         let event: ApiGatewayV2httpRequest = serde_json::from_value(e).expect("an HTTP API event");
@@ -664,7 +668,7 @@ impl Harness {
                 cancelled_at: now,
             };
             let h = &self.healthy;
-            let courier = shared::delivery::Courier::new(h.gate.clone(), h.queue.clone(), self.settings.seal.clone());
+            let courier = shared::delivery::Courier::new(h.gate.clone(), h.queue.clone(), self.settings.seal_keys());
             let returns = shared::give_back::GiveBacks::new(h.gate.clone(), store.clone(), courier);
             let (given, _) = tokio::join!(returns.give_back(&self.event, &due), h.reconcile.run());
             given.map_err(|e| e.to_string())?;

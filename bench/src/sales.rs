@@ -70,7 +70,11 @@ impl Sale {
 
     /// A grab event as API Gateway delivers it: the user's claims and a valid verify hash.
     pub fn request(&self, user: &str) -> String {
-        let hash = self.hash.secret.issue(&self.event, &UserId::parse(user).expect("a valid id"), self.expires_ms);
+        let hash = self.hash.keys.last().expect("the hash keys").current.issue(
+            &self.event,
+            &UserId::parse(user).expect("a valid id"),
+            self.expires_ms,
+        );
         let path = format!("/events/{}/grab", self.event);
         let mut e = self.template.clone();
         e["rawPath"] = json!(path);

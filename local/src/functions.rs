@@ -44,13 +44,14 @@ impl Functions {
         let queue_settings = QueueSettings::for_queue(queue_url.to_owned())?;
         let queue = adapters.orders_queue(&queue_settings);
         let rebuilder = adapters.rebuilder(&store, &gate, queue.clone(), settings.rebuild);
+        let (seal, pass) = (settings.seal_keys(), settings.pass_keys());
         Ok(Self {
             // The emulator's account limits; the runner sets no throttle and keeps no fleet.
             release: Release::new(
                 store.clone(),
                 gate.clone(),
                 rebuilder.clone(),
-                Courier::new(gate.clone(), queue.clone(), settings.seal.clone()),
+                Courier::new(gate.clone(), queue.clone(), seal.clone()),
                 LimitsReader::new(adapters.sdk()),
                 DeploymentLimits::default(),
             ),
@@ -71,7 +72,7 @@ impl Functions {
             grab: Grab::new(
                 gate.clone(),
                 adapters.grab_queue(&queue_settings),
-                settings.seal.clone(),
+                seal.clone(),
                 store.clone(),
                 settings.hash.clone(),
                 settings.policy,
@@ -82,7 +83,7 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 queue.clone(),
-                settings.seal.clone(),
+                seal.clone(),
                 settings.rebuild,
                 settings.reconcile,
                 None,
@@ -91,8 +92,8 @@ impl Functions {
                 store.clone(),
                 gate.clone(),
                 adapters.mailer(&settings.mail, settings.mail_endpoint.as_deref()),
-                settings.seal.clone(),
-                settings.pass.clone(),
+                seal,
+                pass,
                 settings.mail.clone(),
             ),
             gate,

@@ -6,7 +6,8 @@ use shared::{
         ConfigError, GateSettings, GrabPolicy, HashSettings, MailSettings, RebuildSettings, ReconcileSettings,
         StoreSettings, UserLimits, text_or,
     },
-    domain::{order_seal::SealKey, ticket_pass::PassKey},
+    domain::{key_rotation::Staged, order_seal::SealKey, ticket_pass::PassKey},
+    secrets::StagedSecret,
 };
 
 pub const DEFAULT_REDIS_URL: &str = "redis://127.0.0.1:16379";
@@ -68,6 +69,16 @@ pub struct LocalSettings {
 }
 
 impl LocalSettings {
+    /// The order key as the functions hold it (the runner's keys do not rotate).
+    pub fn seal_keys(&self) -> StagedSecret<SealKey> {
+        StagedSecret::fixed(Staged::only(self.seal.clone()))
+    }
+
+    /// The pass key as mail holds it.
+    pub fn pass_keys(&self) -> StagedSecret<PassKey> {
+        StagedSecret::fixed(Staged::only(self.pass.clone()))
+    }
+
     /// The same variables as a deployment, with the local defaults; a malformed value stops the
     /// runner with its name, as it stops a cold start.
     pub fn from_env() -> Result<Self, ConfigError> {

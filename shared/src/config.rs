@@ -5,7 +5,15 @@
 
 use std::{env, str::FromStr, time::Duration};
 
-use crate::domain::ticket_pass::{PassKeyRing, PublicPassKey};
+use crate::{
+    domain::{
+        key_rotation::Staged,
+        order_seal::SealKey,
+        ticket_pass::{PassKey, PassKeyRing, PublicPassKey},
+        verify_hash::HashKey,
+    },
+    secrets::StagedSecret,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -234,27 +242,32 @@ impl Default for GrabPolicy {
     }
 }
 
-/// The verify hash: its secret, lifetime and how early before the sale it can be had.
+/// The verify hash: its key (issued with the current one, any staged one accepted), lifetime and
+/// how early before the sale it can be had.
 #[derive(Clone)]
 pub struct HashSettings {
-    pub secret: crate::domain::verify_hash::HashKey,
+    pub keys: StagedSecret<crate::domain::verify_hash::HashKey>,
     pub ttl: Duration,
     pub open_margin: Duration,
 }
 
 impl HashSettings {
-    /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets) or else from
-    /// `HASH_SECRET` (a development value), read once at cold start.
+    /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets, its stages read
+    /// again within [`secrets_kept`]) or else from `HASH_SECRET` (a development value).
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        Self::with_secret(&deployment_secret(sdk, "HASH_SECRET_ARN", "HASH_SECRET").await?)
+        Self::with_keys(rotating(sdk, "HASH_SECRET_ARN", "HASH_SECRET", |s| HashKey::new(s.as_bytes())).await?)
     }
 
     /// The settings around a key already in hand (the local runner's development secret).
     pub fn with_secret(secret: &str) -> Result<Self, ConfigError> {
-        let secret = crate::domain::verify_hash::HashKey::new(secret.as_bytes())
+        let key = HashKey::new(secret.as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?;
+        Self::with_keys(StagedSecret::fixed(Staged::only(key)))
+    }
+
+    fn with_keys(keys: StagedSecret<HashKey>) -> Result<Self, ConfigError> {
         Ok(Self {
-            secret,
+            keys,
             ttl: Duration::from_secs(parsed_or("HASH_TTL_SECONDS", 600)?),
             open_margin: Duration::from_secs(parsed_or("HASH_OPEN_MARGIN_SECONDS", 5)?),
         })
@@ -264,66 +277,112 @@ impl HashSettings {
 impl std::fmt::Debug for HashSettings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HashSettings")
-            .field("secret", &"<redacted>")
+            .field("keys", &self.keys)
             .field("ttl", &self.ttl)
             .field("open_margin", &self.open_margin)
             .finish()
     }
 }
 
-/// The key that seals order messages (`domain::order_seal`), held by grab, reconcile and mail only:
-/// from `ORDER_KEY_ARN` (Secrets Manager: what a deployment sets) or else `ORDER_KEY` (a
-/// development value), read once at cold start. A key of its own, not the verify hash's, so
-/// verify-hash (which holds that one) cannot forge an order.
-pub async fn seal_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::order_seal::SealKey, ConfigError> {
-    let secret = deployment_secret(sdk, "ORDER_KEY_ARN", "ORDER_KEY").await?;
-    crate::domain::order_seal::SealKey::new(secret.as_bytes())
-        .map_err(|reason| ConfigError::Malformed { name: "ORDER_KEY", reason: reason.into() })
+/// The key that seals order messages (`domain::order_seal`), held by the functions that send
+/// orders (grab, release, reconcile) and mail, which checks them: from `ORDER_KEY_ARN` (Secrets
+/// Manager: what a deployment sets, its stages read again within [`secrets_kept`]) or else
+/// `ORDER_KEY` (a development value). A key of its own, not the verify hash's, so verify-hash
+/// (which holds that one) cannot forge an order.
+pub async fn seal_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<SealKey>, ConfigError> {
+    rotating(sdk, "ORDER_KEY_ARN", "ORDER_KEY", |s| SealKey::new(s.as_bytes())).await
 }
 
-/// The pass key from `PASS_KEY_ARN` (Secrets Manager) or else `PASS_KEY` (a development value).
-pub async fn pass_key(sdk: &aws_config::SdkConfig) -> Result<crate::domain::ticket_pass::PassKey, ConfigError> {
-    let secret = deployment_secret(sdk, "PASS_KEY_ARN", "PASS_KEY").await?;
-    crate::domain::ticket_pass::PassKey::new(secret.as_bytes())
-        .map_err(|reason| ConfigError::Malformed { name: "PASS_KEY", reason: reason.into() })
+/// The pass key from `PASS_KEY_ARN` (Secrets Manager, its stages read again within
+/// [`secrets_kept`]) or else `PASS_KEY` (a development value).
+pub async fn pass_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<PassKey>, ConfigError> {
+    rotating(sdk, "PASS_KEY_ARN", "PASS_KEY", |s| PassKey::new(s.as_bytes())).await
+}
+
+/// How long an environment keeps a rotating key's stages before it reads them again
+/// (`SECRETS_KEPT_SECONDS`, 60): the least wait between a rotation's two steps (docs/DEPLOY.md,
+/// "Rotating keys").
+pub fn secrets_kept() -> Result<Duration, ConfigError> {
+    Ok(Duration::from_secs(parsed_or("SECRETS_KEPT_SECONDS", 60)?))
+}
+
+/// A rotating key: the secret `arn_var` names, read now (a cold start fails on an unreadable one)
+/// and again within [`secrets_kept`], or else the development value `dev_var`, fixed.
+async fn rotating<K: Send + Sync>(
+    sdk: &aws_config::SdkConfig,
+    arn_var: &'static str,
+    dev_var: &'static str,
+    parse: fn(&str) -> Result<K, &'static str>,
+) -> Result<StagedSecret<K>, ConfigError> {
+    match env::var(arn_var) {
+        Ok(arn) if !arn.trim().is_empty() => {
+            let keys = StagedSecret::secret(sdk, arn.trim(), parse, secrets_kept()?);
+            keys.get().await.map_err(|e| ConfigError::SecretUnreadable { name: arn_var, reason: e.to_string() })?;
+            Ok(keys)
+        }
+        _ => {
+            let key = parse(&required(dev_var)?)
+                .map_err(|reason| ConfigError::Malformed { name: dev_var, reason: reason.into() })?;
+            Ok(StagedSecret::fixed(Staged::only(key)))
+        }
+    }
 }
 
 /// The public pass keys every function but mail reads (`PASS_PUBLIC_KEYS_ARN`, a secret holding
-/// `{"current": <key>, "previous": <key or null>}`, or locally `PASS_PUBLIC_KEYS`, the same JSON):
-/// public halves only, so nothing that reads them can sign a pass. Read on first use (query's cold
-/// start does not wait for it) and again after [`PASS_KEYS_KEPT`], so a rotation reaches the doors.
+/// `{"current": <key>, "next": <key or null>, "previous": <key or null>}`, or locally
+/// `PASS_PUBLIC_KEYS`, the same JSON): public halves only, so nothing that reads them can sign a
+/// pass. Read on first use (query's cold start does not wait for it) and again after
+/// [`secrets_kept`], or at once (at most every [`PASS_KEYS_REREAD`]) for a pass naming a key not
+/// in the ring, so a rotation reaches the doors.
 #[derive(Clone)]
 pub struct PassKeyRingSource {
     ring: std::sync::Arc<tokio::sync::Mutex<Option<(std::time::Instant, PassKeyRing)>>>,
     sdk: Option<aws_config::SdkConfig>,
     /// The secret to read, when not the one `PASS_PUBLIC_KEYS_ARN` names.
     secret: Option<String>,
+    kept: Duration,
 }
 
-/// How long a read of the public pass keys stands.
-pub const PASS_KEYS_KEPT: Duration = Duration::from_secs(300);
+/// The least time between two reads of the public pass keys for passes naming an unknown key.
+pub const PASS_KEYS_REREAD: Duration = Duration::from_secs(5);
 
 impl PassKeyRingSource {
     /// Keys already in hand (the local runner, tests): never read again.
     pub fn ready(ring: PassKeyRing) -> Self {
         let far = std::time::Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600);
-        Self { ring: std::sync::Arc::new(tokio::sync::Mutex::new(Some((far, ring)))), sdk: None, secret: None }
+        Self {
+            ring: std::sync::Arc::new(tokio::sync::Mutex::new(Some((far, ring)))),
+            sdk: None,
+            secret: None,
+            kept: Duration::MAX,
+        }
     }
 
     /// The deployment's keys, read when first asked for.
-    pub fn deployment(sdk: aws_config::SdkConfig) -> Self {
-        Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: None }
+    pub fn deployment(sdk: aws_config::SdkConfig) -> Result<Self, ConfigError> {
+        Ok(Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: None, kept: secrets_kept()? })
     }
 
-    /// The keys in the secret `id`.
-    pub fn secret(sdk: aws_config::SdkConfig, id: &str) -> Self {
-        Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: Some(id.to_owned()) }
+    /// The keys in the secret `id`, read again after `kept`.
+    pub fn secret(sdk: aws_config::SdkConfig, id: &str, kept: Duration) -> Self {
+        Self { ring: std::sync::Arc::default(), sdk: Some(sdk), secret: Some(id.to_owned()), kept }
     }
 
+    /// The keys, read again if older than `kept`.
     pub async fn get(&self) -> Result<PassKeyRing, ConfigError> {
+        self.read_if_older(self.kept).await
+    }
+
+    /// The keys, read again if older than [`PASS_KEYS_REREAD`]: for a pass naming a key the ring
+    /// does not hold (one published since the last read).
+    pub async fn reread(&self) -> Result<PassKeyRing, ConfigError> {
+        self.read_if_older(PASS_KEYS_REREAD.min(self.kept)).await
+    }
+
+    async fn read_if_older(&self, age: Duration) -> Result<PassKeyRing, ConfigError> {
         let mut ring = self.ring.lock().await;
         if let Some((read_at, keys)) = ring.as_ref()
-            && (read_at.elapsed() < PASS_KEYS_KEPT || self.sdk.is_none())
+            && (read_at.elapsed() < age || self.sdk.is_none())
         {
             return Ok(keys.clone());
         }
@@ -344,41 +403,35 @@ fn parse_ring(text: &str) -> Result<PassKeyRing, ConfigError> {
     #[derive(serde::Deserialize)]
     struct Ring {
         current: String,
+        #[serde(default)]
+        next: Option<String>,
         previous: Option<String>,
     }
     let bad = |reason: &str| ConfigError::Malformed { name: "PASS_PUBLIC_KEYS", reason: reason.into() };
-    let ring: Ring =
-        serde_json::from_str(text).map_err(|_| bad("not {\"current\": <key>, \"previous\": <key or null>}"))?;
+    let ring: Ring = serde_json::from_str(text)
+        .map_err(|_| bad("not {\"current\": <key>, \"next\": <key or null>, \"previous\": <key or null>}"))?;
     let key = |k: &str| PublicPassKey::decode(k).map_err(|_| bad("a key is not 32 bytes of base64url"));
-    Ok(PassKeyRing { current: key(&ring.current)?, previous: ring.previous.as_deref().map(key).transpose()? })
+    Ok(PassKeyRing {
+        current: key(&ring.current)?,
+        next: ring.next.as_deref().map(key).transpose()?,
+        previous: ring.previous.as_deref().map(key).transpose()?,
+    })
 }
 
 fn ring_text(ring: &PassKeyRing) -> String {
-    serde_json::json!({ "current": ring.current.encoded(), "previous": ring.previous.as_ref().map(PublicPassKey::encoded) })
+    let key = |k: &Option<PublicPassKey>| k.as_ref().map(PublicPassKey::encoded);
+    serde_json::json!({ "current": ring.current.encoded(), "next": key(&ring.next), "previous": key(&ring.previous) })
         .to_string()
 }
 
-/// Mail, at cold start: publishes the public half of the key it signs with, so the doors and the
-/// pass-key route know it before its first pass. The key already published stays as the previous
-/// one (a pass it signed still checks); an environment whose key is the previous one (started just
-/// before a rotation) writes nothing, so two generations cannot flip the ring back and forth.
-pub async fn publish_pass_key(
-    sdk: &aws_config::SdkConfig,
-    key: &crate::domain::ticket_pass::PassKey,
-) -> Result<(), ConfigError> {
-    match env::var("PASS_PUBLIC_KEYS_ARN") {
-        Ok(arn) if !arn.trim().is_empty() => publish_pass_key_to(sdk, arn.trim(), key).await,
-        _ => Ok(()),
-    }
-}
-
-/// [`publish_pass_key`] into the secret `arn`.
-pub async fn publish_pass_key_to(
+/// Mail's publication of the public pass keys ([`crate::handlers::mail::Mail::publish_pass_keys`])
+/// into the secret `arn`: written only when it differs from what is there. Returns whether it
+/// wrote.
+pub async fn publish_pass_keys_to(
     sdk: &aws_config::SdkConfig,
     arn: &str,
-    key: &crate::domain::ticket_pass::PassKey,
-) -> Result<(), ConfigError> {
-    let mine = key.public();
+    ring: &PassKeyRing,
+) -> Result<bool, ConfigError> {
     let unreadable = |e: crate::secrets::SecretError| ConfigError::SecretUnreadable {
         name: "PASS_PUBLIC_KEYS_ARN",
         reason: e.to_string(),
@@ -388,14 +441,16 @@ pub async fn publish_pass_key_to(
         Err(crate::secrets::SecretError::Empty) => None,
         Err(e) => return Err(unreadable(e)),
     };
-    let ring = match published {
-        Some(ring) if ring.current == mine || ring.previous.as_ref() == Some(&mine) => return Ok(()),
-        Some(ring) => PassKeyRing { current: mine, previous: Some(ring.current) },
-        None => PassKeyRing::from(mine),
-    };
-    crate::secrets::write(sdk, arn, &ring_text(&ring)).await.map_err(unreadable)?;
-    tracing::info!(key_id = ring.current.id(), "pass key published");
-    Ok(())
+    if published.as_ref() == Some(ring) {
+        return Ok(false);
+    }
+    crate::secrets::write(sdk, arn, &ring_text(ring)).await.map_err(unreadable)?;
+    tracing::info!(
+        key_id = ring.current.id(),
+        next_key_id = ring.next.as_ref().map(PublicPassKey::id),
+        "pass keys published"
+    );
+    Ok(true)
 }
 
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.

@@ -6,7 +6,8 @@
 use crate::{
     domain::{EventId, OrderId, order_seal::SealKey},
     gate::{Gate, Written},
-    queue::OrderQueue,
+    queue::{OrderQueue, QueueError},
+    secrets::StagedSecret,
 };
 
 /// An order in the outbox, on its way to the queue.
@@ -22,18 +23,18 @@ pub struct Delivery {
 pub struct Courier {
     gate: Gate,
     queue: OrderQueue,
-    /// Seals each order it sends (`domain::order_seal`).
-    seal: SealKey,
+    /// Seals each order it sends (`domain::order_seal`) with the current key.
+    seal: StagedSecret<SealKey>,
 }
 
 impl Courier {
-    pub fn new(gate: Gate, queue: OrderQueue, seal: SealKey) -> Self {
+    pub fn new(gate: Gate, queue: OrderQueue, seal: StagedSecret<SealKey>) -> Self {
         Self { gate, queue, seal }
     }
 
     /// Sends the order; says whether it is durable somewhere (on the queue, or on a replica).
     pub async fn deliver(&self, order: &Delivery) -> bool {
-        let Err(e) = self.queue.send(&order.message, &self.seal).await else { return true };
+        let Err(e) = self.send(&order.message).await else { return true };
         let replicas = match self.gate.replicated(&order.written).await {
             Ok(n) => n,
             Err(e) => {
@@ -43,5 +44,10 @@ impl Courier {
         };
         tracing::warn!(event_id = %order.event, order_id = %order.order_id, error = %e, replicas, "order left in the outbox for reconcile");
         replicas > 0
+    }
+
+    /// Sends one order message, sealed with the current key.
+    pub async fn send(&self, message: &str) -> Result<String, QueueError> {
+        self.queue.send_sealed(message, &self.seal).await
     }
 }

@@ -177,7 +177,7 @@ async fn failover_during_a_promotion() {
     let grab = shared::handlers::grab::Grab::new(
         app.functions.gate.clone(),
         dead_queue,
-        s.seal.clone(),
+        s.seal_keys(),
         app.functions.store.clone(),
         s.hash.clone(),
         s.policy,

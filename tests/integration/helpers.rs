@@ -183,7 +183,11 @@ impl TestApp {
 
     pub fn hash_for(&self, event: &EventId, user: &str) -> String {
         let expires = epoch_ms(OffsetDateTime::now_utc() + time::Duration::minutes(10));
-        self.settings.hash.secret.issue(event, &UserId::parse(user).unwrap(), expires)
+        self.settings.hash.keys.last().expect("the hash keys").current.issue(
+            event,
+            &UserId::parse(user).unwrap(),
+            expires,
+        )
     }
 
     /// A grab by `user` through the grab handler, with a valid hash.

@@ -23,6 +23,7 @@ mod partial_loss;
 mod reconcile;
 mod red_packets;
 mod rights;
+mod rotation;
 mod routes;
 mod runner;
 mod sold_out;

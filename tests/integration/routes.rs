@@ -304,7 +304,10 @@ async fn verify_hash_follows_the_sale_window() {
     assert!(expires > OffsetDateTime::now_utc());
     app.settings
         .hash
-        .secret
+        .keys
+        .last()
+        .expect("the hash keys")
+        .current
         .verify(hash, &open, &UserId::parse("u1").unwrap(), epoch_ms(OffsetDateTime::now_utc()))
         .expect("a hash for u1 on this event");
 
@@ -357,8 +360,11 @@ async fn grab_refuses_bad_hashes_before_touching_redis() {
     let app = TestApp::new().await;
     let id = app.open_event(10).await;
     let other = app.open_event(10).await;
-    let expired =
-        app.settings.hash.secret.issue(&id, &UserId::parse("u1").unwrap(), epoch_ms(OffsetDateTime::now_utc()) - 1);
+    let expired = app.settings.hash.keys.last().expect("the hash keys").current.issue(
+        &id,
+        &UserId::parse("u1").unwrap(),
+        epoch_ms(OffsetDateTime::now_utc()) - 1,
+    );
     let before = app.cache(&id).await;
     let real = app.hash_for(&id, "u1");
     for hash in [

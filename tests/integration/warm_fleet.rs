@@ -137,7 +137,7 @@ async fn a_release_with_a_rate_is_answered_with_its_fleet_and_reconcile_provisio
         app.functions.store.clone(),
         app.functions.gate.clone(),
         app.functions.queue.clone(),
-        app.settings.seal.clone(),
+        app.settings.seal_keys(),
         app.settings.rebuild,
         app.settings.reconcile,
         Some(fleet.clone()),
@@ -174,7 +174,7 @@ async fn an_account_that_cannot_be_read_is_named_not_a_failure() {
         shared::delivery::Courier::new(
             app.functions.gate.clone(),
             app.functions.queue.clone(),
-            app.settings.seal.clone(),
+            app.settings.seal_keys(),
         ),
         LimitsReader::new(&nowhere),
         DeploymentLimits { grab_route: Some(2_000), ..Default::default() },

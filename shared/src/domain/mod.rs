@@ -9,6 +9,7 @@ pub mod draw;
 pub mod event;
 pub mod hex;
 pub mod ids;
+pub mod key_rotation;
 pub mod order;
 pub mod order_seal;
 pub mod proof_of_work;

@@ -139,23 +139,36 @@ impl PublicPassKey {
     }
 }
 
-/// The public keys a door trusts: the current one and, after a rotation, the previous one, so a
-/// pass mailed before the rotation still checks.
+/// The public keys a door trusts: the current one, the next one while a rotation is staged (so a
+/// pass signed by a mail environment that read the new key first checks at a door that has not),
+/// and after a rotation the previous one, so a pass mailed before it still checks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PassKeyRing {
     pub current: PublicPassKey,
+    pub next: Option<PublicPassKey>,
     pub previous: Option<PublicPassKey>,
 }
 
 impl From<PublicPassKey> for PassKeyRing {
     fn from(current: PublicPassKey) -> Self {
-        Self { current, previous: None }
+        Self { current, next: None, previous: None }
     }
 }
 
 impl PassKeyRing {
+    /// The public halves of a pass key's stages.
+    pub fn of(keys: &super::key_rotation::Staged<PassKey>) -> Self {
+        let public = keys.map(PassKey::public);
+        Self { current: public.current, next: public.pending, previous: public.previous }
+    }
+
     fn keys(&self) -> impl Iterator<Item = &PublicPassKey> {
-        std::iter::once(&self.current).chain(self.previous.as_ref())
+        std::iter::once(&self.current).chain(self.next.as_ref()).chain(self.previous.as_ref())
+    }
+
+    /// Whether a key of this id is trusted.
+    pub fn knows(&self, key_id: &str) -> bool {
+        self.keys().any(|k| k.id() == key_id)
     }
 
     /// Checks a pass's signature with the key it names and reads it; every id is checked as at
@@ -276,14 +289,21 @@ mod tests {
 
     #[test]
     fn a_rotation_voids_no_pass_in_flight() {
+        use crate::domain::key_rotation::Staged;
         let old = PassKey::new(b"0123456789abcdef-old-key").unwrap();
         let new = PassKey::new(b"0123456789abcdef-new-key").unwrap();
-        let rotated = PassKeyRing { current: new.public(), previous: Some(old.public()) };
+        // Staged: a pass signed with the next key (by a mail environment that read it first)
+        // checks at a door that still signs nothing with it.
+        let staged = PassKeyRing::of(&Staged { current: old.clone(), pending: Some(new.clone()), previous: None });
+        assert_eq!(staged.verify(&new.issue(&pass())), Ok(pass()));
+        assert_eq!(staged.verify(&old.issue(&pass())), Ok(pass()));
+        let rotated = PassKeyRing::of(&Staged { current: new.clone(), pending: None, previous: Some(old.clone()) });
         assert_eq!(rotated.verify(&old.issue(&pass())), Ok(pass()));
         assert_eq!(rotated.verify(&new.issue(&pass())), Ok(pass()));
+        assert!(rotated.knows(&old.public().id()) && !PassKeyRing::from(new.public()).knows(&old.public().id()));
         // Two rotations later the first key is gone, and so are its passes.
         let newer = PassKey::new(b"0123456789abcdef-newer-key").unwrap();
-        let again = PassKeyRing { current: newer.public(), previous: Some(new.public()) };
+        let again = PassKeyRing::of(&Staged { current: newer, pending: None, previous: Some(new) });
         assert_eq!(again.verify(&old.issue(&pass())), Err(BadPass::UnknownKey));
     }
 

@@ -69,7 +69,7 @@ impl CancelAndWait {
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let entries = super::draws::Entries::new(store.clone(), rebuilder.clone());
-        let queue = super::draws::Queue::new(store.clone(), rebuilder.clone(), hash.secret.clone());
+        let queue = super::draws::Queue::new(store.clone(), rebuilder.clone(), hash.keys.clone());
         Self { store, gate, courier, returns, rebuilder, hash, limiter, entries, queue }
     }
 
@@ -181,7 +181,8 @@ impl CancelAndWait {
     ) -> Result<(Response<Body>, &'static str), ApiError> {
         let at = OffsetDateTime::now_utc();
         let now = epoch_ms(at);
-        self.hash.secret.verify(hash, id, &caller.user, now).map_err(|_| ApiError::BadHash)?;
+        let keys = self.hash.keys.get().await?;
+        keys.check(|k| k.verify(hash, id, &caller.user, now)).map_err(|_| ApiError::BadHash)?;
         // A ballot's waitlist is its draw's order: nobody joins it otherwise.
         if self.known(id).await?.sale_mode == SaleMode::Ballot {
             return Err(ApiError::BallotOnly);

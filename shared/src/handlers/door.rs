@@ -9,6 +9,8 @@
 //! first scan's time; a cancelled ticket's pass is refused.
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
+
+use crate::domain::ticket_pass::BadPass;
 use serde::Deserialize;
 use serde_json::json;
 use time::OffsetDateTime;
@@ -55,7 +57,7 @@ impl Door {
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
         let store = adapters.store_from_env()?;
-        Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())))
+        Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())?))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
@@ -73,7 +75,18 @@ impl Door {
             tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
             ApiError::Busy
         })?;
-        let pass = keys.verify(body.pass.trim()).map_err(|_| ApiError::BadPass)?;
+        let pass = match keys.verify(body.pass.trim()) {
+            // Signed with a key published since this environment read the ring.
+            Err(BadPass::UnknownKey) => match self.keys.reread().await {
+                Ok(keys) => keys.verify(body.pass.trim()),
+                Err(e) => {
+                    tracing::warn!(dependency = "secretsmanager", error = %e, "pass keys not read again");
+                    Err(BadPass::UnknownKey)
+                }
+            },
+            checked => checked,
+        }
+        .map_err(|_| ApiError::BadPass)?;
         // A genuine pass of another event, shown at this event's door.
         if pass.event != event {
             return Err(ApiError::BadPass);

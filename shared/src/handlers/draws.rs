@@ -35,6 +35,7 @@ use crate::{
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
     http::{ApiError, Caller, reply::json_body},
     recovery::{Rebuild, Rebuilder},
+    secrets::StagedSecret,
     store::{
         Store,
         draws::{DrawRecord, Registered},
@@ -455,7 +456,7 @@ pub struct Queue {
     store: Store,
     rebuilder: Rebuilder,
     draws: DrawView,
-    key: HashKey,
+    key: StagedSecret<HashKey>,
 }
 
 /// A user's place in a fair open's queue.
@@ -485,7 +486,7 @@ pub struct QueueView {
 }
 
 impl Queue {
-    pub fn new(store: Store, rebuilder: Rebuilder, key: HashKey) -> Self {
+    pub fn new(store: Store, rebuilder: Rebuilder, key: StagedSecret<HashKey>) -> Self {
         let draws = DrawView::new(store.clone(), rebuilder.clone());
         Self { store, rebuilder, draws, key }
     }
@@ -550,7 +551,7 @@ impl Queue {
         if now >= admitted_at {
             let expires = now + ADMISSION_TTL;
             view.status = "ADMITTED";
-            view.admission = Some(self.key.admit(&event.id, &caller.user, epoch_ms(expires)));
+            view.admission = Some(self.key.get().await?.current.admit(&event.id, &caller.user, epoch_ms(expires)));
             view.admission_expires_at = Some(expires);
         }
         Ok(view)

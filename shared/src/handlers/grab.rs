@@ -35,6 +35,7 @@ use crate::{
     },
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
+    secrets::StagedSecret,
     store::Store,
 };
 
@@ -91,7 +92,7 @@ impl Grab {
     pub fn new(
         gate: Gate,
         queue: OrderQueue,
-        seal: SealKey,
+        seal: StagedSecret<SealKey>,
         store: Store,
         hash: HashSettings,
         policy: GrabPolicy,
@@ -131,7 +132,7 @@ impl Grab {
         Ok(Self::new(
             adapters.gate_from_env().await?,
             adapters.grab_queue(&queue),
-            crate::config::seal_key(adapters.sdk()).await?,
+            crate::config::seal_keys(adapters.sdk()).await?,
             adapters.store_from_env()?,
             HashSettings::load(adapters.sdk()).await?,
             GrabPolicy::from_env()?,
@@ -184,7 +185,8 @@ impl Grab {
         let event = event_id(&req)?;
         let body: GrabBody = json_body(&req)?;
         let now = OffsetDateTime::now_utc();
-        self.hash.secret.verify(&body.hash, &event, &caller.user, epoch_ms(now)).map_err(|_| ApiError::BadHash)?;
+        let keys = self.hash.keys.get().await?;
+        keys.check(|k| k.verify(&body.hash, &event, &caller.user, epoch_ms(now))).map_err(|_| ApiError::BadHash)?;
         let email = caller.verified_email()?;
 
         // An event this environment remembers sold out: the user's field, read on a replica,

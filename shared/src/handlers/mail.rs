@@ -19,10 +19,11 @@ use crate::{
         ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, TicketNo, confirmation,
         order::BadMessage,
         order_seal::{BadSeal, SEAL_ATTRIBUTE, SealKey},
-        ticket_pass::PassKey,
+        ticket_pass::{PassKey, PassKeyRing},
     },
     gate::{Admitted, Gate},
     mailer::{MailError, Mailer},
+    secrets::StagedSecret,
     store::{
         Store, StoreError,
         orders::{MailClaim, Persisted},
@@ -51,6 +52,36 @@ pub enum MessageError {
     Mail(#[from] MailError),
     #[error("another delivery is sending this order's mail")]
     MailInProgress,
+    #[error(transparent)]
+    Keys(#[from] crate::secrets::SecretError),
+}
+
+/// What invoked mail: the queue's batch, or an operator's `{"publish": "pass-keys"}` (a pass-key
+/// rotation's runbook, docs/DEPLOY.md), which publishes the public pass keys and does nothing
+/// else.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MailTrigger {
+    Batch(SqsEvent),
+    PublishPassKeys,
+}
+
+impl MailTrigger {
+    pub fn parse(payload: serde_json::Value) -> Result<Self, super::reconcile::BadTrigger> {
+        if payload
+            .as_object()
+            .is_some_and(|o| o.len() == 1 && o.get("publish").and_then(|v| v.as_str()) == Some("pass-keys"))
+        {
+            return Ok(Self::PublishPassKeys);
+        }
+        if payload.get("Records").is_none() {
+            return Err(super::reconcile::BadTrigger::new(
+                "mail takes the queue's batch or {\"publish\": \"pass-keys\"}".to_owned(),
+            ));
+        }
+        serde_json::from_value(payload)
+            .map(Self::Batch)
+            .map_err(|e| super::reconcile::BadTrigger::new(format!("not an SQS batch: {e}")))
+    }
 }
 
 /// Sends of one mail tried at once when each certainly did not go out.
@@ -93,10 +124,15 @@ pub struct Mail {
     store: Store,
     gate: Gate,
     mailer: Mailer,
-    /// Checks each message's seal before anything is written.
-    seal: SealKey,
-    /// Signs the ticket pass each confirmation carries.
-    pass: PassKey,
+    /// Checks each message's seal before anything is written (any staged order key).
+    seal: StagedSecret<SealKey>,
+    /// Signs the ticket pass each confirmation carries (the current pass key); the public halves of
+    /// its stages are published for the doors ([`Self::publish_pass_keys`]).
+    pass: StagedSecret<PassKey>,
+    /// The public pass keys this environment last found published (or published itself).
+    published: Arc<Mutex<Option<PassKeyRing>>>,
+    /// The secret the public pass keys are published in, and the SDK that writes it.
+    publish_to: Option<(aws_config::SdkConfig, String)>,
     settings: MailSettings,
     /// Events never change after release, so each is read once per execution environment.
     events: Arc<Mutex<HashMap<EventId, Arc<Event>>>>,
@@ -105,34 +141,90 @@ pub struct Mail {
 }
 
 impl Mail {
-    pub fn new(store: Store, gate: Gate, mailer: Mailer, seal: SealKey, pass: PassKey, settings: MailSettings) -> Self {
-        Self { store, gate, mailer, seal, pass, settings, events: Arc::default(), splits: Default::default() }
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        mailer: Mailer,
+        seal: StagedSecret<SealKey>,
+        pass: StagedSecret<PassKey>,
+        settings: MailSettings,
+    ) -> Self {
+        let (events, splits, published) = Default::default();
+        Self { store, gate, mailer, seal, pass, published, publish_to: None, settings, events, splits }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let settings = MailSettings::from_env()?;
         let adapters = Adapters::from_env().await;
         let sdk = adapters.sdk();
-        let pass = crate::config::pass_key(sdk).await?;
-        // The doors and the pass-key route learn the public half from here: only mail holds the
-        // private one. A failure is logged: orders are stored and mailed all the same, and the next
-        // cold start publishes again.
-        if let Err(e) = crate::config::publish_pass_key(sdk, &pass).await {
-            tracing::error!(error = %e, "the public pass key could not be published");
-        }
-        Ok(Self::new(
+        let mail = Self::new(
             adapters.store_from_env()?,
             adapters.gate_from_env().await?,
             adapters.mailer(&settings, None),
-            crate::config::seal_key(sdk).await?,
-            pass,
+            crate::config::seal_keys(sdk).await?,
+            crate::config::pass_keys(sdk).await?,
             settings,
-        ))
+        )
+        .publishing_to(sdk);
+        // A failure is logged: orders are stored and mailed all the same, and the next batch
+        // publishes again.
+        if let Err(e) = mail.publish_pass_keys().await {
+            tracing::error!(error = %e, "the public pass keys could not be published");
+        }
+        Ok(mail)
+    }
+
+    /// Where [`Self::publish_pass_keys`] writes: the secret `PASS_PUBLIC_KEYS_ARN` names (unset:
+    /// nowhere, as locally).
+    fn publishing_to(mut self, sdk: &aws_config::SdkConfig) -> Self {
+        self.publish_to = std::env::var("PASS_PUBLIC_KEYS_ARN")
+            .ok()
+            .filter(|arn| !arn.trim().is_empty())
+            .map(|arn| (sdk.clone(), arn.trim().to_owned()));
+        self
+    }
+
+    /// The doors and the pass-key route learn the public halves from here (only mail holds the
+    /// private key): the public half of each staged pass key (current, pending as `next`,
+    /// previous), written when it differs from what is published. Run at cold start, before each
+    /// batch (after a rotation's step is read) and when invoked with `{"publish": "pass-keys"}`
+    /// (the rotation's runbook). Returns whether it wrote.
+    pub async fn publish_pass_keys(&self) -> Result<bool, crate::config::ConfigError> {
+        let Some((sdk, arn)) = &self.publish_to else { return Ok(false) };
+        let unreadable = |e: crate::secrets::SecretError| crate::config::ConfigError::SecretUnreadable {
+            name: "PASS_KEY_ARN",
+            reason: e.to_string(),
+        };
+        let ring = PassKeyRing::of(&*self.pass.get().await.map_err(unreadable)?);
+        let mut published = self.published.lock().await;
+        if published.as_ref() == Some(&ring) {
+            return Ok(false);
+        }
+        let wrote = crate::config::publish_pass_keys_to(sdk, arn, &ring).await?;
+        *published = Some(ring);
+        Ok(wrote)
+    }
+
+    /// One invocation: a batch's reply (the failed messages), or what a publication did.
+    pub async fn handle(&self, trigger: MailTrigger) -> serde_json::Value {
+        match trigger {
+            MailTrigger::Batch(batch) => serde_json::to_value(self.handle_batch(batch).await).unwrap_or_default(),
+            MailTrigger::PublishPassKeys => match self.publish_pass_keys().await {
+                Ok(published) => serde_json::json!({ "published": published }),
+                Err(e) => {
+                    tracing::error!(error = %e, "the public pass keys could not be published");
+                    serde_json::json!({ "published": false, "error": "BUSY" })
+                }
+            },
+        }
     }
 
     /// One SQS batch: every message concurrently (bounded); the failed ones, and only those, are
     /// named in the reply.
     pub async fn handle_batch(&self, batch: SqsEvent) -> SqsBatchResponse {
+        if let Err(e) = self.publish_pass_keys().await {
+            tracing::error!(error = %e, "the public pass keys could not be published");
+        }
         let failures: Vec<BatchItemFailure> = futures::stream::iter(batch.records)
             .map(|record| self.handle_record(record))
             .buffer_unordered(self.settings.concurrency)
@@ -174,7 +266,7 @@ impl Mail {
     /// One message: its seal and its order checked, then persist, mail once, clear the outbox
     /// entry. A message that fails a check writes nothing.
     pub async fn handle_message(&self, body: &str, seal: Option<&str>) -> Result<Handled, MessageError> {
-        self.seal.check(body, seal)?;
+        self.seal.get().await?.check(|k| k.check(body, seal))?;
         let order = match QueueMessage::parse(body)? {
             QueueMessage::Order(order) => order,
             QueueMessage::WaitlistClosed(notice) => return self.notice_once(&notice).await,
@@ -231,7 +323,7 @@ impl Mail {
             MailClaim::InProgress => return Err(MessageError::MailInProgress),
         }
         let amount = self.splits.amount(event, order.ticket_no);
-        let mail = confirmation::compose(event, order, amount.as_ref(), &self.pass);
+        let mail = confirmation::compose(event, order, amount.as_ref(), &self.pass.get().await?.current);
         let mut refusals = 0;
         loop {
             match self.send_once(order, &mail).await {

@@ -92,7 +92,7 @@ impl Query {
         let store = adapters.store_from_env()?;
         let gate = adapters.gate_from_env().await?;
         let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
-        let pass = PassKeyRingSource::deployment(adapters.sdk().clone());
+        let pass = PassKeyRingSource::deployment(adapters.sdk().clone())?;
         Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
     }
 
@@ -127,6 +127,7 @@ impl Query {
                             "algorithm": "Ed25519",
                             "key_id": keys.current.id(),
                             "public_key": keys.current.encoded(),
+                            "next": keys.next.as_ref().map(published),
                             "previous": keys.previous.as_ref().map(published),
                             "format": "TP2.<base64url payload {k,e,o,n}>.<base64url signature over \"ticket-pass-v2\\n\" + payload>; k names the key",
                         }),

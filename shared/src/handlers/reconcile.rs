@@ -15,6 +15,7 @@ use crate::{
     give_back::GiveBacks,
     queue::{DeadLetters, OrderQueue},
     recovery::{Rebuild, RebuildSettings, Rebuilder},
+    secrets::StagedSecret,
     store::{Store, StoredEvent},
 };
 
@@ -60,6 +61,12 @@ pub enum Trigger {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct BadTrigger(String);
+
+impl BadTrigger {
+    pub fn new(why: String) -> Self {
+        Self(why)
+    }
+}
 
 /// A direct invocation's refusal as Lambda reports it: `errorType` is the stable code.
 impl From<BadTrigger> for lambda_runtime::Diagnostic {
@@ -129,7 +136,7 @@ pub struct Reconcile {
     gate: Gate,
     queue: OrderQueue,
     /// Seals what the re-drive sends, as grab sealed it.
-    seal: SealKey,
+    seal: StagedSecret<SealKey>,
     rebuilder: Rebuilder,
     returns: GiveBacks,
     settings: ReconcileSettings,
@@ -153,7 +160,7 @@ impl Reconcile {
         store: Store,
         gate: Gate,
         queue: OrderQueue,
-        seal: SealKey,
+        seal: StagedSecret<SealKey>,
         rebuild: RebuildSettings,
         settings: ReconcileSettings,
         fleet: Option<Fleet>,
@@ -190,7 +197,7 @@ impl Reconcile {
             adapters.store_from_env()?,
             adapters.gate_from_env().await?,
             adapters.orders_queue(&queue_settings),
-            crate::config::seal_key(adapters.sdk()).await?,
+            crate::config::seal_keys(adapters.sdk()).await?,
             rebuild,
             settings,
             Fleet::from_env(adapters.sdk())?,
@@ -293,7 +300,7 @@ impl Reconcile {
                 self.gate.remove_from_outbox(&event.id, user.as_ref(), &entry.order_id).await?;
                 report.cleared += 1;
             } else {
-                self.queue.send(&entry.message, &self.seal).await?;
+                self.queue.send_sealed(&entry.message, &self.seal).await?;
                 report.redriven += 1;
             }
         }
@@ -344,7 +351,7 @@ impl Reconcile {
                 continue;
             }
             let notice = ClosedNotice::new(event.clone(), waiter.user, waiter.email);
-            self.queue.send(&notice.body(), &self.seal).await?;
+            self.queue.send_sealed(&notice.body(), &self.seal).await?;
             report.notices += 1;
         }
         self.store.mark_waitlist_closed(event, now).await?;

@@ -94,7 +94,7 @@ impl Release {
         let gate = adapters.gate_from_env().await?;
         let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
         let queue = adapters.orders_queue(&crate::config::QueueSettings::from_env()?);
-        let courier = Courier::new(gate.clone(), queue, crate::config::seal_key(adapters.sdk()).await?);
+        let courier = Courier::new(gate.clone(), queue, crate::config::seal_keys(adapters.sdk()).await?);
         let limits = LimitsReader::new(adapters.sdk());
         Ok(Self::new(store, gate, rebuilder, courier, limits, deployment_limits_from_env()?))
     }

@@ -79,7 +79,7 @@ impl VerifyHash {
                 return Err(ApiError::SaleEnded);
             }
             let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(window.active_until_ms());
-            let hash = self.hash.secret.issue(&event, &caller.user, expires_ms);
+            let hash = self.hash.keys.get().await?.current.issue(&event, &caller.user, expires_ms);
             let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
             Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))
         })
@@ -94,6 +94,7 @@ impl VerifyHash {
             return Ok(());
         }
         let token = query_param(req, "admission").ok_or(ApiError::NotAdmitted)?;
-        self.hash.secret.verify_admission(token, event, &caller.user, now).map_err(|_| ApiError::NotAdmitted)
+        let keys = self.hash.keys.get().await?;
+        keys.check(|k| k.verify_admission(token, event, &caller.user, now)).map_err(|_| ApiError::NotAdmitted)
     }
 }

@@ -226,6 +226,13 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl From<crate::secrets::SecretError> for ApiError {
+    fn from(e: crate::secrets::SecretError) -> Self {
+        tracing::error!(dependency = "secretsmanager", error = %e, "dependency failed");
+        Self::Busy
+    }
+}
+
 impl From<QueueError> for ApiError {
     fn from(e: QueueError) -> Self {
         tracing::error!(dependency = "sqs", error = %e, "dependency failed");

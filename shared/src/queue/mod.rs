@@ -3,11 +3,21 @@
 
 use aws_sdk_sqs::{Client, types::MessageAttributeValue};
 
-use crate::domain::order_seal::{SEAL_ATTRIBUTE, SealKey};
+use crate::{
+    domain::order_seal::{SEAL_ATTRIBUTE, SealKey},
+    secrets::StagedSecret,
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("sqs: {0}")]
 pub struct QueueError(String);
+
+/// No order goes unsealed: a key that cannot be had fails the send.
+impl From<crate::secrets::SecretError> for QueueError {
+    fn from(e: crate::secrets::SecretError) -> Self {
+        Self(format!("the order key: {e}"))
+    }
+}
 
 #[derive(Clone)]
 pub struct OrderQueue {
@@ -52,6 +62,12 @@ impl OrderQueue {
             .await
             .map_err(|e| QueueError(crate::aws::error_summary(&e)))?;
         Ok(out.attributes().map(|a| a.values().filter_map(|v| v.parse::<u64>().ok()).sum()).unwrap_or(0))
+    }
+
+    /// Sends an order message sealed with a rotating key's current version.
+    pub async fn send_sealed(&self, body: &str, keys: &StagedSecret<SealKey>) -> Result<String, QueueError> {
+        let keys = keys.get().await?;
+        self.send(body, &keys.current).await
     }
 
     /// Sends one order message, sealed with `key` (only a holder of the key can send an order mail

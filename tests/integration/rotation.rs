@@ -1,0 +1,181 @@
+//! Keys rotated in Secrets Manager (the emulator keeps its staging labels as AWS does) while
+//! environments hold them, in the two steps of docs/DEPLOY.md's "Rotating keys": the new value
+//! staged `AWSPENDING`, then, once every environment has read it, made `AWSCURRENT`. An
+//! environment is played by a key source read once at one moment: one read before a step and one
+//! after stand for two environments of a function mid-rotation. What one signs, any other of the
+//! same or the next step accepts; nothing in flight is refused.
+
+use std::time::Duration;
+
+use aws_sdk_secretsmanager::Client;
+use shared::{
+    config::{PassKeyRingSource, publish_pass_keys_to},
+    domain::{
+        EventId, OrderId, TicketNo, UserId,
+        key_rotation::Staged,
+        order_seal::SealKey,
+        ticket_pass::{Pass, PassKey, PassKeyRing},
+        verify_hash::HashKey,
+    },
+    secrets::StagedSecret,
+};
+
+use crate::helpers::*;
+
+/// One secret and the runbook's two steps on it.
+struct Rotating {
+    sm: Client,
+    id: String,
+}
+
+impl Rotating {
+    async fn create(app: &TestApp, what: &str, value: &str) -> Self {
+        let sm = Client::new(&app.sdk);
+        let id = format!("{what}-{}", uuid::Uuid::now_v7().simple());
+        sm.create_secret().name(&id).secret_string(value).send().await.unwrap();
+        Self { sm, id }
+    }
+
+    /// Step 1: `aws secretsmanager put-secret-value ... --version-stages AWSPENDING`.
+    async fn stage(&self, value: &str) -> String {
+        let out = self
+            .sm
+            .put_secret_value()
+            .secret_id(&self.id)
+            .secret_string(value)
+            .version_stages("AWSPENDING")
+            .send()
+            .await
+            .unwrap();
+        out.version_id.unwrap()
+    }
+
+    /// Step 2: `aws secretsmanager update-secret-version-stage ... --version-stage AWSCURRENT
+    /// --move-to-version-id <new> --remove-from-version-id <current>`, then AWSPENDING removed.
+    async fn promote(&self, new: &str) {
+        let versions = self.sm.list_secret_version_ids().secret_id(&self.id).send().await.unwrap();
+        let current = versions
+            .versions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.version_stages().iter().any(|s| s == "AWSCURRENT"))
+            .and_then(|v| v.version_id)
+            .unwrap();
+        let stage = |label: &str| self.sm.update_secret_version_stage().secret_id(&self.id).version_stage(label);
+        stage("AWSCURRENT").move_to_version_id(new).remove_from_version_id(current).send().await.unwrap();
+        stage("AWSPENDING").remove_from_version_id(new).send().await.unwrap();
+    }
+
+    /// An environment reading the key now, and never again.
+    async fn environment<K: Clone + Send + Sync>(
+        &self,
+        app: &TestApp,
+        parse: fn(&str) -> Result<K, &'static str>,
+    ) -> Staged<K> {
+        let keys = StagedSecret::secret(&app.sdk, &self.id, parse, Duration::MAX);
+        (*keys.get().await.unwrap()).clone()
+    }
+}
+
+/// A key that signs and checks (the hash, the order seal): every environment of a step and of the
+/// step after accepts what the other signs, and what was signed before the rotation is accepted
+/// after it. An environment that read before the first step refuses what the new key signs: the
+/// reason the runbook waits `SECRETS_KEPT_SECONDS` between the steps.
+async fn rotate_without_a_gap<K: Clone + Send + Sync>(
+    app: &TestApp,
+    what: &str,
+    parse: fn(&str) -> Result<K, &'static str>,
+    sign: impl Fn(&K) -> String,
+    accepts: impl Fn(&Staged<K>, &str) -> bool,
+) {
+    let secret = Rotating::create(app, what, "the key before the rotation, 32+").await;
+    let before = secret.environment(app, parse).await;
+    let in_flight = sign(&before.current);
+
+    let version = secret.stage("the key after the rotation, 32 and more").await;
+    let staged = secret.environment(app, parse).await;
+    assert!(staged.pending.is_some(), "{what}: the new key is staged");
+    for (signer, checker) in [(&before, &staged), (&staged, &before)] {
+        assert!(accepts(checker, &sign(&signer.current)), "{what}: staged, every environment signs with the old key");
+    }
+
+    secret.promote(&version).await;
+    let after = secret.environment(app, parse).await;
+    assert!(accepts(&staged, &sign(&after.current)), "{what}: the new key checks where it was staged");
+    assert!(accepts(&after, &sign(&staged.current)), "{what}: the old key checks as previous");
+    assert!(accepts(&after, &in_flight), "{what}: signed before the rotation, accepted after it");
+    assert!(!accepts(&before, &sign(&after.current)), "{what}: an environment two steps behind refuses the new key");
+}
+
+#[tokio::test]
+async fn the_hash_and_the_order_seal_rotate_with_nothing_refused() {
+    let app = TestApp::new().await;
+    let (event, user) = (EventId::parse("lecture-rotation").unwrap(), UserId::parse("u1").unwrap());
+    let expires = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc()) + 600_000;
+    rotate_without_a_gap(
+        &app,
+        "hash-secret",
+        |s| HashKey::new(s.as_bytes()),
+        |k: &HashKey| k.issue(&event, &user, expires),
+        |keys, hash| keys.check(|k| k.verify(hash, &event, &user, expires - 1)).is_ok(),
+    )
+    .await;
+    let body = r#"{"order_id":"0199a0b0-0000-7000-8000-000000000001"}"#;
+    rotate_without_a_gap(
+        &app,
+        "order-key",
+        |s| SealKey::new(s.as_bytes()),
+        |k: &SealKey| k.seal(body),
+        |keys, seal| keys.check(|k| k.check(body, Some(seal))).is_ok(),
+    )
+    .await;
+}
+
+/// The pass key: mail signs, the doors check with the public halves mail publishes. Staged, the
+/// published ring names the new key as next; made current, the old one as previous. A door that
+/// read the ring after the first step checks the passes of every mail environment after it.
+#[tokio::test]
+async fn the_pass_key_rotates_with_every_mailed_pass_still_checking_in() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "pass-key", "the pass key before the rotation").await;
+    let sm = Client::new(&app.sdk);
+    let public = format!("pass-public-keys-{}", uuid::Uuid::now_v7().simple());
+    sm.create_secret().name(&public).secret_string("{}").send().await.unwrap();
+    let parse = |s: &str| PassKey::new(s.as_bytes());
+    // Mail publishes what it read; a door reads what is published.
+    let publish = |keys: Staged<PassKey>| {
+        let (sdk, public) = (app.sdk.clone(), public.clone());
+        async move { publish_pass_keys_to(&sdk, &public, &PassKeyRing::of(&keys)).await.unwrap() }
+    };
+    let door = || async { PassKeyRingSource::secret(app.sdk.clone(), &public, Duration::MAX).get().await.unwrap() };
+    let pass = Pass { event: fresh_event_id(), order: OrderId::generate(), ticket_no: TicketNo::new(7) };
+
+    let before = secret.environment(&app, parse).await;
+    assert!(publish(before.clone()).await, "first publication");
+    assert!(!publish(before.clone()).await, "the same ring is not written again");
+    let mailed_before = before.current.issue(&pass);
+    let door_before = door().await;
+
+    let version = secret.stage("the pass key after the rotation!").await;
+    let staged = secret.environment(&app, parse).await;
+    assert!(publish(staged.clone()).await);
+    let door_staged = door().await;
+    assert_eq!(door_staged.next, Some(staged.pending.as_ref().unwrap().public()));
+    assert_eq!(door_staged.verify(&mailed_before), Ok(pass.clone()));
+
+    secret.promote(&version).await;
+    let after = secret.environment(&app, parse).await;
+    assert!(publish(after.clone()).await);
+    let mailed_after = after.current.issue(&pass);
+    assert_eq!(door_staged.verify(&mailed_after), Ok(pass.clone()), "a door that read the staged ring");
+    let door_after = door().await;
+    assert_eq!(
+        (door_after.current.clone(), door_after.previous.clone()),
+        (after.current.public(), Some(before.current.public()))
+    );
+    assert_eq!(door_after.verify(&mailed_before), Ok(pass.clone()), "mailed before the rotation, still checks in");
+    assert_eq!(door_after.verify(&mailed_after), Ok(pass.clone()));
+    // A door that read before the first step does not know the new key: it reads the ring again
+    // for such a pass (`Door::check_in`).
+    assert!(door_before.verify(&mailed_after).is_err() && door_after.knows(&after.current.public().id()));
+}
