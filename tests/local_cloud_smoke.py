@@ -230,7 +230,7 @@ with urllib.request.urlopen(f"{API}/pages/organiser.html", timeout=30) as r:
 status, body = call("GET", "/pages/no-such-file.html")
 expect(status == 404, f"an unknown page -> 404 (got {status})")
 
-# 7. reconcile on its EventBridge schedule: checked at the end (section 16), when a minute has
+# 7. reconcile on its EventBridge schedule: checked at the end (section 17), when a minute has
 #    passed whatever the sections between take; nothing here waits for it.
 
 # 8. An admin releases by direct invocation, as docs/DEPLOY.md shows: sam remote invoke.
@@ -486,7 +486,75 @@ def depth(url):
 eventually("the DLQ and the queue empty", lambda: depth(dlq_url) == 0 and depth(queue_url) == 0, 60)
 expect(len(mails()) == 1, "the redriven order was stored once already: still exactly one mail")
 
-# 15. Enforcement is live (the emulator runs with AUTH=true): a right taken from a role fails its
+# 15. Keys rotated while a sale runs, with docs/DEPLOY.md's runbook (scripts/rotate-key): the hash
+#     secret, the order key and the pass key in turn, each in its two steps, while users keep
+#     asking verify-hash and grabbing through the alias the API invokes. No grab is refused (a hash
+#     issued before the rotations is accepted after them), every order is stored CONFIRMED (none
+#     sealed with a key mail cannot check), nothing reaches the DLQ, and every pass mailed before,
+#     during and after checks in at the door.
+import threading
+
+keys_id = f"keys-{RUN}"
+status, body = call("POST", "/admin/events", admin_token, {
+    "id": keys_id, "title": "Local cloud key rotation", "capacity": 80,
+    "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=2)),
+    "sale_end": rfc3339(datetime.now(timezone.utc) + timedelta(hours=1))})
+expect(status == 201, f"an event for the rotations -> 201 (got {status} {body})")
+crowd = [user(f"rotation{i}") for i in range(60)]
+early_email, early = crowd.pop(0)
+early_hash = hash_for(early, keys_id)
+status, body = call("GET", f"/events/{keys_id}/pass-key", student_token)
+key_before = body.get("key_id")
+answers = []
+rushing = threading.Event()
+
+
+def rush():
+    while crowd and not rushing.is_set():
+        email, token = crowd.pop(0)
+        while True:
+            s, b = call("POST", f"/events/{keys_id}/grab", token, {"hash": hash_for(token, keys_id)})
+            if not (s == 403 and b.get("code") == "SALE_NOT_STARTED"):
+                break
+            time.sleep(0.5)
+        answers.append((email, token, s, b.get("code")))
+        time.sleep(1.0)
+
+
+crowd_thread = threading.Thread(target=rush)
+crowd_thread.start()
+tools = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+for key in ["hash", "order", "pass"]:
+    before = len(answers)
+    out = subprocess.run([os.path.join(ROOT, "scripts", "rotate-key"), STACK, key],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT, env=tools)
+    expect(out.returncode == 0, f"scripts/rotate-key {key} exits 0 ({out.stderr.strip().splitlines()[-1:]})")
+    expect(len(answers) > before, f"users grabbed while the {key} key rotated ({len(answers) - before})")
+rushing.set()
+crowd_thread.join()
+not_granted = [(e.split("-")[0], s, c) for e, _, s, c in answers if s != 202]
+expect(not not_granted, f"every grab during the rotations -> 202 ({len(answers)} grabs; refused: {not_granted[:5]})")
+status, body = call("POST", f"/events/{keys_id}/grab", early, {"hash": early_hash})
+expect(status == 202, f"a hash issued before the rotations grabs after them -> 202 (got {status} {body})")
+answers.append((early_email, early, status, None))
+for email, token, _, _ in answers:
+    eventually(f"{email.split('-')[0]}'s order CONFIRMED", lambda: (order_of(token, keys_id) or {}).get("status") == "CONFIRMED", 90)
+ok(f"all {len(answers)} orders stored CONFIRMED, sealed before, during and after the order key's rotation")
+dead = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
+expect(dead == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}, f"nothing in the DLQ ({dead})")
+status, body = call("GET", f"/events/{keys_id}/pass-key", student_token)
+expect(status == 200 and body.get("key_id") != key_before and (body.get("previous") or {}).get("key_id") == key_before,
+       f"the pass-key route names the new key, the old one as previous ({key_before} -> {body.get('key_id')})")
+turned_away = []
+for email, _, _, _ in answers:
+    mailed = eventually(f"{email.split('-')[0]}'s confirmation", lambda: mail_to(email), 60)
+    pass_ = [line.split("Pass: ", 1)[1].strip() for line in mailed[0].get("BodyText", "").splitlines() if "Pass: " in line][0]
+    status, body = call("POST", f"/admin/events/{keys_id}/check-in", staff_token, {"pass": pass_})
+    if status != 200:
+        turned_away.append((email.split("-")[0], status, body.get("code")))
+expect(not turned_away, f"all {len(answers)} passes, mailed before, during and after the pass key's rotation, check in ({turned_away[:5]})")
+
+# 16. Enforcement is live (the emulator runs with AUTH=true): a right taken from a role fails its
 #     route, and calls a role must not make are refused under that role's own session.
 iam = session.client("iam")
 sts = session.client("sts")
@@ -576,7 +644,7 @@ outsider_sqs = boto3.session.Session(aws_access_key_id=c["AccessKeyId"], aws_sec
                                      aws_session_token=c["SessionToken"], region_name=session.region_name).client("sqs")
 refused("an outsider allowed sqs:SendMessage by its own policy, sending an order", lambda: outsider_sqs.send_message(QueueUrl=queue_url, MessageBody="{}"))
 
-# 16. reconcile on its EventBridge schedule (its runs above were invoked): the schedule has fired
+# 17. reconcile on its EventBridge schedule (its runs above were invoked): the schedule has fired
 #     by now, and its runs are in reconcile's log; the first event's snapshot is its effect.
 logs = session.client("logs")
 reconcile_logs = f"/aws/lambda/{outputs['ReconcileFunctionName']}"
