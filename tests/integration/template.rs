@@ -594,3 +594,38 @@ fn the_docs_figures_are_the_templates() {
         "SECURITY says the defaults reserve {reserved}"
     );
 }
+
+/// Teardown loses nothing a user holds (docs/DEPLOY.md, "Tearing down"): every resource that
+/// holds state says what `sam delete` does with it, and what users hold is kept: the user pool
+/// and its groups (every order is keyed by a user's `sub`), the pass keys (every mailed pass
+/// verifies with them), the table.
+#[test]
+fn teardown_keeps_what_users_hold_and_every_stateful_resource_says_what_becomes_of_it() {
+    let t = template();
+    let stateful = [
+        "AWS::Cognito::UserPool",
+        "AWS::Cognito::UserPoolGroup",
+        "AWS::Cognito::UserPoolDomain",
+        "AWS::SecretsManager::Secret",
+        "AWS::DynamoDB::Table",
+        "AWS::SQS::Queue",
+        "AWS::ElastiCache::ReplicationGroup",
+        "AWS::SES::EmailIdentity",
+        "AWS::KMS::Key",
+        "AWS::SNS::Topic",
+        "AWS::Logs::LogGroup",
+    ];
+    let kept = ["UserPool", "AdminGroup", "StaffGroup", "PassKeySecret", "PassPublicKeysSecret", "Table"];
+    let mut seen = Vec::new();
+    for kind in stateful {
+        for (name, resource) in resources_of_type(&t, kind) {
+            let policies = (resource["DeletionPolicy"].as_str(), resource["UpdateReplacePolicy"].as_str());
+            let wanted = if kept.contains(&name.as_str()) { "Retain" } else { "Delete" };
+            assert_eq!(policies, (Some(wanted), Some(wanted)), "{name} ({kind})");
+            seen.push(name.as_str());
+        }
+    }
+    for name in kept {
+        assert!(seen.contains(&name), "{name} is in the template");
+    }
+}
