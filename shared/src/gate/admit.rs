@@ -113,7 +113,13 @@ impl Gate {
                     ClaimIn::Gone => None,
                 });
             }
-            if self.finish_moves(&mut conn, &buckets, i64::MAX).await? == 0 {
+            let finished = self.finish_moves(&mut conn, &buckets, i64::MAX).await?;
+            // A move that cannot arrive (a bucket lost or laid down again): the rebuild to come
+            // counts the order.
+            if finished.not_cached > 0 {
+                return Ok(Some(Admitted::NotCached));
+            }
+            if finished.arrived == 0 {
                 break;
             }
         }
@@ -187,14 +193,15 @@ impl Gate {
     /// Finishes every move under way whose numbers left before `before_ms` (any move: `i64::MAX`),
     /// over every bucket (here, beside the claims: a claim's arrival is this room's script): safe at any moment, each move's numbers arriving once. A grab finds no
     /// number anywhere, or a late order's number nowhere free, only after this found nothing to
-    /// finish: numbers on their way are not sold out. Returns how many it finished.
+    /// finish: numbers on their way are not sold out. Returns how many it finished, and how many
+    /// could not be (a bucket not cached in this history, or laid down again since).
     pub(super) async fn finish_moves(
         &self,
         conn: &mut LinkConn,
         buckets: &keys::Buckets,
         before_ms: i64,
-    ) -> Result<u32, GateError> {
-        let mut finished = 0;
+    ) -> Result<MovesFinished, GateError> {
+        let mut finished = MovesFinished::default();
         for from in buckets.iter() {
             let mut cursor = 0u64;
             loop {
@@ -220,7 +227,11 @@ impl Gate {
                             super::admit::ClaimIn::Admitted(_)
                         ),
                     };
-                    finished += u32::from(arrived);
+                    if arrived {
+                        finished.arrived += 1;
+                    } else {
+                        finished.not_cached += 1;
+                    }
                 }
                 if next == 0 {
                     break;
@@ -230,6 +241,16 @@ impl Gate {
         }
         Ok(finished)
     }
+}
+
+/// What finishing the moves under way did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct MovesFinished {
+    /// Moves whose numbers are now on sale (or taken in, for a claim), now or before.
+    pub arrived: u32,
+    /// Moves that could not arrive: a bucket not cached in this history, or laid down again
+    /// since the move began (its numbers were laid down afresh by the rebuild).
+    pub not_cached: u32,
 }
 
 /// An answer of a step that decides (only "look" answers ELSEWHERE, only "claimed" GONE).

@@ -93,7 +93,7 @@ impl Gate {
         let mut conn = self.link.conn().await?;
         let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await?;
         let before = secs * 1000 + micros / 1000 - age.as_millis() as i64;
-        self.finish_moves(&mut conn, &buckets, before).await
+        Ok(self.finish_moves(&mut conn, &buckets, before).await?.arrived)
     }
 }
 

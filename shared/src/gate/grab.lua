@@ -20,13 +20,13 @@
 --          history is then the node's own id (a promoted replica is another node)
 -- ARGV[8]  (a sharded event's home bucket only) "dry": with no number left here, answer DRY and
 --          write nothing, so the caller moves numbers here from a sibling bucket and asks again
---          (docs/DESIGN.md section 6, "Buckets"); with the bucket's `arrivals` as the emptiness
---          was seen, so the caller knows whether any came here after
+--          (docs/DESIGN.md section 6, "Buckets"); with the bucket's `generation` and `arrivals` as
+--          the emptiness was seen, so the caller knows whether any came here after
 -- Returns one string:
 --   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT |
---   DRY:<arrivals> (ARGV[8] given, and no number left here: nothing written)
+--   DRY:<generation>:<arrivals> (ARGV[8] given, and no number left here: nothing written)
 --
 -- Cost is mostly Lua's own (docs/BENCHMARKS.md section 3): four redis.call on an OK grab (HMGET, LPOP, HSET meta,
 -- HSET outbox), one string back, and no number parsed. Times are epoch milliseconds zero-padded to
@@ -98,7 +98,8 @@ if open then
     return 'OK:' .. n
   end
   if ARGV[8] then
-    return 'DRY:' .. (redis.call('HGET', KEYS[1], 'arrivals') or '0')
+    local seen = redis.call('HMGET', KEYS[1], 'generation', 'arrivals')
+    return 'DRY:' .. (seen[1] or '') .. ':' .. (seen[2] or '0')
   end
   refused = 'SOLD_OUT'
 end

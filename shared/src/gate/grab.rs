@@ -2,10 +2,9 @@
 
 use std::sync::LazyLock;
 
-use redis::AsyncCommands;
-
 use super::{
-    Gate, GateError, Written, cache_script, keys, link::LinkConn, moves::Moved, opening_arg, script_time, split_holding,
+    Gate, GateError, Written, admit::MovesFinished, cache_script, keys, link::LinkConn, moves::Moved, opening_arg,
+    script_time, split_holding,
 };
 use crate::{
     config::GrabPolicy,
@@ -24,6 +23,10 @@ const SHARDED_ROUNDS: usize = 8;
 /// The grab script, loaded once per execution environment and run with `EVALSHA`; the redis
 /// crate loads it again by itself when a server answers `NOSCRIPT` (after a restart or failover).
 static GRAB_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GRAB_SOURCE));
+
+/// One bucket's [`Arrivals`], if cached in the caller's history.
+static ARRIVALS_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("arrivals.lua", opening = ARGV[1])));
 
 /// What the grab script decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,40 +168,59 @@ pub(super) trait ShardedLook {
     async fn at_home(&mut self, dry: bool) -> Result<AtHome, GateError>;
     /// Numbers moved home from bucket `sibling` (`buckets::refill`).
     async fn refill_from(&mut self, sibling: u16) -> Result<Moved, GateError>;
-    /// The moves under way finished (a stopped driver's too); how many brought numbers.
-    async fn finish_moves(&mut self) -> Result<u32, GateError>;
-    /// Every bucket's [`keys::ARRIVALS`], in bucket order.
-    async fn arrivals(&mut self) -> Result<Vec<u64>, GateError>;
+    /// The moves under way finished (a stopped driver's too).
+    async fn finish_moves(&mut self) -> Result<MovesFinished, GateError>;
+    /// Every bucket's [`Arrivals`], in bucket order; `None` when one is not cached in this history.
+    async fn arrivals(&mut self) -> Result<Option<Vec<Arrivals>>, GateError>;
+}
+
+/// A bucket's lay-down (`generation`) and how many times numbers went on sale in it since
+/// ([`keys::ARRIVALS`]): it moved if and only if numbers arrived, or the bucket was laid down again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Arrivals {
+    pub generation: String,
+    pub count: u64,
+}
+
+impl Arrivals {
+    /// `<generation>:<count>`, as `arrivals.lua` and grab.lua's `DRY` give it.
+    fn parse(text: &str) -> Option<Self> {
+        let (generation, count) = text.rsplit_once(':')?;
+        Some(Self { generation: generation.to_owned(), count: count.parse().ok()? })
+    }
 }
 
 /// What grab.lua at home answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum AtHome {
-    /// No number here, and the bucket's [`keys::ARRIVALS`] as that was seen.
-    Dry { arrivals: u64 },
+    /// No number here, and the bucket's [`Arrivals`] as that was seen.
+    Dry(Arrivals),
     /// Decided: the script's reply.
     Decided(String),
 }
 
 /// The look of a grab whose home ran dry (docs/DESIGN.md section 6, "Buckets" and "Sold out"):
 /// numbers move home from the first sibling that has some, and home decides again. `SOLD_OUT`
-/// only when every sibling had none, no move was under way, and no bucket's arrivals count moved
+/// only when every sibling had none, no move was under way, and no bucket's [`Arrivals`] moved
 /// from before its look to after the last: then there was a moment when every bucket was empty
-/// (each stayed empty from its look on, as numbers only leave a bucket uncounted). Otherwise
-/// another round; after [`SHARDED_ROUNDS`] of numbers arriving and going to others first,
-/// [`GateError::Contended`] (503): not sold out, not decided either. Returns grab.lua's reply.
+/// (each stayed empty from its look on, as numbers only leave a bucket uncounted, and none was
+/// laid down again). A bucket not cached in this history, or a move that cannot arrive, means
+/// `STALE` (the event is rebuilt first). Otherwise another round; after [`SHARDED_ROUNDS`] of
+/// numbers arriving and going to others first, [`GateError::Contended`] (503): not sold out, not
+/// decided either. Returns grab.lua's reply.
 pub(super) async fn look_sharded(
     look: &mut impl ShardedLook,
     home: u16,
     siblings: &[u16],
 ) -> Result<String, GateError> {
+    const STALE: &str = "STALE";
     'rounds: for _ in 0..SHARDED_ROUNDS {
         let home_seen = match look.at_home(true).await? {
             AtHome::Decided(reply) => return Ok(reply),
-            AtHome::Dry { arrivals } => arrivals,
+            AtHome::Dry(seen) => seen,
         };
         // Each bucket's count before it is looked at; home's as its emptiness was seen.
-        let mut before = look.arrivals().await?;
+        let Some(mut before) = look.arrivals().await? else { return Ok(STALE.to_owned()) };
         if let Some(at_home) = before.get_mut(usize::from(home)) {
             *at_home = home_seen;
         }
@@ -207,22 +229,29 @@ pub(super) async fn look_sharded(
                 Moved::Arrived(_) => continue 'rounds,
                 Moved::Empty => {}
                 // A bucket lost or laid down again: the event is rebuilt first.
-                Moved::NotCached => return Ok("STALE".to_owned()),
+                Moved::NotCached => return Ok(STALE.to_owned()),
             }
         }
-        // Numbers on their way between buckets are not sold out either.
-        if look.finish_moves().await? > 0 {
+        // Numbers on their way between buckets are not sold out either; a move that cannot
+        // arrive holds numbers only a rebuild lays down again.
+        let finished = look.finish_moves().await?;
+        if finished.not_cached > 0 {
+            return Ok(STALE.to_owned());
+        }
+        if finished.arrived > 0 {
             continue;
         }
-        // Numbers that reached a bucket after it was looked at.
-        if look.arrivals().await? != before {
-            continue;
+        // Numbers that reached a bucket after it was looked at, or a bucket laid down again.
+        match look.arrivals().await? {
+            None => return Ok(STALE.to_owned()),
+            Some(after) if after != before => continue,
+            Some(_) => {}
         }
         // Every bucket empty: home decides once more, writing the refusal (or granting a number
         // that reached it meanwhile).
         return match look.at_home(false).await? {
             AtHome::Decided(reply) => Ok(reply),
-            AtHome::Dry { .. } => Err(GateError::Protocol("grab answered DRY without dry".into())),
+            AtHome::Dry(_) => Err(GateError::Protocol("grab answered DRY without dry".into())),
         };
     }
     Err(GateError::Contended)
@@ -245,9 +274,9 @@ impl ShardedLook for Looking<'_, '_> {
         let (reply, written) = self.gate.grab_at(self.attempt, self.policy, self.home, dry).await?;
         self.written = Some(written);
         match reply.strip_prefix("DRY:") {
-            Some(n) => Ok(AtHome::Dry {
-                arrivals: n.parse().map_err(|_| GateError::Protocol(format!("grab reply {reply:?}")))?,
-            }),
+            Some(seen) => Ok(AtHome::Dry(
+                Arrivals::parse(seen).ok_or_else(|| GateError::Protocol(format!("grab reply {reply:?}")))?,
+            )),
             None => Ok(AtHome::Decided(reply)),
         }
     }
@@ -257,19 +286,24 @@ impl ShardedLook for Looking<'_, '_> {
         self.gate.refill(&mut self.conn, self.buckets, self.home, sibling).await
     }
 
-    async fn finish_moves(&mut self) -> Result<u32, GateError> {
+    async fn finish_moves(&mut self) -> Result<MovesFinished, GateError> {
         self.gate.finish_moves(&mut self.conn, self.buckets, i64::MAX).await
     }
 
-    async fn arrivals(&mut self) -> Result<Vec<u64>, GateError> {
+    async fn arrivals(&mut self) -> Result<Option<Vec<Arrivals>>, GateError> {
         let asked = self.buckets.iter().map(|b| {
             let mut conn = self.conn.clone();
             async move {
-                let n: Option<u64> = conn.hget(keys::meta(b), keys::ARRIVALS).await?;
-                Ok::<_, GateError>(n.unwrap_or(0))
+                let seen: String =
+                    ARRIVALS_SCRIPT.key(keys::meta(b)).arg(opening_arg(&conn)).invoke_async(&mut conn).await?;
+                if seen.is_empty() {
+                    return Ok(None);
+                }
+                Arrivals::parse(&seen).map(Some).ok_or_else(|| GateError::Protocol(format!("arrivals reply {seen:?}")))
             }
         });
-        futures::future::try_join_all(asked).await
+        let seen: Vec<Option<Arrivals>> = futures::future::try_join_all(asked).await?;
+        Ok(seen.into_iter().collect())
     }
 }
 
@@ -306,20 +340,34 @@ mod tests {
     use super::*;
     use crate::{config::GrabPolicy, domain::TicketNo};
 
-    /// Buckets as the look sees them: free numbers and arrivals counts, bucket by bucket.
+    /// Buckets as the look sees them, bucket by bucket: free numbers, arrivals counts, the
+    /// lay-down, whether cached in this history; and the moves stopped between their steps
+    /// (destination, numbers), which `finish_moves` finishes.
     struct Shelves {
         free: Vec<u32>,
         arrivals: Vec<u64>,
+        generation: Vec<&'static str>,
+        cached: Vec<bool>,
+        stopped_moves: Vec<(usize, u32)>,
     }
 
     impl Shelves {
         fn empty(count: usize) -> Self {
-            Self { free: vec![0; count], arrivals: vec![0; count] }
+            Self {
+                free: vec![0; count],
+                arrivals: vec![0; count],
+                generation: vec!["laid-1"; count],
+                cached: vec![true; count],
+                stopped_moves: Vec::new(),
+            }
         }
         /// Numbers put on sale at bucket `b` (a move's arrival, a give-back): counted.
         fn arrive(&mut self, b: usize, n: u32) {
             self.free[b] += n;
             self.arrivals[b] += 1;
+        }
+        fn seen(&self, b: usize) -> Arrivals {
+            Arrivals { generation: self.generation[b].to_owned(), count: self.arrivals[b] }
         }
     }
 
@@ -343,11 +391,13 @@ mod tests {
     impl<F: FnMut(&str, usize, &mut Shelves)> ShardedLook for Played<F> {
         async fn at_home(&mut self, dry: bool) -> Result<AtHome, GateError> {
             let home = self.home;
-            let answer = if self.shelves.free[home] > 0 {
+            let answer = if !self.shelves.cached[home] {
+                AtHome::Decided("STALE".into())
+            } else if self.shelves.free[home] > 0 {
                 self.shelves.free[home] -= 1;
                 AtHome::Decided("OK:1".into())
             } else if dry {
-                AtHome::Dry { arrivals: self.shelves.arrivals[home] }
+                AtHome::Dry(self.shelves.seen(home))
             } else {
                 AtHome::Decided("SOLD_OUT".into())
             };
@@ -357,7 +407,9 @@ mod tests {
         async fn refill_from(&mut self, sibling: u16) -> Result<Moved, GateError> {
             let k = usize::from(sibling);
             let half = self.shelves.free[k].div_ceil(2);
-            let moved = if half == 0 {
+            let moved = if !self.shelves.cached[k] || !self.shelves.cached[self.home] {
+                Moved::NotCached
+            } else if half == 0 {
                 Moved::Empty
             } else {
                 self.shelves.free[k] -= half;
@@ -367,14 +419,25 @@ mod tests {
             self.after("refill");
             Ok(moved)
         }
-        async fn finish_moves(&mut self) -> Result<u32, GateError> {
+        async fn finish_moves(&mut self) -> Result<MovesFinished, GateError> {
+            let mut finished = MovesFinished::default();
+            for (to, n) in std::mem::take(&mut self.shelves.stopped_moves) {
+                if self.shelves.cached[to] {
+                    self.shelves.arrive(to, n);
+                    finished.arrived += 1;
+                } else {
+                    self.shelves.stopped_moves.push((to, n));
+                    finished.not_cached += 1;
+                }
+            }
             self.after("finish");
-            Ok(0)
+            Ok(finished)
         }
-        async fn arrivals(&mut self) -> Result<Vec<u64>, GateError> {
-            let counts = self.shelves.arrivals.clone();
+        async fn arrivals(&mut self) -> Result<Option<Vec<Arrivals>>, GateError> {
+            let shelves = &self.shelves;
+            let seen = (0..shelves.free.len()).map(|b| shelves.cached[b].then(|| shelves.seen(b))).collect();
             self.after("arrivals");
-            Ok(counts)
+            Ok(seen)
         }
     }
 
@@ -436,6 +499,53 @@ mod tests {
         });
         assert!(matches!(reply, Err(GateError::Contended)), "{reply:?}");
         assert!(!steps.contains(&"decide"), "{steps:?}");
+    }
+
+    #[test]
+    fn numbers_on_a_stopped_move_are_finished_then_sold() {
+        // Every bucket empty, two numbers on their way to sibling 2 (a grab stopped between a
+        // move's steps): the look finishes the move, then takes one from there.
+        let mut shelves = Shelves::empty(3);
+        shelves.stopped_moves.push((2, 2));
+        let (reply, _) = played(shelves, |_, _, _| {});
+        assert_eq!(reply.unwrap(), "OK:1");
+    }
+
+    #[test]
+    fn a_move_that_cannot_arrive_is_stale_not_sold_out() {
+        // Found by a hostile review: a number on its way to sibling 1, which loses its cache
+        // after it was looked at (a failover). The move cannot arrive, the counts did not move:
+        // the number is free all the same, so the event is rebuilt rather than sold out.
+        let mut shelves = Shelves::empty(3);
+        shelves.stopped_moves.push((1, 1));
+        let (reply, steps) = played(shelves, |step, nth, shelves| {
+            if step == "refill" && nth == 2 {
+                shelves.cached[1] = false;
+            }
+        });
+        assert_eq!(reply.unwrap(), "STALE", "{steps:?}");
+    }
+
+    #[test]
+    fn a_sibling_laid_down_again_while_looked_at_is_not_sold_out() {
+        // Found by a hostile review: sibling 1, empty when looked at, is laid down again by a
+        // rebuild (a number back on its shelf, its count back at 0): the counts alone match, the
+        // lay-down does not, and the grab looks again.
+        let (reply, steps) = played(Shelves::empty(2), |step, nth, shelves| {
+            if step == "refill" && nth == 1 {
+                shelves.generation[1] = "laid-2";
+                shelves.free[1] = 1;
+            }
+        });
+        assert_eq!(reply.unwrap(), "OK:1", "{steps:?}");
+    }
+
+    #[test]
+    fn a_sibling_not_cached_here_is_stale() {
+        let mut shelves = Shelves::empty(3);
+        shelves.cached[2] = false;
+        let (reply, _) = played(shelves, |_, _, _| {});
+        assert_eq!(reply.unwrap(), "STALE");
     }
 
     #[test]
