@@ -254,12 +254,18 @@ def door(browser, event_id):
         page.evaluate("() => { const v = document.getElementById('verdict'); delete v.dataset.result; }")
 
     n = mine[genuine]["n"]
+    # A device set up before a pass-key rotation holds only keys the new passes do not name: it
+    # fetches the event's keys again and lets the pass in.
+    page.evaluate(f"""() => localStorage.setItem('ticket-grab.door.{event_id}.keys',
+        JSON.stringify([{{id: 'rotated-away', key: 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'}}]))""")
     scan_keep = scan
     page.fill("#pass", genuine)
     page.click("#pass-form button[type=submit]")
     expect(page.locator("#verdict")).to_have_attribute("data-result", "admitted", timeout=15_000)
     expect(page.locator("#verdict-ticket")).to_have_text(f"Ticket {n}")
     page.evaluate("() => { delete document.getElementById('verdict').dataset.result; }")
+    kept_keys = page.evaluate(f"() => JSON.parse(localStorage.getItem('ticket-grab.door.{event_id}.keys'))")
+    check([k["id"] for k in kept_keys] != ["rotated-away"], f"a device holding keys from before a rotation fetched them again ({kept_keys})")
     scan_keep(genuine, "refused", "Already in", "at this door")
     tampered = genuine[:-6] + ("AAAAAA" if not genuine.endswith("AAAAAA") else "BBBBBB")
     scan(tampered, "refused", "Refused", "forged or altered")

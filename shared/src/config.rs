@@ -308,7 +308,7 @@ pub fn secrets_kept() -> Result<Duration, ConfigError> {
 
 /// A rotating key: the secret `arn_var` names, read now (a cold start fails on an unreadable one)
 /// and again within [`secrets_kept`], or else the development value `dev_var`, fixed.
-async fn rotating<K: Send + Sync>(
+async fn rotating<K: Send + Sync + 'static>(
     sdk: &aws_config::SdkConfig,
     arn_var: &'static str,
     dev_var: &'static str,
@@ -379,6 +379,8 @@ impl PassKeyRingSource {
         self.read_if_older(PASS_KEYS_REREAD.min(self.kept)).await
     }
 
+    /// A read that fails keeps the ring read before (asked again after [`PASS_KEYS_REREAD`]);
+    /// only the first read's failure is an error.
     async fn read_if_older(&self, age: Duration) -> Result<PassKeyRing, ConfigError> {
         let mut ring = self.ring.lock().await;
         if let Some((read_at, keys)) = ring.as_ref()
@@ -387,15 +389,25 @@ impl PassKeyRingSource {
             return Ok(keys.clone());
         }
         let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing("PASS_PUBLIC_KEYS"))?;
-        let text = match &self.secret {
+        let read = match &self.secret {
             Some(id) => crate::secrets::read(sdk, id)
                 .await
-                .map_err(|e| ConfigError::SecretUnreadable { name: "PASS_PUBLIC_KEYS_ARN", reason: e.to_string() })?,
-            None => deployment_secret(sdk, "PASS_PUBLIC_KEYS_ARN", "PASS_PUBLIC_KEYS").await?,
+                .map_err(|e| ConfigError::SecretUnreadable { name: "PASS_PUBLIC_KEYS_ARN", reason: e.to_string() }),
+            None => deployment_secret(sdk, "PASS_PUBLIC_KEYS_ARN", "PASS_PUBLIC_KEYS").await,
         };
-        let keys = parse_ring(&text)?;
-        *ring = Some((std::time::Instant::now(), keys.clone()));
-        Ok(keys)
+        match (read.and_then(|text| parse_ring(&text)), ring.as_mut()) {
+            (Ok(keys), _) => {
+                *ring = Some((std::time::Instant::now(), keys.clone()));
+                Ok(keys)
+            }
+            (Err(e), Some((read_at, keys))) => {
+                tracing::error!(dependency = "secretsmanager", error = %e, "the pass keys could not be read again; the last read serves");
+                let back = self.kept.saturating_sub(PASS_KEYS_REREAD);
+                *read_at = std::time::Instant::now().checked_sub(back).unwrap_or_else(std::time::Instant::now);
+                Ok(keys.clone())
+            }
+            (Err(e), None) => Err(e),
+        }
     }
 }
 

@@ -22,20 +22,8 @@ pub enum SecretError {
 /// The string value of the secret `id` (an ARN or name). The value never reaches a log or an
 /// error message.
 pub async fn read(sdk: &aws_config::SdkConfig, id: &str) -> Result<String, SecretError> {
-    read_stage(&aws_sdk_secretsmanager::Client::new(sdk), id, "AWSCURRENT").await?.ok_or(SecretError::Empty)
-}
-
-/// The value staged `stage`; `None` when no version carries that label.
-async fn read_stage(
-    client: &aws_sdk_secretsmanager::Client,
-    id: &str,
-    stage: &str,
-) -> Result<Option<String>, SecretError> {
-    match client.get_secret_value().secret_id(id).version_stage(stage).send().await {
-        Ok(out) => Ok(out.secret_string.filter(|s| !s.is_empty())),
-        Err(e) if e.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => Ok(None),
-        Err(e) => Err(SecretError::Unreadable(crate::aws::error_summary(&e))),
-    }
+    let client = aws_sdk_secretsmanager::Client::new(sdk);
+    Ok(read_version(&client, id, "AWSCURRENT").await?.ok_or(SecretError::Empty)?.value)
 }
 
 /// Writes a new string value of the secret `id` (the public pass keys: public, so no harm in a
@@ -55,9 +43,14 @@ pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result
 /// serve meanwhile).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
+/// How many times a read of the stages is tried when a label moved while it read (a rotation's
+/// step landing in the middle).
+const TORN_READS: usize = 3;
+
 /// A key that rotates: its stages ([`Staged`]) read from a secret, and read again once older than
 /// `kept`, so a rotation reaches every running environment (docs/DEPLOY.md, "Rotating keys").
-/// A read that fails keeps the stages read before; only the first read's failure is an error.
+/// Only the first read waits for Secrets Manager: later reads run in the background while the
+/// stages read before serve, so no request waits on a re-read, and a read that fails keeps them.
 pub struct StagedSecret<K> {
     inner: Arc<Inner<K>>,
 }
@@ -73,7 +66,27 @@ struct Inner<K> {
     from: Option<(aws_sdk_secretsmanager::Client, String)>,
     parse: fn(&str) -> Result<K, &'static str>,
     kept: Duration,
-    read: tokio::sync::RwLock<Option<(Instant, Arc<Staged<K>>)>>,
+    read: tokio::sync::RwLock<Option<(Read, Arc<Staged<K>>)>>,
+    /// A background read is under way.
+    reading: std::sync::atomic::AtomicBool,
+}
+
+/// When stages were read: both clocks, since a frozen Lambda environment's monotonic clock may
+/// not count the time it was frozen, and the wall clock may step.
+#[derive(Clone, Copy)]
+struct Read {
+    at: Instant,
+    wall: std::time::SystemTime,
+}
+
+impl Read {
+    fn now() -> Self {
+        Self { at: Instant::now(), wall: std::time::SystemTime::now() }
+    }
+    /// How old, by the larger of the two clocks.
+    fn age(&self) -> Duration {
+        self.at.elapsed().max(self.wall.elapsed().unwrap_or_default())
+    }
 }
 
 impl<K> std::fmt::Debug for StagedSecret<K> {
@@ -82,7 +95,7 @@ impl<K> std::fmt::Debug for StagedSecret<K> {
     }
 }
 
-impl<K: Send + Sync> StagedSecret<K> {
+impl<K: Send + Sync + 'static> StagedSecret<K> {
     /// Keys already in hand (a development value, tests): never read again.
     pub fn fixed(staged: Staged<K>) -> Self {
         Self {
@@ -90,7 +103,8 @@ impl<K: Send + Sync> StagedSecret<K> {
                 from: None,
                 parse: |_| Err("a fixed key is never read"),
                 kept: Duration::MAX,
-                read: tokio::sync::RwLock::new(Some((Instant::now(), Arc::new(staged)))),
+                read: tokio::sync::RwLock::new(Some((Read::now(), Arc::new(staged)))),
+                reading: Default::default(),
             }),
         }
     }
@@ -109,6 +123,7 @@ impl<K: Send + Sync> StagedSecret<K> {
                 parse,
                 kept,
                 read: tokio::sync::RwLock::new(None),
+                reading: Default::default(),
             }),
         }
     }
@@ -118,31 +133,51 @@ impl<K: Send + Sync> StagedSecret<K> {
         self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(_, s)| s.clone()))
     }
 
-    /// The stages, read again if older than `kept`.
+    /// The stages: the first time read now; later, as last read, with a read in the background
+    /// once they are older than `kept`.
     pub async fn get(&self) -> Result<Arc<Staged<K>>, SecretError> {
-        let fresh = |read: &Option<(Instant, Arc<Staged<K>>)>| match read {
-            Some((at, staged)) if at.elapsed() < self.inner.kept => Some(staged.clone()),
-            _ => None,
+        let stale = match &*self.inner.read.read().await {
+            Some((read, staged)) if read.age() < self.inner.kept => return Ok(staged.clone()),
+            Some((_, staged)) => Some(staged.clone()),
+            None => None,
         };
-        if let Some(staged) = fresh(&*self.inner.read.read().await) {
-            return Ok(staged);
+        let Some(stale) = stale else { return self.refresh().await };
+        if !self.inner.reading.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            let this = self.clone();
+            tokio::spawn(async move {
+                let _ = this.refresh().await;
+                this.inner.reading.store(false, std::sync::atomic::Ordering::Release);
+            });
         }
+        Ok(stale)
+    }
+
+    /// The stages read now (mail's `{"publish": "pass-keys"}` asks for them so, during a
+    /// rotation); a read that fails keeps the stages read before, asked again after
+    /// [`RETRY_AFTER_FAILURE`].
+    pub async fn refresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
+        if self.inner.from.is_none() {
+            return self.last().ok_or(SecretError::Empty);
+        }
+        // The time before the read: the stages are at least this old when they arrive.
+        let started = Read::now();
+        let result = Box::pin(self.read_stages()).await;
         let mut read = self.inner.read.write().await;
-        if let Some(staged) = fresh(&read) {
-            return Ok(staged);
-        }
-        // Boxed: the SDK's futures would otherwise sit inline in every handler's that asks for a key.
-        match Box::pin(self.read_stages()).await {
+        match result {
             Ok(staged) => {
                 let staged = Arc::new(staged);
-                *read = Some((Instant::now(), staged.clone()));
+                *read = Some((started, staged.clone()));
                 Ok(staged)
             }
             Err(e) => match read.as_mut() {
                 Some((at, staged)) => {
-                    tracing::warn!(dependency = "secretsmanager", error = %e, "a key's stages could not be read again; the last read serves");
-                    let retry_in = self.inner.kept.saturating_sub(RETRY_AFTER_FAILURE);
-                    *at = Instant::now().checked_sub(retry_in).unwrap_or_else(Instant::now);
+                    tracing::error!(dependency = "secretsmanager", error = %e, "a key's stages could not be read again; the last read serves");
+                    crate::metrics::outcome("keys", "STALE", 0.0);
+                    let back = self.inner.kept.saturating_sub(RETRY_AFTER_FAILURE);
+                    *at = Read {
+                        at: Instant::now().checked_sub(back).unwrap_or_else(Instant::now),
+                        wall: std::time::SystemTime::now().checked_sub(back).unwrap_or_else(std::time::SystemTime::now),
+                    };
                     Ok(staged.clone())
                 }
                 None => Err(e),
@@ -150,25 +185,75 @@ impl<K: Send + Sync> StagedSecret<K> {
         }
     }
 
+    /// One consistent view of the stages: the pending and previous versions are read before and
+    /// after the current one, and the read is tried again when either moved meanwhile (a step of
+    /// a rotation landed in the middle: read across it, an environment could miss the key that
+    /// signs elsewhere).
     async fn read_stages(&self) -> Result<Staged<K>, SecretError> {
         let Some((client, id)) = &self.inner.from else {
             return Err(SecretError::Empty);
         };
-        let (current, pending, previous) = futures::future::try_join3(
-            read_stage(client, id, "AWSCURRENT"),
-            read_stage(client, id, "AWSPENDING"),
-            read_stage(client, id, "AWSPREVIOUS"),
-        )
-        .await?;
-        let current = current.ok_or(SecretError::Empty)?;
-        // A version may carry two labels (made current, still pending): one key, checked once.
-        let other = |v: Option<String>| v.filter(|v| *v != current);
-        let (pending, previous) = (other(pending), other(previous));
-        let parse = |v: &str| (self.inner.parse)(v).map_err(SecretError::Malformed);
+        for _ in 0..TORN_READS {
+            let pending = read_version(client, id, "AWSPENDING").await?;
+            let previous = read_version(client, id, "AWSPREVIOUS").await?;
+            let current = read_version(client, id, "AWSCURRENT").await?.ok_or(SecretError::Empty)?;
+            let same =
+                |a: &Option<Version>, b: &Option<Version>| a.as_ref().map(|v| &v.id) == b.as_ref().map(|v| &v.id);
+            if !same(&pending, &read_version(client, id, "AWSPENDING").await?)
+                || !same(&previous, &read_version(client, id, "AWSPREVIOUS").await?)
+            {
+                continue;
+            }
+            return self.stages(current, pending, previous);
+        }
+        Err(SecretError::Unreadable("the secret's stages kept moving while read".into()))
+    }
+
+    /// The stages as keys. Only the current value must be a key: a malformed pending or previous
+    /// one is left out (and logged), so a bad value staged by mistake stops nothing.
+    fn stages(
+        &self,
+        current: Version,
+        pending: Option<Version>,
+        previous: Option<Version>,
+    ) -> Result<Staged<K>, SecretError> {
+        let parse = self.inner.parse;
+        let other = |v: Option<Version>| -> Option<K> {
+            let v = v.filter(|v| v.id != current.id && v.value != current.value)?;
+            match parse(&v.value) {
+                Ok(key) => Some(key),
+                Err(why) => {
+                    tracing::error!(version = %v.id, why, "a staged version of a key is malformed; left out");
+                    None
+                }
+            }
+        };
         Ok(Staged {
-            current: parse(&current)?,
-            pending: pending.as_deref().map(parse).transpose()?,
-            previous: previous.as_deref().map(parse).transpose()?,
+            pending: other(pending),
+            previous: other(previous),
+            current: parse(&current.value).map_err(SecretError::Malformed)?,
         })
+    }
+}
+
+/// One version of a secret: its id and value.
+struct Version {
+    id: String,
+    value: String,
+}
+
+/// The version staged `stage`; `None` when no version carries that label.
+async fn read_version(
+    client: &aws_sdk_secretsmanager::Client,
+    id: &str,
+    stage: &str,
+) -> Result<Option<Version>, SecretError> {
+    match client.get_secret_value().secret_id(id).version_stage(stage).send().await {
+        Ok(out) => Ok(out
+            .secret_string
+            .filter(|s| !s.is_empty())
+            .map(|value| Version { id: out.version_id.unwrap_or_default(), value })),
+        Err(e) if e.as_service_error().is_some_and(|e| e.is_resource_not_found_exception()) => Ok(None),
+        Err(e) => Err(SecretError::Unreadable(crate::aws::error_summary(&e))),
     }
 }

@@ -67,7 +67,7 @@ impl Rotating {
     }
 
     /// An environment reading the key now, and never again.
-    async fn environment<K: Clone + Send + Sync>(
+    async fn environment<K: Clone + Send + Sync + 'static>(
         &self,
         app: &TestApp,
         parse: fn(&str) -> Result<K, &'static str>,
@@ -81,7 +81,7 @@ impl Rotating {
 /// step after accepts what the other signs, and what was signed before the rotation is accepted
 /// after it. An environment that read before the first step refuses what the new key signs: the
 /// reason the runbook waits `SECRETS_KEPT_SECONDS` between the steps.
-async fn rotate_without_a_gap<K: Clone + Send + Sync>(
+async fn rotate_without_a_gap<K: Clone + Send + Sync + 'static>(
     app: &TestApp,
     what: &str,
     parse: fn(&str) -> Result<K, &'static str>,

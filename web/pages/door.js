@@ -24,15 +24,23 @@ function bytes(base64url) {
   return Uint8Array.from(atob(b64 + '='.repeat((4 - (b64.length % 4)) % 4)), (c) => c.charCodeAt(0));
 }
 
-/** The event's pass keys: fetched once, then read from this device. */
+/**
+ * The event's pass keys (the current one, the next while a rotation is staged, the previous):
+ * fetched when the door is set up and kept on this device, so passes check offline; fetched again
+ * when a pass names a key the device does not have (the key was rotated since).
+ */
 async function passKeys() {
-  const kept = stored('keys', 'null');
-  if (kept) return kept;
+  return stored('keys', 'null') || fetchKeys();
+}
+
+async function fetchKeys() {
   const reply = await session.api(`/events/${encodeURIComponent(event)}/pass-key`);
   if (!reply.ok) throw new Error(await problem(reply));
   const ring = await reply.json();
   const keys = [{ id: ring.key_id, key: ring.public_key }];
-  if (ring.previous) keys.push({ id: ring.previous.key_id, key: ring.previous.public_key });
+  for (const other of [ring.next, ring.previous]) {
+    if (other) keys.push({ id: other.key_id, key: other.public_key });
+  }
   store('keys', keys);
   return keys;
 }
@@ -60,7 +68,7 @@ async function verify(text, keys) {
   }
   const v1 = version === 'TP1.';
   const candidates = v1 ? keys : keys.filter((k) => k.id === claims.k);
-  if (!candidates.length) return refused('signed with a key this event does not have');
+  if (!candidates.length) return { ...refused('signed with a key this event does not have'), unknownKey: true };
   const message = new TextEncoder().encode((v1 ? 'ticket-pass-v1\n' : 'ticket-pass-v2\n') + payload);
   for (const k of candidates) {
     const key = await crypto.subtle.importKey('raw', bytes(k.key), { name: 'Ed25519' }, false, ['verify']);
@@ -91,7 +99,15 @@ async function check(text) {
   } catch (e) {
     return verdict(false, 'No key yet', '', `The event's public key could not be fetched: ${e.message}`);
   }
-  const pass = await verify(text, keys);
+  let pass = await verify(text, keys);
+  if (pass.unknownKey) {
+    // A key published since this device fetched its keys: fetch them again (offline, refused).
+    try {
+      pass = await verify(text, await fetchKeys());
+    } catch {
+      // no network: the refusal stands
+    }
+  }
   if (!pass.ok) return verdict(false, 'Refused', '', pass.why);
   if (pass.event !== event) return verdict(false, 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
   const scans = stored('scans', '{}');

@@ -77,13 +77,15 @@ impl Door {
         })?;
         let pass = match keys.verify(body.pass.trim()) {
             // Signed with a key published since this environment read the ring.
-            Err(BadPass::UnknownKey) => match self.keys.reread().await {
-                Ok(keys) => keys.verify(body.pass.trim()),
-                Err(e) => {
-                    tracing::warn!(dependency = "secretsmanager", error = %e, "pass keys not read again");
-                    Err(BadPass::UnknownKey)
-                }
-            },
+            Err(BadPass::UnknownKey) => self
+                .keys
+                .reread()
+                .await
+                .map_err(|e| {
+                    tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
+                    ApiError::Busy
+                })?
+                .verify(body.pass.trim()),
             checked => checked,
         }
         .map_err(|_| ApiError::BadPass)?;

@@ -168,7 +168,7 @@ impl Mail {
         .publishing_to(sdk);
         // A failure is logged: orders are stored and mailed all the same, and the next batch
         // publishes again.
-        if let Err(e) = mail.publish_pass_keys().await {
+        if let Err(e) = mail.publish_pass_keys(false).await {
             tracing::error!(error = %e, "the public pass keys could not be published");
         }
         Ok(mail)
@@ -189,13 +189,15 @@ impl Mail {
     /// previous), written when it differs from what is published. Run at cold start, before each
     /// batch (after a rotation's step is read) and when invoked with `{"publish": "pass-keys"}`
     /// (the rotation's runbook). Returns whether it wrote.
-    pub async fn publish_pass_keys(&self) -> Result<bool, crate::config::ConfigError> {
+    /// `fresh`: the pass key's stages read now, not as last read (the runbook's invocation).
+    pub async fn publish_pass_keys(&self, fresh: bool) -> Result<bool, crate::config::ConfigError> {
         let Some((sdk, arn)) = &self.publish_to else { return Ok(false) };
         let unreadable = |e: crate::secrets::SecretError| crate::config::ConfigError::SecretUnreadable {
             name: "PASS_KEY_ARN",
             reason: e.to_string(),
         };
-        let ring = PassKeyRing::of(&*self.pass.get().await.map_err(unreadable)?);
+        let keys = if fresh { self.pass.refresh().await } else { self.pass.get().await };
+        let ring = PassKeyRing::of(&*keys.map_err(unreadable)?);
         let mut published = self.published.lock().await;
         if published.as_ref() == Some(&ring) {
             return Ok(false);
@@ -209,7 +211,7 @@ impl Mail {
     pub async fn handle(&self, trigger: MailTrigger) -> serde_json::Value {
         match trigger {
             MailTrigger::Batch(batch) => serde_json::to_value(self.handle_batch(batch).await).unwrap_or_default(),
-            MailTrigger::PublishPassKeys => match self.publish_pass_keys().await {
+            MailTrigger::PublishPassKeys => match self.publish_pass_keys(true).await {
                 Ok(published) => serde_json::json!({ "published": published }),
                 Err(e) => {
                     tracing::error!(error = %e, "the public pass keys could not be published");
@@ -222,7 +224,7 @@ impl Mail {
     /// One SQS batch: every message concurrently (bounded); the failed ones, and only those, are
     /// named in the reply.
     pub async fn handle_batch(&self, batch: SqsEvent) -> SqsBatchResponse {
-        if let Err(e) = self.publish_pass_keys().await {
+        if let Err(e) = self.publish_pass_keys(false).await {
             tracing::error!(error = %e, "the public pass keys could not be published");
         }
         let failures: Vec<BatchItemFailure> = futures::stream::iter(batch.records)
