@@ -43,14 +43,20 @@ pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result
 /// serve meanwhile).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
+/// How long past `kept` the stages read before still serve while a read runs in the background.
+/// Older than that (an environment idle since), a request waits for the read: stages two steps of
+/// a rotation behind would refuse what every other environment signs.
+const SERVE_WHILE_READING: Duration = Duration::from_secs(5);
+
 /// How many times a read of the stages is tried when a label moved while it read (a rotation's
 /// step landing in the middle).
 const TORN_READS: usize = 3;
 
 /// A key that rotates: its stages ([`Staged`]) read from a secret, and read again once older than
 /// `kept`, so a rotation reaches every running environment (docs/DEPLOY.md, "Rotating keys").
-/// Only the first read waits for Secrets Manager: later reads run in the background while the
-/// stages read before serve, so no request waits on a re-read, and a read that fails keeps them.
+/// A busy environment reads again in the background while the stages read before serve (for at
+/// most [`SERVE_WHILE_READING`] past `kept`), so its requests do not wait; one idle for longer
+/// waits for the read. A read that fails keeps the stages read before.
 pub struct StagedSecret<K> {
     inner: Arc<Inner<K>>,
 }
@@ -133,13 +139,15 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(_, s)| s.clone()))
     }
 
-    /// The stages: the first time read now; later, as last read, with a read in the background
-    /// once they are older than `kept`.
+    /// The stages: younger than `kept`, as last read; a little older, as last read with a read
+    /// in the background; older still (or never read), read now.
     pub async fn get(&self) -> Result<Arc<Staged<K>>, SecretError> {
         let stale = match &*self.inner.read.read().await {
             Some((read, staged)) if read.age() < self.inner.kept => return Ok(staged.clone()),
-            Some((_, staged)) => Some(staged.clone()),
-            None => None,
+            Some((read, staged)) if read.age() < self.inner.kept.saturating_add(SERVE_WHILE_READING) => {
+                Some(staged.clone())
+            }
+            _ => None,
         };
         let Some(stale) = stale else { return self.refresh().await };
         if !self.inner.reading.swap(true, std::sync::atomic::Ordering::AcqRel) {
