@@ -39,6 +39,27 @@ async fn move_out(app: &TestApp, from: &keys::Bucket, id: &str, to: u16, claim: 
         .unwrap()
 }
 
+/// `admit.lua` alone at `home`: a consumer's step for `user`'s order `holding` of number `n`
+/// ("look", or "claimed" with the move's id and generation in `extra`).
+async fn admit(
+    app: &TestApp,
+    home: &keys::Bucket,
+    user: &UserId,
+    holding: &str,
+    n: u32,
+    step: &str,
+    extra: &[&str],
+) -> String {
+    let script = redis::Script::new(ADMIT_SOURCE);
+    let mut call = script.prepare_invoke();
+    call.key(keys::meta(home)).key(keys::seats(home)).key(keys::moved(home));
+    call.arg(keys::user_field(user)).arg(holding).arg(n).arg(keys::opening_prefix()).arg(step);
+    for a in extra {
+        call.arg(*a);
+    }
+    call.invoke_async(&mut app.redis.clone()).await.unwrap()
+}
+
 /// A late order whose number is on its way between buckets (a refill stopped after its first
 /// step) is taken in, not rejected: the consumer finishes the moves under way before it calls the
 /// number sold. No one else can buy it afterwards.
@@ -119,16 +140,7 @@ async fn a_number_claimed_twice_for_one_order_is_not_lost() {
     let home = buckets.get(1).unwrap();
     let user = UserId::parse(&late).unwrap();
     let holding = format!("{}:4", order.order_id);
-    let admit = async |step: &str, extra: &[&str]| -> String {
-        let script = redis::Script::new(ADMIT_SOURCE);
-        let mut call = script.prepare_invoke();
-        call.key(keys::meta(home)).key(keys::seats(home)).key(keys::moved(home));
-        call.arg(keys::user_field(&user)).arg(&holding).arg(4).arg(keys::opening_prefix()).arg(step);
-        for a in extra {
-            call.arg(*a);
-        }
-        call.invoke_async(&mut app.redis.clone()).await.unwrap()
-    };
+    let admit = async |step: &str, extra: &[&str]| admit(&app, home, &user, &holding, 4, step, extra).await;
     // The second consumer looks first (not at home), then stalls.
     assert_eq!(admit("look", &[]).await, "ELSEWHERE");
     // The first handles the message whole: claimed in bucket 0, taken in, stored.
@@ -200,20 +212,9 @@ async fn numbers_put_on_sale_are_counted_where_they_arrive() {
         move_out(&app, buckets.get(0).unwrap(), "claim", 1, Some((&late, order.order_id.as_str(), on_sale))).await;
     let generation = record.strip_prefix("MOVING:").unwrap().split('|').next().unwrap().to_owned();
     let home = buckets.get(1).unwrap();
-    let answer: String = redis::Script::new(ADMIT_SOURCE)
-        .key(keys::meta(home))
-        .key(keys::seats(home))
-        .key(keys::moved(home))
-        .arg(keys::user_field(&UserId::parse(&late).unwrap()))
-        .arg(format!("{}:{on_sale}", order.order_id))
-        .arg(on_sale)
-        .arg(keys::opening_prefix())
-        .arg("claimed")
-        .arg("claim")
-        .arg(&generation)
-        .invoke_async(&mut app.redis.clone())
-        .await
-        .unwrap();
+    let user = UserId::parse(&late).unwrap();
+    let holding = format!("{}:{on_sale}", order.order_id);
+    let answer = admit(&app, home, &user, &holding, on_sale, "claimed", &["claim", &generation]).await;
     assert_eq!(answer, "UNCOUNTED", "the user holds another order");
     assert_eq!(arrivals(&app, &buckets).await, [2, 1, 0]);
     let _: u32 = app.redis.clone().hdel(keys::moving(buckets.get(0).unwrap()), "claim").await.unwrap();
