@@ -630,10 +630,10 @@ async fn ses_answering_late_mid_sale() {
         started.elapsed(),
     );
     // Every send waited past the patience; its count on the order is written best effort (a
-    // write the loaded emulator fails is logged, not retried: once, in a CI run, 99 of 100), so
-    // this asks that the patience's path ran for nearly all, as it does when it works at all.
+    // write the loaded emulator fails is logged, not retried: in CI runs 99 and 92 of 100), so
+    // this asks that the patience's path ran for most: without it the count is 0.
     assert!(
-        unanswered * 100 >= checked.confirmed * 95,
+        unanswered * 2 >= checked.confirmed,
         "{unanswered} of {} sends counted unanswered: the patience's path did not run",
         checked.confirmed
     );

@@ -92,6 +92,22 @@ impl TestApp {
         Self::build(LocalSettings::from_env().expect("settings").policy, false).await
     }
 
+    /// The default settings against an emulator of the test's own (`crate::private_emulator`),
+    /// provisioned as the runner provisions the stack's.
+    pub async fn on_emulator(url: &str) -> Self {
+        let mut settings = LocalSettings::from_env().expect("settings");
+        settings.aws_endpoint = url.to_owned();
+        let sdk = settings.sdk_config().await;
+        let queue_url = provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from)
+            .await
+            .expect("provision the private emulator")
+            .queue_url;
+        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let functions = Functions::build(&settings, &queue_url).await.expect("functions");
+        let redis = functions.gate.connection().await.expect("redis");
+        Self { settings, functions, redis, sqs, queue_url, sdk }
+    }
+
     /// A custom grab policy and, with `own_queue`, a queue only this test sends to.
     pub async fn build(policy: GrabPolicy, own_queue: bool) -> Self {
         let mut settings = LocalSettings::from_env().expect("settings");

@@ -411,7 +411,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let poller = app.poller();
     let polling = tokio::spawn(poller.run(4, Default::default(), stop_rx));
 
-    let http = reqwest::Client::new();
+    let http = local_runner::client::new();
     let auth = local_runner::authorizer::Authorizer::new(&app.settings.jwt_secret);
     // All 2,000 users start at once; at most 256 sockets are open at a time, as behind API Gateway,
     // so the test measures the system rather than this machine's listen backlog.

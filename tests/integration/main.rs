@@ -20,6 +20,7 @@ mod live;
 mod logs;
 mod mail;
 mod partial_loss;
+mod private_emulator;
 mod reconcile;
 mod red_packets;
 mod rights;
