@@ -9,6 +9,10 @@ draw's, reconcile's), the mail as the emulated SES accepted it (confirmations an
 closing notice), reconcile on its EventBridge schedule and invoked directly (a rebuild, the closing,
 an operator's DLQ redrive with `sam remote invoke`), an admin's release by direct invocation; then
 a right taken from a role fails its route, and calls a role must not make are refused under it.
+With `--carry <file>` it leaves what a teardown must not lose in <file>; scripts/local-cloud then
+tears the stack down and re-attaches a new one (scripts/teardown, scripts/reattach), and runs it
+again with `--reattached <file>`: the same account, order and check-in, the old pass verifying, a
+new sale's pass checking in.
 
 Runs with the SAM CLI's own Python (boto3 comes with it): no other dependency.
 """
@@ -31,6 +35,9 @@ import boto3
 
 ENDPOINT = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
 STACK = sys.argv[1] if len(sys.argv) > 1 else "ticketgrab-cloud"
+# `<stack> --carry <file>`: the whole smoke, then what a teardown must not lose, into <file>;
+# `<stack> --reattached <file>`: only the checks of a stack re-attached after that teardown.
+MODE, CARRIED = (sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else (None, None)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = str(int(time.time()))
 checks = 0
@@ -96,25 +103,100 @@ def call(method, path, token=None, body=None):
             return e.code, raw.decode(errors="replace")
 
 
-def user_token(email, admin, group=None):
-    """A user of the emulated pool and its ID token (the token that carries `email`)."""
-    password = "Local-cloud-" + RUN + "x"
-    cognito.admin_create_user(UserPoolId=POOL, Username=email, MessageAction="SUPPRESS",
-                              UserAttributes=[{"Name": "email", "Value": email},
-                                              {"Name": "email_verified", "Value": "true"}])
-    cognito.admin_set_user_password(UserPoolId=POOL, Username=email, Password=password, Permanent=True)
-    if admin:
-        cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName="admin")
-    if group:
-        cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName=group)
+def password(run):
+    return "Local-cloud-" + run + "x"
+
+
+def sign_in(email, run=RUN):
+    """An ID token of a user of the emulated pool (the token that carries `email`), and its claims."""
     auth = cognito.admin_initiate_auth(UserPoolId=POOL, ClientId=CLIENT, AuthFlow="ADMIN_USER_PASSWORD_AUTH",
-                                       AuthParameters={"USERNAME": email, "PASSWORD": password})
+                                       AuthParameters={"USERNAME": email, "PASSWORD": password(run)})
     token = auth["AuthenticationResult"]["IdToken"]
     claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
     return token, claims
 
 
+def user_token(email, admin, group=None):
+    """A new user of the emulated pool, signed in."""
+    cognito.admin_create_user(UserPoolId=POOL, Username=email, MessageAction="SUPPRESS",
+                              UserAttributes=[{"Name": "email", "Value": email},
+                                              {"Name": "email_verified", "Value": "true"}])
+    cognito.admin_set_user_password(UserPoolId=POOL, Username=email, Password=password(RUN), Permanent=True)
+    if admin:
+        cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName="admin")
+    if group:
+        cognito.admin_add_user_to_group(UserPoolId=POOL, Username=email, GroupName=group)
+    return sign_in(email)
+
+
+def mail_to(email):
+    """The mail the emulated SES accepted for `email`."""
+    with urllib.request.urlopen(f"{ENDPOINT}/_ministack/ses/messages", timeout=10) as r:
+        sent = json.loads(r.read())
+    # {"messages": {<account>: [{"Source", "To", "Subject", "BodyText", ...}, ...]}}
+    return [m for per_account in sent["messages"].values() for m in per_account if email in m.get("To", [])]
+
+
+def mailed_passes(email):
+    """The ticket passes in the mail to `email`."""
+    return [line.split("Pass: ", 1)[1].strip() for m in mail_to(email) for line in m.get("BodyText", "").splitlines()
+            if "Pass: " in line]
+
+
+def reattached(carried):
+    """A stack re-attached after scripts/teardown (scripts/reattach, then sam deploy): the table, the
+    user pool and its groups, the DLQ and the pass keys are the old stack's, and a user holds what
+    they held: the same account (`sub`), the same order, a pass that still verifies at the door."""
+    for output, key in [("TableName", "table"), ("UserPoolId", "pool"), ("OrdersDeadLetterQueueUrl", "dlq"),
+                        ("PassKeySecretArn", "pass_key"), ("PassPublicKeysSecretArn", "pass_public_keys")]:
+        expect(outputs[output] == carried[key], f"re-attached: {output} is the old stack's ({outputs[output]})")
+    run, event = carried["run"], carried["event_id"]
+    student, claims = sign_in(carried["student_email"], run)
+    expect(claims["sub"] == carried["student_sub"], "re-attached: the student signs in again, the same account (sub)")
+    status, body = call("GET", f"/events/{event}/order", student)
+    expect(status == 200 and body.get("order_id") == carried["order_id"] and body.get("status") == "CONFIRMED",
+           f"re-attached: the student's order is there, CONFIRMED (got {status} {body})")
+    staff, _ = sign_in(carried["staff_email"], run)
+    status, body = call("POST", f"/admin/events/{event}/check-in", staff, {"pass": carried["pass"]})
+    expect(status == 409 and body.get("code") == "ALREADY_CHECKED_IN",
+           f"re-attached: the pass mailed before verifies, its check-in kept (409 ALREADY_CHECKED_IN, got {status} {body})")
+    admin, _ = sign_in(carried["admin_email"], run)
+    status, body = call("GET", f"/admin/events/{event}/report", admin)
+    expect(status == 200 and body.get("checked_in") == 1, f"re-attached: the admin's report, 1 checked in (got {status})")
+    # A new sale on the new stack: its cache and queue are new, its passes signed with the old keys.
+    now = datetime.now(timezone.utc)
+    fresh = f"reattached-{RUN}"
+    status, body = call("POST", "/admin/events", admin, {
+        "id": fresh, "title": "After the re-attach", "capacity": 2,
+        "sale_start": rfc3339(now), "sale_end": rfc3339(now + timedelta(hours=1))})
+    expect(status == 201, f"re-attached: the admin releases a new event (got {status} {body})")
+
+    def granted():
+        s, b = call("GET", f"/events/{fresh}/verify-hash", student)
+        if s != 200:
+            return None
+        s, b = call("POST", f"/events/{fresh}/grab", student, {"hash": b["hash"]})
+        return b if s == 202 else None
+
+    order = eventually("re-attached: the student's grab of the new event -> 202", granted, 30)
+
+    def stored_pass():
+        s, b = call("GET", f"/events/{fresh}/order", student)
+        if not (s == 200 and b.get("status") == "CONFIRMED"):
+            return None
+        return [p for p in mailed_passes(carried["student_email"]) if p != carried["pass"]] or None
+
+    new_pass = eventually("re-attached: the new order CONFIRMED and mailed", stored_pass, 90)
+    status, body = call("POST", f"/admin/events/{fresh}/check-in", staff, {"pass": new_pass[-1]})
+    expect(status == 200 and body.get("order_id") == order["order_id"],
+           f"re-attached: the new pass checks in (got {status} {body})")
+
+
 print(f"local cloud smoke test: stack {STACK}, API {API}")
+if MODE == "--reattached":
+    reattached(json.load(open(CARRIED)))
+    print(f"smoke after the re-attach: {checks} passed, 0 failed")
+    sys.exit(0)
 
 # 1. The authorizer: no token, a garbage token.
 status, _ = call("GET", "/events")
@@ -175,11 +257,7 @@ expect(ticket.get("Item", {}).get("order_id", {}).get("S") == granted["order_id"
 
 
 def mails():
-    with urllib.request.urlopen(f"{ENDPOINT}/_ministack/ses/messages", timeout=10) as r:
-        sent = json.loads(r.read())
-    # {"messages": {<account>: [{"Source", "To", "Subject", "BodyText", ...}, ...]}}
-    sent = [m for per_account in sent["messages"].values() for m in per_account]
-    return [m for m in sent if student_email in m.get("To", [])]
+    return mail_to(student_email)
 
 mine = eventually("the confirmation mail at /_ministack/ses/messages", mails, 30)
 expect(len(mine) == 1 and granted["order_id"] in json.dumps(mine[0]), f"exactly one mail, naming the order ({len(mine)})")
@@ -305,12 +383,6 @@ expect(status == 200 and [o.get("order_id") for o in body.get("orders", [])] == 
        f"the attendee list -> 200 with the one confirmed order (got {status} {str(body)[:160]})")
 status, body = call("GET", f"/admin/events/{event_id}/orders", student_token)
 expect(status == 403, f"a student cannot read the attendee list (got {status})")
-
-
-def mail_to(email):
-    with urllib.request.urlopen(f"{ENDPOINT}/_ministack/ses/messages", timeout=10) as r:
-        sent = json.loads(r.read())
-    return [m for per_account in sent["messages"].values() for m in per_account if email in m.get("To", [])]
 
 
 def user(name):
@@ -667,4 +739,11 @@ item = dynamodb.get_item(TableName=TABLE, ConsistentRead=True,
                          Key={"PK": {"S": f"EVENT#{event_id}"}, "SK": {"S": "META"}}).get("Item", {})
 expect(item.get("remaining", {}).get("N") == "2", "the first event's remaining snapshot = 2 (the cancelled ticket back on sale)")
 
+if MODE == "--carry":
+    json.dump({"run": RUN, "event_id": event_id, "order_id": granted["order_id"], "pass": passes[0],
+               "student_email": student_email, "student_sub": student_claims["sub"],
+               "staff_email": f"door-{RUN}@example.com", "admin_email": f"admin-{RUN}@example.com",
+               "table": TABLE, "pool": POOL, "dlq": outputs["OrdersDeadLetterQueueUrl"],
+               "pass_key": outputs["PassKeySecretArn"], "pass_public_keys": outputs["PassPublicKeysSecretArn"]},
+              open(CARRIED, "w"))
 print(f"smoke: {checks} passed, 0 failed")

@@ -181,6 +181,10 @@ const REFUSED: &[(&str, &str, &str, Option<&str>)] = &[
 fn resource_name(v: &Value) -> String {
     // The AWS form where an emulator gets another (`HasAwsEndpointUrl`: the SES identity).
     if let Some(branches) = v["Fn::If"].as_array() {
+        // A stack re-attached to retained pass keys names them by parameter; the right is the same.
+        if branches[0] == "CreatesPassKeys" {
+            return resource_name(&branches[1]);
+        }
         assert_eq!(branches[0], "HasAwsEndpointUrl", "a conditional resource: {v}");
         return resource_name(&branches[2]);
     }
