@@ -465,7 +465,11 @@ fn only_mail_holds_the_pass_signing_key() {
         assert_eq!(writes_public, name == "MailFunction", "{name} and the public keys");
         if ["DoorFunction", "QueryFunction"].contains(&name.as_str()) {
             let keys = &env["PASS_PUBLIC_KEYS_ARN"];
-            assert_eq!(pick(keys, &["CreatesPassKeys"]), &json!({"Fn::GetAtt": ["PassPublicKeysSecret", "Id"]}), "{name}");
+            assert_eq!(
+                pick(keys, &["CreatesPassKeys"]),
+                &json!({"Fn::GetAtt": ["PassPublicKeysSecret", "Id"]}),
+                "{name}"
+            );
             assert_eq!(pick(keys, &[]), &json!({"Ref": "RetainedPassPublicKeysSecretArn"}), "{name}, re-attached");
         }
     }
@@ -617,8 +621,15 @@ fn teardown_keeps_what_users_hold_and_every_stateful_resource_says_what_becomes_
         "AWS::SNS::Topic",
         "AWS::Logs::LogGroup",
     ];
-    let kept =
-        ["UserPool", "AdminGroup", "StaffGroup", "PassKeySecret", "PassPublicKeysSecret", "Table", "OrdersDeadLetterQueue"];
+    let kept = [
+        "UserPool",
+        "AdminGroup",
+        "StaffGroup",
+        "PassKeySecret",
+        "PassPublicKeysSecret",
+        "Table",
+        "OrdersDeadLetterQueue",
+    ];
     let mut seen = Vec::new();
     for kind in stateful {
         for (name, resource) in resources_of_type(&t, kind) {
