@@ -450,8 +450,10 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let grabbed_in = started.elapsed();
     assert_eq!(winners.len(), 100);
 
-    // Drained: every winner's order durable and mailed, the outbox empty.
-    let drained = eventually(Duration::from_secs(120), || {
+    // Drained: every winner's order durable and mailed, the outbox empty. How fast is the
+    // benchmarks' to say; the bound is only for a loaded machine (4 tests and the local cloud
+    // beside this one once took over 120 s).
+    let drained = eventually(Duration::from_secs(300), || {
         let (app, event) = (app.clone(), event.clone());
         async move { app.cache(&event).await.outbox.is_empty() && app.sent_mail().await.len() >= 100 }
     })
@@ -459,7 +461,7 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let drain = started.elapsed();
     let _ = stop_tx.send(true);
     polling.await.unwrap();
-    assert!(drained, "the queue drained within 120 s");
+    assert!(drained, "the queue drained within 300 s");
     println!(
         "2,000 users / 100 tickets through the runner: grabs answered in {grabbed_in:?}, drained (100 durable, 100 mails, outbox empty) in {drain:?}"
     );
