@@ -450,18 +450,23 @@ async fn two_thousand_users_through_the_runner_end_with_every_invariant_holding(
     let grabbed_in = started.elapsed();
     assert_eq!(winners.len(), 100);
 
-    // Drained: every winner's order durable and mailed, the outbox empty. How fast is the
-    // benchmarks' to say; the bound is only for a loaded machine (4 tests and the local cloud
-    // beside this one once took over 120 s).
-    let drained = eventually(Duration::from_secs(300), || {
-        let (app, event) = (app.clone(), event.clone());
-        async move { app.cache(&event).await.outbox.is_empty() && app.sent_mail().await.len() >= 100 }
-    })
-    .await;
+    // Drained: every winner's order durable and mailed, the outbox empty, with reconcile running
+    // as its schedule would (a grab whose send outlasted its budget on a loaded machine left its
+    // order in the outbox for it: two CI runs waited for nothing else). How fast is the
+    // benchmarks' to say; the bound is only for a loaded machine.
+    let deadline = std::time::Instant::now() + Duration::from_secs(300);
+    let (drained, outbox, mailed) = loop {
+        let (outbox, mailed) = (app.cache(&event).await.outbox.len(), app.sent_mail().await.len());
+        if (outbox == 0 && mailed >= 100) || std::time::Instant::now() > deadline {
+            break (outbox == 0 && mailed >= 100, outbox, mailed);
+        }
+        app.functions.reconcile.run().await;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
     let drain = started.elapsed();
     let _ = stop_tx.send(true);
     polling.await.unwrap();
-    assert!(drained, "the queue drained within 300 s");
+    assert!(drained, "drained within 300 s: {outbox} orders left in the outbox, {mailed} of 100 mailed");
     println!(
         "2,000 users / 100 tickets through the runner: grabs answered in {grabbed_in:?}, drained (100 durable, 100 mails, outbox empty) in {drain:?}"
     );
