@@ -23,7 +23,7 @@
 //! audit passes. Each failing seed is printed with the command that replays it.
 //!
 //! `scripts/stack start`, then `cargo run -p bench --bin campaign -- --runs 10` (`scripts/bench
-//! campaign` runs 200; `scripts/test` 10). `--seed N` replays one run.
+//! campaign` runs 200; `scripts/test` seeds 1-6 and 8). `--seed N` replays one run.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},

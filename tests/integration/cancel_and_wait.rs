@@ -552,8 +552,8 @@ pub(crate) async fn wait_until(t: OffsetDateTime) {
 async fn after_the_sale_every_returned_ticket_reaches_a_waiting_user_or_is_counted_unsold() {
     let app = TestApp::for_mail(30).await;
     // The set-up below (100 orders stored, 20 joins, 25 cancellations) must end before the window
-    // closes: a minute, for a loaded machine (it took over 20 s with four tests beside it).
-    let cancel_until = OffsetDateTime::now_utc() + Duration::seconds(60);
+    // closes, which the test then waits for: 30 s (it took over 20 s with four tests beside it).
+    let cancel_until = OffsetDateTime::now_utc() + Duration::seconds(30);
     let mut event =
         test_event(fresh_event_id(), 100, cancel_until - Duration::hours(2), cancel_until - Duration::hours(1));
     event.cancel_until = cancel_until;
