@@ -518,7 +518,15 @@ fn the_cache_requires_an_auth_token() {
         &json!({"Fn::Sub": "{{resolve:secretsmanager:${CacheAuthSecret}}}"})
     );
     let env = &t["Globals"]["Function"]["Environment"]["Variables"];
-    assert_eq!(pick(&env["REDIS_AUTH_SECRET_ARN"], &["CacheTls"]), &json!({"Fn::GetAtt": ["CacheAuthSecret", "Id"]}));
+    assert_eq!(
+        pick(&env["REDIS_AUTH_SECRET_ARN"], &["HasCacheAuthSecret"]),
+        &json!({"Fn::GetAtt": ["CacheAuthSecret", "Id"]})
+    );
+    // The local cloud's token is kept in the secret too, so its functions read it as in AWS.
+    assert_eq!(
+        t["Conditions"]["HasCacheAuthSecret"],
+        json!({"Fn::Or": [{"Condition": "CacheTls"}, {"Condition": "HasDevCacheAuthToken"}]})
+    );
     for name in [
         "ReleaseFunction",
         "QueryFunction",
