@@ -22,6 +22,7 @@ import hashlib
 import hmac as _hmac
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -338,6 +339,66 @@ with open(os.path.join(ROOT, "events", "release-direct-bad.json")) as f:
     out = remote_invoke(json.load(f))
 expect("INVALID_EVENT" in out.stdout + out.stderr and "capacity" in out.stdout + out.stderr,
        "the bad direct payload is refused, naming the capacity field")
+
+# 8b. docs/DEPLOY.md's commands as it writes them, run by bash with the AWS CLI, SAM and curl: its
+#     first admin, their token, a door team of one event, and a release three ways (the sample
+#     file through SAM, the same through the AWS CLI, the API's example through curl; the id is the
+#     same, so the first makes it and the others meet EVENT_EXISTS). Only the placeholders change:
+#     each `<Output>` is the stack's output (a name no output has fails here), the stack's name is
+#     this one, and the API's URL the emulator's route to it.
+def runbook_blocks(heading):
+    """The ```sh blocks of DEPLOY.md's section `heading`, placeholders filled."""
+    with open(os.path.join(ROOT, "docs", "DEPLOY.md")) as f:
+        doc = f.read()
+    section = doc.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("\n", 1)[1] for b in section.split("```")[1::2] if b.startswith("sh\n")]
+    filled = []
+    for block in blocks:
+        block = block.replace("--stack-name ticketgrab ", f"--stack-name {STACK} ").replace("API=<ApiUrl>", f"API='{API}'")
+        for name in set(re.findall(r"<([A-Za-z]+)>", block)):
+            expect(name in outputs, f"DEPLOY.md's <{name}> is a stack output")
+            block = block.replace(f"<{name}>", outputs[name])
+        filled.append(block)
+    return filled
+
+
+def run_runbook(script, what):
+    with tempfile.TemporaryDirectory() as here:
+        os.symlink(os.path.join(ROOT, "events"), os.path.join(here, "events"))
+        out = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=180, cwd=here,
+                             env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]))
+        expect(out.returncode == 0, f"DEPLOY.md's {what} runs ({out.returncode}: {(out.stderr.strip().splitlines() or [''])[-1][:120]})")
+        replies = {name: open(os.path.join(here, name)).read() for name in os.listdir(here) if name.endswith(".json")}
+    return out.stdout, replies
+
+
+cognito.admin_create_user(UserPoolId=POOL, Username="door1@example.edu", MessageAction="SUPPRESS",
+                          UserAttributes=[{"Name": "email", "Value": "door1@example.edu"}, {"Name": "email_verified", "Value": "true"}])
+cognito.admin_set_user_password(UserPoolId=POOL, Username="door1@example.edu", Password=password(RUN), Permanent=True)
+admin_blocks = runbook_blocks("The first admin")
+release_blocks = runbook_blocks("Releasing an event")
+expect(len(admin_blocks) == 3 and len(release_blocks) >= 2, f"DEPLOY.md's blocks found ({len(admin_blocks)}, {len(release_blocks)})")
+direct_block = release_blocks[1].replace("# or: aws lambda invoke", "aws lambda invoke")
+script = "\n".join(admin_blocks + [direct_block, release_blocks[0], 'printf %s "$TOKEN" >token.json'])
+printed, replies = run_runbook(script, "first admin, door team and releases")
+runbook_token = replies.pop("token.json")
+with open(os.path.join(ROOT, "events", "release-direct.json")) as f:
+    direct_json = json.load(f)
+runbook_event = direct_json["id"]
+status, body = call("GET", f"/events/{runbook_event}", runbook_token)
+expect(status == 200 and body.get("capacity") == direct_json["capacity"],
+       f"the organiser's token reads the event the sample file released ({status} {body.get('id')})")
+expect("EVENT_EXISTS" in replies.get("out.json", ""), f"the same file through aws lambda invoke: EVENT_EXISTS ({replies.get('out.json', '')[:120]})")
+curl_reply = [line for line in printed.splitlines() if '"EVENT_EXISTS"' in line]
+expect(curl_reply, f"the API's example through curl, the same id: EVENT_EXISTS ({curl_reply[:1]})")
+status, body = call("GET", f"/admin/events/{runbook_event}/report", runbook_token)
+expect(status == 200, f"the organiser the runbook made is an admin (report -> {status})")
+door1, _ = sign_in("door1@example.edu")
+status, body = call("POST", f"/admin/events/{event_id}/check-in", door1, {"pass": passes[0]})
+expect(status == 403 and body.get("code") == "FORBIDDEN",
+       f"the runbook's door team of {runbook_event} may not check in at another event (got {status} {body.get('code')})")
+status, body = call("POST", f"/admin/events/{runbook_event}/check-in", door1, {"pass": passes[0]})
+expect(body.get("code") == "BAD_PASS", f"but checks passes at {runbook_event} (another event's: {status} {body.get('code')})")
 
 # 9. A rush: released with an expected rate by direct invocation, answered with its warm fleet and
 #    what to raise; reconcile, invoked directly as an admin may, provisions the fleet on the alias
@@ -769,6 +830,20 @@ item = dynamodb.get_item(TableName=TABLE, ConsistentRead=True,
 expect(item.get("remaining", {}).get("N") == "2", "the first event's remaining snapshot = 2 (the cancelled ticket back on sale)")
 
 if MODE == "--carry":
+    # 18. A teardown with anything in flight stops before deleting anything: an order in the DLQ.
+    sqs.send_message(QueueUrl=dlq_url, MessageBody=json.dumps({"probe": "an order the consumer gave up on"}))
+    refused_file = os.path.join(os.path.dirname(os.path.abspath(CARRIED)), "refused-teardown.json")
+    if os.path.exists(refused_file):
+        os.remove(refused_file)
+    out = subprocess.run([os.path.join(ROOT, "scripts", "teardown"), STACK, refused_file], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT, env=dict(tools, DRAIN_SETTLE_SECONDS="2"))
+    status_now = cfn.describe_stacks(StackName=STACK)["Stacks"][0]["StackStatus"]
+    expect(out.returncode == 1 and "1 in the DLQ" in out.stderr and "nothing deleted" in out.stderr,
+           f"a teardown with an order in the DLQ stops ({out.returncode}: {out.stderr.strip().splitlines()[-1:]})")
+    expect(not status_now.startswith("DELETE") and not os.path.exists(refused_file),
+           f"and deletes nothing, records nothing (the stack {status_now})")
+    for message in sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+        sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
     json.dump({"run": RUN, "event_id": event_id, "order_id": granted["order_id"], "pass": passes[0],
                "student_email": student_email, "student_sub": student_claims["sub"],
                "staff_email": f"door-{RUN}@example.com", "admin_email": f"admin-{RUN}@example.com",

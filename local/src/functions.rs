@@ -14,7 +14,7 @@ use shared::{
     http::routes::Function,
     queue::OrderQueue,
     recovery::Rebuilder,
-    store::Store,
+    store::{EventBook, Store},
 };
 
 use crate::settings::LocalSettings;
@@ -64,9 +64,9 @@ impl Functions {
                 PassKeyRingSource::ready(settings.pass.public().into()),
             ),
             verify_hash: VerifyHash::new(
+                EventBook::new(store.clone()),
                 gate.clone(),
                 settings.hash.clone(),
-                rebuilder.clone(),
                 settings.user_limits.clone(),
             ),
             grab: Grab::new(

@@ -61,16 +61,10 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     ("query", "dynamodb:PutItem", "Table", Some("REBUILD#")),
     ("query", "dynamodb:PutItem", "Table", Some("WAIT#")),
     ("query", "sqs:GetQueueAttributes", "OrdersQueue", None),
-    // verify-hash (handlers/verify_hash.rs, recovery.rs)
+    // verify-hash (handlers/verify_hash.rs, store/events.rs's EventBook)
     ("verify-hash", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("verify-hash", "secretsmanager:GetSecretValue", "HashSecret", None),
     ("verify-hash", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    ("verify-hash", "dynamodb:Query", "Table", Some("RETURN#")),
-    ("verify-hash", "dynamodb:Query", "Table", Some("WAIT#")),
-    ("verify-hash", "dynamodb:Query", "Table/index/GSI2", None),
-    ("verify-hash", "dynamodb:PutItem", "Table", Some("REBUILD#")),
-    ("verify-hash", "dynamodb:PutItem", "Table", Some("WAIT#")),
-    ("verify-hash", "sqs:GetQueueAttributes", "OrdersQueue", None),
     // grab (handlers/grab.rs, handlers/cancel_and_wait.rs, handlers/draws.rs, store/cancellations.rs,
     // store/draws.rs, give_back.rs, delivery.rs, recovery.rs)
     ("grab", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),

@@ -288,6 +288,41 @@ async fn the_attendee_list_is_for_admins_and_known_events() {
     assert_problem(&reply, 404, "EVENT_NOT_FOUND");
 }
 
+/// verify-hash reads no cache: its one Redis round trip is the per-user limit on the user's own
+/// key, and nothing lands on the event's buckets (whose masters a rush loads with grabs).
+/// Counted by the server itself (`INFO commandstats`) on a redis-server of the test's own.
+#[tokio::test]
+async fn verify_hash_calls_redis_for_the_per_user_limit_alone() {
+    let redis = crate::faults::PrivateRedis::start().await;
+    let app = crate::faults::app_on_redis_with(redis.url(), 8, |s| s.gate.cluster = false).await;
+    let (event, _) = crate::buckets::open_sharded(&app, 30, 3).await;
+    let mut conn = redis::Client::open(crate::faults::redis_info(&redis.url()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let () = redis::cmd("CONFIG").arg("RESETSTAT").query_async(&mut conn).await.unwrap();
+    const CALLS: u64 = 12;
+    for i in 0..CALLS {
+        let reply = app
+            .call(Function::VerifyHash, for_user(for_event(fixture("verify-hash.json"), &event), &format!("u{i}")))
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+    }
+    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.unwrap();
+    let commands: std::collections::BTreeMap<String, u64> = stats
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            // The test's own two (`config|resetstat`, `info`) aside.
+            (!name.starts_with("config") && name != "info").then(|| (name.to_owned(), calls))
+        })
+        .collect();
+    let limiter = [("incrby", CALLS), ("pexpire", CALLS), ("pttl", CALLS)].map(|(c, n)| (c.to_owned(), n));
+    assert_eq!(commands, limiter.into(), "{CALLS} verify-hash calls: the limiter's three commands each, nothing else");
+}
+
 #[tokio::test]
 async fn verify_hash_follows_the_sale_window() {
     let app = TestApp::new().await;

@@ -13,7 +13,6 @@ pub struct Window {
     pub end_ms: i64,
     /// Holders may cancel, and the waitlist be joined, until then.
     pub cancel_until_ms: i64,
-    pub closed: bool,
 }
 
 impl Window {
@@ -86,15 +85,15 @@ impl Gate {
     pub async fn window(&self, event: &EventId) -> Result<Option<Window>, GateError> {
         let mut conn = self.link.conn().await?;
         let opening = opening_on(&mut conn, event).await?;
-        type Fields = (Option<i64>, Option<i64>, Option<i64>, Option<String>, Option<String>);
-        let (start, end, cancel_until, state, current): Fields = redis::cmd("HMGET")
+        type Fields = (Option<i64>, Option<i64>, Option<i64>, Option<String>);
+        let (start, end, cancel_until, current): Fields = redis::cmd("HMGET")
             .arg(keys::meta(event))
-            .arg(&["start", "end", "cancel_until", "state", opening.as_str()])
+            .arg(&["start", "end", "cancel_until", opening.as_str()])
             .query_async(&mut conn)
             .await?;
         let window = match (start, end, cancel_until, current) {
             (Some(start_ms), Some(end_ms), Some(cancel_until_ms), Some(_)) => {
-                Window { start_ms, end_ms, cancel_until_ms, closed: state.as_deref() == Some("closed") }
+                Window { start_ms, end_ms, cancel_until_ms }
             }
             _ => return Ok(None),
         };
