@@ -648,8 +648,18 @@ phase = ["before"]
 busy = []
 
 
+# Each rotation gets at most PER_PHASE of the crowd and the cut its own five, however long a
+# rotation takes on a loaded machine (a crowd used up before the cut proves nothing after it).
+PER_PHASE = 14
+per_phase = {}
+
+
 def rush():
     while crowd and not rushing.is_set():
+        if per_phase.get(phase[0], 0) >= (5 if phase[0] == "cut" else PER_PHASE) or (len(crowd) <= 5 and phase[0] != "cut"):
+            time.sleep(0.2)
+            continue
+        per_phase[phase[0]] = per_phase.get(phase[0], 0) + 1
         email, token = crowd.pop(0)
         while True:
             s, b = call("POST", f"/events/{keys_id}/grab", token, {"hash": hash_for(token, keys_id)})
@@ -665,7 +675,7 @@ def rush():
         time.sleep(2.0)
 
 
-crowd_thread = threading.Thread(target=rush)
+crowd_thread = threading.Thread(target=rush, daemon=True)  # a failed check ends the smoke, not waits for it
 crowd_thread.start()
 # The secrets were made minutes ago: the guard against rotating twice within 15 minutes is off.
 # The local cloud's requests end within a second or two: the old cache token's grace is short.
@@ -688,8 +698,43 @@ phase[0] = "cut"
 cut = subprocess.run(["redis-cli", "--no-auth-warning", "-p", redis_port, "client", "kill", "type", "normal"],
                      capture_output=True, text=True, env=dict(os.environ, REDISCLI_AUTH=cache_token))
 expect(cut.returncode == 0 and cut.stdout.strip().isdigit(), f"every connection to the cache cut ({cut.stdout.strip()} clients)")
+cut_ms = int(time.time() * 1000)
 before = len(answers)
 eventually("three more users grab after the connections were cut", lambda: len(answers) >= before + 3 or None, 60)
+# Every function on the new token, not only grab's: each one's configuration names the rotation,
+# the API's alias is grab's and verify-hash's newest version, verify-hash answers (its limit
+# would count on its own with a refused token, so its log is read too), and no function's log
+# since the cut has a refused token or a call to the cache that failed.
+functions = {k: v for k, v in outputs.items() if k.endswith("FunctionName")}
+unrotated = [k for k, name in functions.items()
+             if "CACHE_TOKEN_SINCE" not in (lam.get_function_configuration(FunctionName=name).get("Environment") or {}).get("Variables", {})]
+expect(not unrotated, f"every function's environment replaced ({len(functions)}; not: {unrotated})")
+for key in ["GrabFunctionName", "VerifyHashFunctionName"]:
+    live = lam.get_alias(FunctionName=outputs[key], Name="live")["FunctionVersion"]
+    newest = max(int(v["Version"]) for v in lam.list_versions_by_function(FunctionName=outputs[key])["Versions"] if v["Version"] != "$LATEST")
+    expect(live == str(newest), f"{key[:-12]}'s live alias on its newest version ({live} of {newest})")
+asked = [call("GET", f"/events/{keys_id}/verify-hash", user(f"after-cut{i}")[1])[0] for i in range(3)]
+expect(asked == [200, 200, 200], f"verify-hash answers after the cut ({asked})")
+logs_client = session.client("logs")
+refused_lines = []
+for key, name in functions.items():
+    kwargs = {"logGroupName": f"/aws/lambda/{name}", "startTime": cut_ms}
+    for _ in range(20):
+        try:
+            page = logs_client.filter_log_events(**kwargs)
+        except logs_client.exceptions.ResourceNotFoundException:
+            break
+        refused_lines += [f"{key[:-12]}: {e['message'][:300]}" for e in page["events"]
+                          if any(sign in e["message"] for sign in ["WRONGPASS", "NOAUTH", "authentication failed", "could not count",
+                                                                   "could not be asked"])]
+        if not page.get("nextToken"):
+            break
+        kwargs["nextToken"] = page["nextToken"]
+# A call on a connection just cut may fail once (as grab's 503 above); a refused token never.
+# (redis-rs reports a refused AUTH as "Password authentication failed".)
+refused = [line for line in refused_lines if any(sign in line for sign in ["WRONGPASS", "NOAUTH", "authentication failed"])]
+expect(not refused and len(refused_lines) <= int(cut.stdout.strip()),
+       f"no function met a refused token after the cut, and no more failed cache calls than connections cut ({refused_lines[:3]})")
 rushing.set()
 crowd_thread.join()
 again = subprocess.run([os.path.join(ROOT, "scripts", "rotate-key"), STACK, "hash"], capture_output=True, text=True,
@@ -842,8 +887,11 @@ if MODE == "--carry":
            f"a teardown with an order in the DLQ stops ({out.returncode}: {out.stderr.strip().splitlines()[-1:]})")
     expect(not status_now.startswith("DELETE") and not os.path.exists(refused_file),
            f"and deletes nothing, records nothing (the stack {status_now})")
-    for message in sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
-        sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
+    def probe_removed():
+        for message in sqs.receive_message(QueueUrl=dlq_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+            sqs.delete_message(QueueUrl=dlq_url, ReceiptHandle=message["ReceiptHandle"])
+        return depth(dlq_url) == 0
+    eventually("the probe's message removed from the DLQ", probe_removed, 30)
     json.dump({"run": RUN, "event_id": event_id, "order_id": granted["order_id"], "pass": passes[0],
                "student_email": student_email, "student_sub": student_claims["sub"],
                "staff_email": f"door-{RUN}@example.com", "admin_email": f"admin-{RUN}@example.com",

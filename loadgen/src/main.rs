@@ -88,6 +88,10 @@ struct Cli {
     /// first-come sale past one shard.
     #[arg(long)]
     buckets: Option<u16>,
+    /// Each user asks verify-hash and then grabs at once, from the opening, as people do (by
+    /// default every user's hash is had before the opening, and the opening is grabs alone).
+    #[arg(long)]
+    per_user: bool,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -151,6 +155,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         proof_of_work_bits: cli.proof_of_work_bits,
         draw_out: cli.draw_out.clone(),
         buckets: cli.buckets,
+        per_user: cli.per_user,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {

@@ -60,6 +60,9 @@ pub struct Plan {
     pub draw_out: Option<std::path::PathBuf>,
     /// Split the numbers over this many Redis buckets at release (a first-come sale).
     pub buckets: Option<u16>,
+    /// Each user asks verify-hash, then grabs, from the opening (as people do); otherwise every
+    /// hash is had before the opening and the opening is grabs alone.
+    pub per_user: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -115,33 +118,38 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         return Err(RunError::Setup(format!("release answered {}: {}", released.status, released.body)));
     }
 
-    // 1. every user's verify hash (available a few seconds before the opening)
-    let started = Instant::now();
-    let bar = progress(n as u64, "verify-hash");
-    let results: Vec<(String, Vec<Duration>)> = futures::stream::iter(users.tokens.iter())
-        .map(|token| {
-            let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
-            async move {
-                let (last, samples, _) = with_retries(started, || api.verify_hash(token, &event)).await;
-                bar.inc(1);
-                let latencies = samples.iter().map(|s| s.latency).collect();
-                (last.body["hash"].as_str().unwrap_or_default().to_owned(), latencies)
-            }
-        })
-        .buffered(plan.concurrency)
-        .collect()
-        .await;
-    bar.finish_and_clear();
-    let hash_latencies: Vec<Duration> = results.iter().flat_map(|(_, l)| l.iter().copied()).collect();
-    report.hashes = HashPhase {
-        requests: hash_latencies.len(),
-        seconds: started.elapsed().as_secs_f64(),
-        latency: Latency::of(&hash_latencies),
+    // 1. every user's verify hash (available a few seconds before the opening); per user, each
+    //    asks for it at the opening, just before grabbing
+    let hashes: Vec<String> = if plan.per_user {
+        vec![String::new(); n]
+    } else {
+        let started = Instant::now();
+        let bar = progress(n as u64, "verify-hash");
+        let results: Vec<(String, Vec<Duration>)> = futures::stream::iter(users.tokens.iter())
+            .map(|token| {
+                let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
+                async move {
+                    let (hash, latencies) = hash_of(&api, token, &event, started).await;
+                    bar.inc(1);
+                    (hash, latencies)
+                }
+            })
+            .buffered(plan.concurrency)
+            .collect()
+            .await;
+        bar.finish_and_clear();
+        let hash_latencies: Vec<Duration> = results.iter().flat_map(|(_, l)| l.iter().copied()).collect();
+        report.hashes = HashPhase {
+            requests: hash_latencies.len(),
+            seconds: started.elapsed().as_secs_f64(),
+            latency: Latency::of(&hash_latencies),
+        };
+        let hashes: Vec<String> = results.into_iter().map(|(h, _)| h).collect();
+        if let Some(missing) = hashes.iter().position(String::is_empty) {
+            return Err(RunError::Setup(format!("user {missing} got no verify hash")));
+        }
+        hashes
     };
-    let hashes: Vec<String> = results.into_iter().map(|(h, _)| h).collect();
-    if let Some(missing) = hashes.iter().position(String::is_empty) {
-        return Err(RunError::Setup(format!("user {missing} got no verify hash")));
-    }
 
     if plan.hold_mail {
         switch_mail_consumer(api, users, false).await?;
@@ -159,11 +167,15 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     let first_grab = SystemTime::now();
     let started = Instant::now();
     let hot = plan.grabs_per_user > 1;
-    let answers: Vec<(usize, Answer, Vec<Sample>, Vec<String>)> = futures::stream::iter(jobs)
+    let answers: Vec<(Answered, Vec<Duration>)> = futures::stream::iter(jobs)
         .map(|u| {
             let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
-            let (token, hash) = (&users.tokens[u], &hashes[u]);
+            let token = &users.tokens[u];
+            let (asked, hash) = (plan.per_user, &hashes[u]);
             async move {
+                let (hash, hash_latencies) =
+                    if asked { hash_of(&api, token, &event, started).await } else { (hash.clone(), Vec::new()) };
+                let hash = &hash;
                 // The hot user's 429s are the point of that scenario: counted, not retried.
                 let (last, latencies, retried) = if hot {
                     let at_s = started.elapsed().as_secs_f64();
@@ -174,7 +186,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
                     with_retries(started, || api.grab(token, &event, hash)).await
                 };
                 bar.inc(1);
-                (u, last, latencies, retried)
+                ((u, last, latencies, retried), hash_latencies)
             }
         })
         .buffer_unordered(plan.concurrency)
@@ -182,6 +194,12 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
         .await;
     let grab_seconds = started.elapsed().as_secs_f64();
     bar.finish_and_clear();
+    if plan.per_user {
+        let hash_latencies: Vec<Duration> = answers.iter().flat_map(|a| a.1.iter().copied()).collect();
+        report.hashes =
+            HashPhase { requests: hash_latencies.len(), seconds: grab_seconds, latency: Latency::of(&hash_latencies) };
+    }
+    let answers: Vec<Answered> = answers.into_iter().map(|(answered, _)| answered).collect();
     // Held, the consumer resumes at the last reply: the drain is measured from there too.
     let held_until = if plan.hold_mail {
         switch_mail_consumer(api, users, true).await?;
@@ -248,6 +266,15 @@ async fn switch_mail_consumer(api: &Api, users: &Users, enabled: bool) -> Result
         )));
     }
     Ok(())
+}
+
+/// A user's grab, asked until final: the user, the last answer, every request, the retried outcomes.
+type Answered = (usize, Answer, Vec<Sample>, Vec<String>);
+
+/// A user's verify hash (asked until final) and the latency of each ask; empty when none came.
+async fn hash_of(api: &Api, token: &str, event: &str, origin: Instant) -> (String, Vec<Duration>) {
+    let (last, samples, _) = with_retries(origin, || api.verify_hash(token, event)).await;
+    (last.body["hash"].as_str().unwrap_or_default().to_owned(), samples.iter().map(|s| s.latency).collect())
 }
 
 /// Asks until the answer is final (not 503, 429, a transport failure or "not started yet"),
@@ -364,7 +391,7 @@ async fn check(
     users: &Users,
     plan: &Plan,
     event: &str,
-    answers: &[(usize, Answer, Vec<Sample>, Vec<String>)],
+    answers: &[Answered],
     told: &HashMap<usize, Told>,
     rows: &[Attendee],
     confirmation: &Confirmation,

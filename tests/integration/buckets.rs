@@ -56,19 +56,23 @@ pub(crate) async fn open_sharded_with(
     adjust: impl FnOnce(&mut shared::domain::Event),
 ) -> (EventId, keys::Buckets) {
     let now = OffsetDateTime::now_utc();
-    // An id whose slot is not within `SPREAD` of the end of a master's run of slots (one in a
-    // thousand is): its buckets then sit on as many of the three masters as they are.
-    let id = std::iter::repeat_with(fresh_event_id)
-        .find(|id| {
-            (keys::SPREAD..16_384 / 3 - keys::SPREAD).contains(&(u32::from(keys::slot(id.as_str())) % (16_384 / 3)))
-        })
-        .expect("an id");
-    let mut event = test_event(id, capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1));
+    let mut event =
+        test_event(spread_event_id(), capacity, now - time::Duration::minutes(1), now + time::Duration::hours(1));
     event.buckets = buckets;
     adjust(&mut event);
     app.functions.store.put_event(&event).await.expect("put event");
     app.functions.gate.warm(&event).await.expect("warm event");
     (event.id.clone(), keys::Buckets::of(&event.id, buckets))
+}
+
+/// An id whose slot is not within `SPREAD` of the end of a master's run of slots (one in a
+/// thousand is): its buckets then sit on as many of the three masters as they are.
+pub(crate) fn spread_event_id() -> EventId {
+    std::iter::repeat_with(fresh_event_id)
+        .find(|id| {
+            (keys::SPREAD..16_384 / 3 - keys::SPREAD).contains(&(u32::from(keys::slot(id.as_str())) % (16_384 / 3)))
+        })
+        .expect("an id")
 }
 
 /// `count` users (named `<prefix>-<i>`) whose home is `bucket`.

@@ -75,6 +75,35 @@ async fn events_spread_over_the_masters_with_all_of_an_events_keys_on_one() {
 }
 
 /// A cluster node of the test's own (its slot map in a file of its own).
+/// Release reads the cluster's slot map and says when a sharded event's buckets share a master
+/// (the sale then runs at that master's rate): four buckets on three masters do, three spread
+/// over them do not.
+#[tokio::test]
+async fn release_says_when_an_events_buckets_share_a_master() {
+    let url = std::env::var("REDIS_CLUSTER_URL").unwrap_or_else(|_| "redis://127.0.0.1:16381".into());
+    assert_eq!(masters(&url).await.len(), 3);
+    let app = TestApp::for_mail_with(30, |s| {
+        s.gate.redis_url = url.clone();
+        s.gate.cluster = true;
+    })
+    .await;
+    let now = time::OffsetDateTime::now_utc();
+    for (buckets, shared) in [(3, false), (4, true)] {
+        let id = crate::buckets::spread_event_id();
+        let body = serde_json::json!({
+            "id": id.as_str(), "title": "spread", "capacity": 40, "buckets": buckets,
+            "sale_start": shared::domain::event::rfc3339(now + time::Duration::minutes(5)),
+            "sale_end": shared::domain::event::rfc3339(now + time::Duration::hours(1)),
+        });
+        let reply =
+            app.call(shared::http::routes::Function::Release, with_body(fixture("release-http.json"), &body)).await;
+        assert_eq!(reply.status, 201, "{}", reply.body);
+        let codes: Vec<&str> =
+            reply.body["warnings"].as_array().into_iter().flatten().filter_map(|w| w["code"].as_str()).collect();
+        assert_eq!(codes.contains(&"BUCKETS_SHARE_A_MASTER"), shared, "{buckets} buckets: {}", reply.body);
+    }
+}
+
 async fn private_node() -> crate::faults::PrivateRedis {
     let conf = format!("/tmp/tg-node-{}.conf", uuid::Uuid::now_v7().simple());
     crate::faults::PrivateRedis::start_with(&[

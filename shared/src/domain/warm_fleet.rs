@@ -238,12 +238,54 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     out
 }
 
+/// Buckets on one master do not add to its throughput: a sharded sale runs at the rate of its
+/// busiest master. `masters` names each bucket's master, in bucket order (the cluster's slot map
+/// at release); a warning when two share one.
+pub fn shared_masters(masters: &[String]) -> Option<Warning> {
+    let mut held: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+    for (bucket, master) in masters.iter().enumerate() {
+        held.entry(master).or_default().push(bucket);
+    }
+    if held.len() == masters.len() {
+        return None;
+    }
+    let shared: Vec<String> = held
+        .iter()
+        .filter(|(_, buckets)| buckets.len() > 1)
+        .map(|(master, buckets)| {
+            let listed: Vec<String> = buckets.iter().map(usize::to_string).collect();
+            format!("buckets {} on {master}", listed.join(", "))
+        })
+        .collect();
+    Some(warning(
+        "BUCKETS_SHARE_A_MASTER",
+        format!(
+            "{} buckets sit on {} masters ({}): the sale runs at its busiest master's rate; give the cache a shard per bucket, or release with {} buckets",
+            masters.len(),
+            held.len(),
+            shared.join("; "),
+            held.len()
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use time::macros::datetime;
 
     use super::*;
     use crate::domain::EventDraft;
+
+    #[test]
+    fn buckets_sharing_a_master_are_named_and_distinct_ones_pass() {
+        let on = |m: &[&str]| m.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(shared_masters(&on(&["a:1", "b:1", "c:1"])), None);
+        assert_eq!(shared_masters(&on(&[])), None);
+        let shared = shared_masters(&on(&["a:1", "b:1", "a:1", "c:1"])).expect("a warning");
+        assert_eq!(shared.code, "BUCKETS_SHARE_A_MASTER");
+        assert!(shared.detail.starts_with("4 buckets sit on 3 masters (buckets 0, 2 on a:1)"), "{}", shared.detail);
+        assert!(shared.detail.ends_with("release with 3 buckets"), "{}", shared.detail);
+    }
 
     fn event(id: &str, capacity: u32, start: OffsetDateTime, rate: Option<u32>) -> Event {
         let draft = EventDraft::from_json(&serde_json::json!({

@@ -69,6 +69,54 @@ impl Gate {
     }
 }
 
+impl Gate {
+    /// The master that holds each of the event's buckets, in bucket order, as the cluster's slot
+    /// map says now (`CLUSTER SLOTS`: "host:port" of each slot range's master); `None` on one
+    /// server, where every bucket is on it by design.
+    pub async fn bucket_masters(&self, buckets: &keys::Buckets) -> Result<Option<Vec<String>>, GateError> {
+        if !self.link.is_cluster() {
+            return Ok(None);
+        }
+        let map: redis::Value = redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut self.link.conn().await?).await?;
+        let ranges = slot_ranges(&map);
+        Ok(Some(
+            buckets
+                .iter()
+                .map(|b| {
+                    let slot = keys::slot(&b.to_string());
+                    ranges
+                        .iter()
+                        .find(|(from, to, _)| (*from..=*to).contains(&slot))
+                        .map_or_else(|| "no master".to_owned(), |(_, _, master)| master.clone())
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// `CLUSTER SLOTS`' ranges: (first slot, last slot, "host:port" of its master).
+fn slot_ranges(map: &redis::Value) -> Vec<(u16, u16, String)> {
+    use redis::Value::{Array, BulkString, Int, SimpleString};
+    let Array(ranges) = map else { return Vec::new() };
+    ranges
+        .iter()
+        .filter_map(|range| {
+            let Array(fields) = range else { return None };
+            let (Some(Int(from)), Some(Int(to)), Some(Array(master))) = (fields.first(), fields.get(1), fields.get(2))
+            else {
+                return None;
+            };
+            let host = match master.first()? {
+                BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                SimpleString(s) => s.clone(),
+                _ => return None,
+            };
+            let Some(Int(port)) = master.get(1) else { return None };
+            Some((u16::try_from(*from).ok()?, u16::try_from(*to).ok()?, format!("{host}:{port}")))
+        })
+        .collect()
+}
+
 /// The siblings a grab homed at `home` asks, in order: every other bucket once, starting at an
 /// offset drawn from the order id, so a crowd whose homes ran out spreads over the siblings.
 pub(super) fn siblings(buckets: &keys::Buckets, home: u16, order: &OrderId) -> Vec<u16> {

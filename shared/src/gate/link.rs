@@ -72,6 +72,10 @@ impl Link {
         Self::Cluster(Arc::new(Cluster { client, conn: OnceCell::new() }))
     }
 
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Self::Cluster(_))
+    }
+
     /// The current connection, made (and its history read) when there is none.
     pub async fn conn(&self) -> Result<LinkConn, GateError> {
         match self {

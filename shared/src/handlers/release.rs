@@ -100,12 +100,20 @@ impl Release {
     }
 
     /// What the caller is answered: the event, and for an open with an expected rate its warm fleet
-    /// and what to raise before it (the account's limits read now).
+    /// and what to raise before it (the account's limits read now); for a sharded event whether
+    /// its buckets sit on as many masters (the cluster's slot map read now).
     pub async fn reply(&self, event: &Event) -> Value {
-        let (warm_fleet, warnings) = match WarmFleet::of(event, &self.deployment) {
+        let (warm_fleet, mut warnings) = match WarmFleet::of(event, &self.deployment) {
             Some(fleet) => (Some(fleet), warm_fleet::warnings(event, &self.deployment, &self.limits.read().await)),
             None => (None, Vec::new()),
         };
+        if event.buckets > 1 {
+            match self.gate.bucket_masters(&self.gate.buckets_of(event)).await {
+                Ok(Some(masters)) => warnings.extend(warm_fleet::shared_masters(&masters)),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(event_id = %event.id, error = %e, "the cluster's slot map could not be read"),
+            }
+        }
         if !warnings.is_empty() {
             let codes: Vec<&str> = warnings.iter().map(|w| w.code).collect();
             tracing::warn!(event_id = %event.id, warnings = ?codes, "the open's expected rate exceeds a limit");
