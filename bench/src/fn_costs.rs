@@ -51,8 +51,10 @@ struct Args {
 /// The functions write what their sample events ask into a table of their own.
 const BENCH_TABLE: &str = "ticketgrab-fn-costs";
 
-/// (binary, sample event the invocations replay)
-const BINARIES: [(&str, &str); 7] = [
+/// (binary, sample event the invocations replay). `<binary>@provisioned` starts the binary as a
+/// provisioned environment (`AWS_LAMBDA_INITIALIZATION_TYPE`), which connects to the cache in its
+/// init (`Adapters::gate_for`): the warm fleet's init, beside the on-demand one.
+const BINARIES: [(&str, &str); 9] = [
     ("hello-lambda", "reconcile-schedule.json"),
     ("release", "release-direct.json"),
     ("query", "query-events.json"),
@@ -60,7 +62,17 @@ const BINARIES: [(&str, &str); 7] = [
     ("grab", "grab.json"),
     ("mail", "mail-batch.json"),
     ("reconcile", "reconcile-schedule.json"),
+    ("grab@provisioned", "grab.json"),
+    ("verify-hash@provisioned", "verify-hash.json"),
 ];
+
+/// The binary's file and the initialization type Lambda names for it.
+fn file_and_init(binary: &str) -> (&str, &str) {
+    match binary.split_once('@') {
+        Some((file, "provisioned")) => (file, "provisioned-concurrency"),
+        _ => (binary, "on-demand"),
+    }
+}
 
 /// The Runtime API of one execution environment: hands out `event` `invocations` times, then
 /// holds the next request open (the environment is frozen), noting when init ended.
@@ -142,13 +154,15 @@ async fn cold_start(args: &Args, queue: &str, binary: &str, event: &str, invocat
     let api = listener.local_addr().map_err(|e| e.to_string())?.to_string();
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let path = args.bin_dir.join(binary);
+    let (file, init_type) = file_and_init(binary);
+    let path = args.bin_dir.join(file);
     let started = Instant::now();
     let mut child = tokio::process::Command::new(&path)
         .env("TABLE_NAME", BENCH_TABLE)
         .env("ORDERS_QUEUE_URL", queue)
         .env("AWS_LAMBDA_RUNTIME_API", &api)
-        .env("AWS_LAMBDA_FUNCTION_NAME", binary)
+        .env("AWS_LAMBDA_INITIALIZATION_TYPE", init_type)
+        .env("AWS_LAMBDA_FUNCTION_NAME", file)
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
@@ -193,15 +207,17 @@ fn init_instructions(args: &Args, queue: &str, binary: &str) -> Result<u64, Stri
     let closed = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let api = closed.local_addr().map_err(|e| e.to_string())?.to_string();
     drop(closed);
+    let (file, init_type) = file_and_init(binary);
     let out = std::env::temp_dir().join(format!("fn-costs-{binary}.callgrind"));
     let run = std::process::Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
-        .arg(args.bin_dir.join(binary))
+        .arg(args.bin_dir.join(file))
         .env("TABLE_NAME", BENCH_TABLE)
         .env("ORDERS_QUEUE_URL", queue)
         .env("AWS_LAMBDA_RUNTIME_API", &api)
-        .env("AWS_LAMBDA_FUNCTION_NAME", binary)
+        .env("AWS_LAMBDA_INITIALIZATION_TYPE", init_type)
+        .env("AWS_LAMBDA_FUNCTION_NAME", file)
         .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "512")
         .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
         .env("AWS_LAMBDA_LOG_STREAM_NAME", "bench")
@@ -277,7 +293,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|(binary, _)| args.callgrind.then(|| init_instructions(&args, &queue, binary)).transpose())
         .collect::<Result<_, _>>()?;
     println!(
-        "{:<13} {:>10} {:>16} {:>16} {:>8} {:>12} {:>10} {:>10} {:>9}",
+        "{:<23} {:>10} {:>16} {:>16} {:>8} {:>12} {:>10} {:>10} {:>9}",
         "binary",
         "init p50",
         "init min-max",
@@ -291,13 +307,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut rows = Vec::new();
     for (i, (binary, event)) in samples.iter().enumerate() {
         let with_work = cold_start(&args, &queue, binary, event, args.invocations).await?;
-        let size = std::fs::metadata(args.bin_dir.join(binary))?.len();
+        let size = std::fs::metadata(args.bin_dir.join(file_and_init(binary).0))?.len();
         let (lo, hi) = inits[i].iter().fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
         let (rlo, rhi) = ratios[i].iter().fold((f64::MAX, 0.0f64), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
         let (p50, ratio, fault_p50) = (median(&mut inits[i]), median(&mut ratios[i]), median(&mut faults[i]));
         let counted = instructions[i].map(|n| format!("{:.2}M", n as f64 / 1e6)).unwrap_or_else(|| "-".into());
         println!(
-            "{:<13} {:>7.2} ms {:>6.2}-{:<6.2} ms {:>5.2}x ({:.2}-{:.2}) {:>8.0} {:>12} {:>7.1} MB {:>7.1} MB {:>6.1} MB",
+            "{:<23} {:>7.2} ms {:>6.2}-{:<6.2} ms {:>5.2}x ({:.2}-{:.2}) {:>8.0} {:>12} {:>7.1} MB {:>7.1} MB {:>6.1} MB",
             binary,
             p50,
             lo,

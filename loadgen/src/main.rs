@@ -92,6 +92,10 @@ struct Cli {
     /// default every user's hash is had before the opening, and the opening is grabs alone).
     #[arg(long)]
     per_user: bool,
+    /// Stop at the last grab reply: check the replies, neither wait for the drain nor check it
+    /// (a rush measured alone).
+    #[arg(long)]
+    rush_only: bool,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -156,6 +160,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         draw_out: cli.draw_out.clone(),
         buckets: cli.buckets,
         per_user: cli.per_user,
+        rush_only: cli.rush_only,
     };
     let api = Api::new(&cli.base_url, concurrency)?;
     let mut report = match cli.scenario {

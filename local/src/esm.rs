@@ -3,8 +3,18 @@
 //! failed ones, so SQS delivers them again after the visibility timeout and, after the redrive's
 //! receives, moves them to the DLQ. Like a mapping's `Enabled`, it can be switched off and on at
 //! run time ([`Switch`]): messages wait on the queue meanwhile.
+//!
+//! In AWS the mail fleet and the grabs share nothing: SQS, DynamoDB and SES scale on their own.
+//! Here one emulator process serves them all on one core, and every message mailed costs it about
+//! six times a grab's send (docs/BENCHMARKS.md "The rush beside the release before"), so a
+//! draining consumer at full width takes the rush's emulator from the grabs. The runner's poller
+//! therefore yields to its front ([`Rush`]): while requests keep arriving, one poller of the
+//! `pollers` receives; the rest resume when the front has been quiet for a moment.
 
-use std::time::Duration;
+use std::{
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
 
 use aws_lambda_events::sqs::SqsEvent;
 use aws_sdk_sqs::types::{DeleteMessageBatchRequestEntry, MessageSystemAttributeName};
@@ -50,25 +60,72 @@ impl Default for Switch {
     }
 }
 
+/// When the front last took a request: the runner's pollers yield to a rush (see the module's
+/// note). Cloned handles share it.
+#[derive(Clone, Default)]
+pub struct Rush(std::sync::Arc<RushState>);
+
+#[derive(Default)]
+struct RushState {
+    /// Milliseconds after `origin` of the latest request, plus one (0: none yet).
+    last_request_ms: std::sync::atomic::AtomicU64,
+    origin: std::sync::OnceLock<Instant>,
+}
+
+impl Rush {
+    /// How long after the last request the front counts as quiet.
+    pub const QUIET_AFTER: Duration = Duration::from_millis(250);
+
+    /// The front took a request.
+    pub fn saw_request(&self) {
+        self.saw_request_at(Instant::now());
+    }
+
+    /// Whether a request arrived within [`Self::QUIET_AFTER`].
+    pub fn on(&self) -> bool {
+        self.on_at(Instant::now())
+    }
+
+    fn saw_request_at(&self, now: Instant) {
+        self.0.last_request_ms.store(self.ms(now) + 1, Ordering::Relaxed);
+    }
+
+    fn on_at(&self, now: Instant) -> bool {
+        let last = self.0.last_request_ms.load(Ordering::Relaxed);
+        last != 0 && (self.ms(now) + 1).saturating_sub(last) < Self::QUIET_AFTER.as_millis() as u64
+    }
+
+    fn ms(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(*self.0.origin.get_or_init(|| now)).as_millis() as u64
+    }
+}
+
 pub struct Poller {
     pub sqs: aws_sdk_sqs::Client,
     pub queue_url: String,
     pub mail: Mail,
     pub batch_size: i32,
+    /// The front this poller yields to (the runner's); none in the tests' own pollers.
+    pub yields_to: Option<Rush>,
 }
 
 impl Poller {
     /// A poller taking batches of 10, the event source mapping's default.
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>, mail: Mail) -> Self {
-        Self { sqs, queue_url: queue_url.into(), mail, batch_size: 10 }
+        Self { sqs, queue_url: queue_url.into(), mail, batch_size: 10, yields_to: None }
+    }
+
+    /// While `rush` is on, one poller receives and the others wait.
+    pub fn yielding_to(self, rush: Rush) -> Self {
+        Self { yields_to: Some(rush), ..self }
     }
 
     /// Polls while `switch` is on, until `stop` turns true; `pollers` batches are in flight at
-    /// once, as Lambda scales.
+    /// once, as Lambda scales (one while the front it yields to is in a rush).
     pub async fn run(self, pollers: usize, switch: Switch, stop: tokio::sync::watch::Receiver<bool>) {
         let this = std::sync::Arc::new(self);
         let tasks: Vec<_> = (0..pollers)
-            .map(|_| {
+            .map(|n| {
                 let this = this.clone();
                 let mut stop = stop.clone();
                 let switch = switch.clone();
@@ -83,6 +140,18 @@ impl Poller {
                             tokio::select! {
                                 _ = enabled.changed() => {}
                                 _ = stop.changed() => {}
+                            }
+                            continue;
+                        }
+                        if n > 0
+                            && let Some(rush) = this.yields_to.as_ref().filter(|r| r.on())
+                        {
+                            drop(poll);
+                            while rush.on() && !*stop.borrow() {
+                                tokio::select! {
+                                    _ = tokio::time::sleep(Rush::QUIET_AFTER / 2) => {}
+                                    _ = stop.changed() => {}
+                                }
                             }
                             continue;
                         }
@@ -175,5 +244,27 @@ impl Poller {
                 .map_err(|e| aws_sdk_sqs::error::DisplayErrorContext(e).to_string())?;
         }
         Ok(messages.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Rush;
+
+    #[test]
+    fn a_rush_lasts_while_requests_keep_coming_and_ends_a_quiet_moment_after_the_last() {
+        let (rush, start) = (Rush::default(), std::time::Instant::now());
+        let at = |ms: u64| start + std::time::Duration::from_millis(ms);
+        let half = Rush::QUIET_AFTER.as_millis() as u64 / 2;
+        assert!(!rush.on_at(start), "no request yet");
+        for i in 0..10 {
+            rush.saw_request_at(at(i * half));
+            assert!(rush.on_at(at(i * half)));
+        }
+        let last = 9 * half;
+        assert!(rush.on_at(at(last + half)), "half the quiet time after the last request");
+        assert!(!rush.on_at(at(last + 2 * half)), "quiet once the quiet time has passed");
+        rush.clone().saw_request_at(at(last + 3 * half));
+        assert!(rush.on_at(at(last + 3 * half)), "clones share the front's clock");
     }
 }

@@ -145,7 +145,9 @@ async fn up(
 
     // The mail function, fed as Lambda's event source mapping would.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let poller = esm::Poller::new(aws_sdk_sqs::Client::new(&sdk), &queues.queue_url, functions.mail.clone());
+    let rush = esm::Rush::default();
+    let poller = esm::Poller::new(aws_sdk_sqs::Client::new(&sdk), &queues.queue_url, functions.mail.clone())
+        .yielding_to(rush.clone());
     let mail_consumer = esm::Switch::new(true);
     let polling = tokio::spawn(poller.run(4, mail_consumer.clone(), stop_rx));
     // reconcile, as the EventBridge schedule runs it.
@@ -159,7 +161,8 @@ async fn up(
         }
     });
 
-    let front = Arc::new(Front { functions, authorizer, mail_consumer, pages: pages::Pages::default(), patience: 1 });
+    let front =
+        Arc::new(Front { functions, authorizer, mail_consumer, rush, pages: pages::Pages::default(), patience: 1 });
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;
     };

@@ -22,6 +22,28 @@ pub enum StartError {
     Gate(#[from] GateError),
 }
 
+/// How Lambda started this environment (`AWS_LAMBDA_INITIALIZATION_TYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Init {
+    /// On a request's path: on demand (and anything not named below, the local runner too).
+    OnDemand,
+    /// Ahead of the requests: provisioned concurrency (the warm fleet of grab and verify-hash).
+    Provisioned,
+}
+
+impl Init {
+    pub fn from_env() -> Self {
+        Self::named(std::env::var("AWS_LAMBDA_INITIALIZATION_TYPE").ok().as_deref())
+    }
+
+    pub fn named(value: Option<&str>) -> Self {
+        match value {
+            Some("provisioned-concurrency") => Self::Provisioned,
+            _ => Self::OnDemand,
+        }
+    }
+}
+
 /// The SDK configuration every AWS client of a function shares, and the constructors of the
 /// adapters.
 #[derive(Clone)]
@@ -56,7 +78,23 @@ impl Adapters {
     /// Redis ([`Gate::new`], which does not connect) with the settings of the function's
     /// environment: its AUTH token read from Secrets Manager when the deployment names one.
     pub async fn gate_from_env(&self) -> Result<Gate, StartError> {
-        Ok(Gate::new(&GateSettings::load(&self.sdk).await?)?)
+        self.gate_for(&GateSettings::load(&self.sdk).await?, Init::from_env()).await
+    }
+
+    /// The gate, connected now when `init` is a provisioned environment's: that init runs before
+    /// the open, off every request's path, so the open's first requests do not pay the handshakes
+    /// (TCP, TLS, AUTH and, on a cluster, the slot map and a connection to each node). Best effort:
+    /// a cache that does not answer is logged, and the first request connects as an on-demand
+    /// environment's does. On demand, init is on the first request's path either way and stays as
+    /// light as it is (docs/BENCHMARKS.md section 5).
+    pub async fn gate_for(&self, settings: &GateSettings, init: Init) -> Result<Gate, StartError> {
+        let gate = Gate::new(settings)?;
+        if init == Init::Provisioned
+            && let Err(e) = gate.connect().await
+        {
+            tracing::warn!(error = %e, "the cache did not answer in init; the first request connects");
+        }
+        Ok(gate)
     }
 
     /// The orders queue, as reconcile and a rebuild send to it.
@@ -90,5 +128,18 @@ impl Adapters {
     /// (a fault test's slow SES).
     pub fn mailer(&self, settings: &MailSettings, endpoint: Option<&str>) -> Mailer {
         Mailer::new(Mailer::client(&self.sdk, settings.send_timeout, endpoint), settings.from.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Init;
+
+    #[test]
+    fn only_a_provisioned_environment_counts_as_started_ahead_of_its_requests() {
+        assert_eq!(Init::named(Some("provisioned-concurrency")), Init::Provisioned);
+        for other in [Some("on-demand"), Some("snap-start"), Some(""), None] {
+            assert_eq!(Init::named(other), Init::OnDemand, "{other:?}");
+        }
     }
 }

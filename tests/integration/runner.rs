@@ -37,6 +37,7 @@ pub async fn start_runner_patient(
         functions: app.functions.clone(),
         authorizer: Authorizer::new(&app.settings.jwt_secret),
         mail_consumer,
+        rush: Default::default(),
         pages: pages::Pages::default(),
         patience,
     });

@@ -186,3 +186,37 @@ async fn an_account_that_cannot_be_read_is_named_not_a_failure() {
     assert_eq!(codes(&reply), ["GRAB_ROUTE_THROTTLE", "LIMITS_UNKNOWN"], "{reply}");
     assert!(app.functions.gate.window(&id).await.unwrap().is_some(), "the sale is warmed");
 }
+
+/// A provisioned environment connects to the cache in its init, so the open's first requests pay
+/// no handshake; an on-demand one connects at its first request (its init stays as light as the
+/// hello's). Counted on a redis-server of the test's own: its clients are this test's alone.
+#[tokio::test]
+async fn a_provisioned_environment_connects_in_init_and_an_on_demand_one_at_its_first_request() {
+    use shared::adapters::{Adapters, Init};
+
+    let redis = crate::faults::PrivateRedis::start().await;
+    let mut settings = shared::config::GateSettings::for_url(redis.url()).unwrap();
+    settings.cluster = false;
+    settings.auth_token = Some(crate::faults::redis_token());
+    let mut watcher = redis::Client::open(crate::faults::redis_info(&redis.url()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let mut clients = async || {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query_async(&mut watcher).await.unwrap();
+        list.lines().count() - 1
+    };
+    let adapters = Adapters::new(aws_config::SdkConfig::builder().build());
+
+    let provisioned = adapters.gate_for(&settings, Init::Provisioned).await.unwrap();
+    assert_eq!(clients().await, 1, "the provisioned environment is connected before any request");
+    let on_demand = adapters.gate_for(&settings, Init::OnDemand).await.unwrap();
+    assert_eq!(clients().await, 1, "an on-demand init makes no connection");
+
+    let event = crate::helpers::fresh_event_id();
+    for gate in [&provisioned, &on_demand] {
+        assert_eq!(gate.stock(&event).await.unwrap(), None);
+    }
+    assert_eq!(clients().await, 2, "the provisioned one's first request used the connection made in init");
+}

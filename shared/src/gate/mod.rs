@@ -165,6 +165,12 @@ impl Gate {
         })
     }
 
+    /// Connects now (the bound connection a first command would make; on a cluster, the slot map
+    /// and every master): a provisioned environment's init calls it.
+    pub async fn connect(&self) -> Result<(), GateError> {
+        self.link.conn().await.map(drop)
+    }
+
     /// A connection of its own, for tests and tools that inspect the keys (not bound to a history;
     /// it reconnects by itself).
     pub async fn connection(&self) -> Result<Connection, GateError> {

@@ -122,6 +122,10 @@ pub struct ReconcileReport {
     /// an order that can no longer reach its user. Zero unless something lost writes.
     pub drift: u64,
     pub snapshots: u32,
+    /// Sharded events on sale whose buckets share a master as the cluster's slot map says now (a
+    /// reshard since the release moved one): the sale runs at that master's rate. Release warns
+    /// once (`BUCKETS_SHARE_A_MASTER`); this says it on every run until the slots are moved back.
+    pub buckets_sharing_a_master: u32,
     /// Closing notices sent to users who waited in vain (waitlists closed after `cancel_until`).
     pub notices: u32,
     /// The warm fleet as this run left it (none where no fleet is kept: the local runner).
@@ -259,6 +263,7 @@ impl Reconcile {
                 ("PromotionsSettled", report.promotions_settled.into()),
                 ("WaitlistNotices", report.notices.into()),
                 ("Drift", report.drift),
+                ("BucketsShareAMaster", report.buckets_sharing_a_master.into()),
                 ("Failures", report.failures.into()),
             ],
         );
@@ -320,10 +325,29 @@ impl Reconcile {
         if now >= event.cancel_until && !stored.waitlist_closed {
             self.close_waitlist(&event.id, now, report).await?;
         }
-        // 6. the snapshot served while Redis is down
+        // 6. a sharded sale's buckets still on distinct masters (a reshard may have moved one)
+        if event.buckets > 1 && now < event.sale_end {
+            self.recheck_masters(event, report).await?;
+        }
+        // 7. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
             self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;
+        }
+        Ok(())
+    }
+
+    /// The slot map read again for a sharded sale: the warning release gave, said each run while
+    /// it holds (a log line and the `BucketsShareAMaster` metric the alarms can watch).
+    async fn recheck_masters(
+        &self,
+        event: &crate::domain::event::Event,
+        report: &mut ReconcileReport,
+    ) -> Result<(), ReconcileError> {
+        let Some(masters) = self.gate.bucket_masters(&self.gate.buckets_of(event)).await? else { return Ok(()) };
+        if let Some(warning) = crate::domain::warm_fleet::shared_masters(&masters) {
+            tracing::warn!(event_id = %event.id, code = warning.code, detail = %warning.detail, "a sharded sale's buckets share a master");
+            report.buckets_sharing_a_master += 1;
         }
         Ok(())
     }
