@@ -462,7 +462,7 @@ async fn check(
             one_each == told_of_order.len(),
             format!("{one_each} of {} users told of an order were told one amount", told_of_order.len()),
         ));
-        let won: u64 = told.values().filter(|t| t.won).flat_map(|t| t.amounts.iter()).sum();
+        let won: u64 = told.values().filter(|t| !t.orders.is_empty()).flat_map(|t| t.amounts.iter()).sum();
         let sold_out = confirmed.len() == capacity;
         checks.push(Check::new(
             "red packets: the amounts won sum to the total when sold out (at most it otherwise)",
@@ -507,16 +507,23 @@ fn reply_checks(users: &Users, plan: &Plan, answers: &[Answered], told: &HashMap
         format!("{} users told of an order, {two_orders} of more than one", told.len()),
     ));
 
-    // A user whose 202 was lost to a 503 learns their order from the retry (200, the same order).
-    let winners = told.values().filter(|t| !t.orders.is_empty()).count();
+    // A user whose 202 was lost (a 503 or a dropped connection, then the retry) learns their order
+    // from the retry's 200: served, but only after such a retry, and with an order no one else was
+    // told of.
+    let retried_users: HashSet<usize> = answers.iter().filter(|(.., r)| !r.is_empty()).map(|(u, ..)| *u).collect();
+    let winners = told.iter().filter(|(u, t)| t.won || (!t.orders.is_empty() && retried_users.contains(u))).count();
     let first_told = told.values().filter(|t| t.won).count();
+    let orders_told: Vec<&String> = told.values().flat_map(|t| t.orders.iter()).collect();
+    let distinct_orders: HashSet<&String> = orders_told.iter().copied().collect();
     let expected = if plan.grabs_per_user > 1 { 1 } else { users.tokens.len().min(capacity) };
     checks.push(Check::new(
         "every ticket sold while demand lasts, none twice",
-        winners == expected,
+        winners == expected && distinct_orders.len() == orders_told.len(),
         format!(
             "{winners} users told of an order ({first_told} by a 202, the rest by a retry's 200), \
-             expected min(users, tickets) = {expected}"
+             expected min(users, tickets) = {expected}; {} order ids told, {} distinct",
+            orders_told.len(),
+            distinct_orders.len()
         ),
     ));
     checks

@@ -143,6 +143,12 @@ impl Pages {
     }
 }
 
+impl shared::http::lambda::HttpFunction for Pages {
+    fn respond(&self, req: Request) -> impl std::future::Future<Output = Response<Body>> + Send {
+        self.handle(req)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,11 @@
 //! The grab function: builds its dependencies once per execution environment and lends them to
 //! every request; the handler lives in `shared::handlers::grab`.
 
-use lambda_http::{Error, Request, service_fn};
+use lambda_http::Error;
 use shared::handlers::grab::Grab;
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     shared::telemetry::init();
-    let handler = Grab::from_env().await?;
-    let handler = &handler;
-    lambda_http::run(service_fn(move |req: Request| async move { Ok::<_, Error>(handler.handle(req).await) })).await
+    shared::http::lambda::run(Grab::from_env().await?).await
 }

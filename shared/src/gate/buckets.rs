@@ -69,6 +69,9 @@ impl Gate {
     }
 }
 
+/// What [`Gate::bucket_masters`] names for a slot no master serves in the map it read.
+pub const NO_MASTER: &str = "no master";
+
 impl Gate {
     /// The master that holds each of the event's buckets, in bucket order, as the cluster's slot
     /// map says now (`CLUSTER SLOTS`: "host:port" of each slot range's master); `None` on one
@@ -87,7 +90,7 @@ impl Gate {
                     ranges
                         .iter()
                         .find(|(from, to, _)| (*from..=*to).contains(&slot))
-                        .map_or_else(|| "no master".to_owned(), |(_, _, master)| master.clone())
+                        .map_or_else(|| NO_MASTER.to_owned(), |(_, _, master)| master.clone())
                 })
                 .collect(),
         ))

@@ -37,7 +37,7 @@ mod stock;
 mod tally;
 mod waitlist;
 pub use admit::{ADMIT_SOURCE, Admitted};
-pub use buckets::MOVE_SETTLE_AGE;
+pub use buckets::{MOVE_SETTLE_AGE, NO_MASTER};
 pub use cache::{LaidDown, RebuildLock};
 pub use draw::{DrawLaid, DrawWaiter, DrawWinner};
 pub use give_back::{GaveBack, GiveBack};

@@ -325,31 +325,35 @@ impl Reconcile {
         if now >= event.cancel_until && !stored.waitlist_closed {
             self.close_waitlist(&event.id, now, report).await?;
         }
-        // 6. a sharded sale's buckets still on distinct masters (a reshard may have moved one)
-        if event.buckets > 1 && now < event.sale_end {
-            self.recheck_masters(event, report).await?;
-        }
-        // 7. the snapshot served while Redis is down
+        // 6. the snapshot served while Redis is down
         if let Some(left) = stock.filter(|left| *left != stored.remaining_snapshot) {
             self.store.set_remaining(&event.id, left).await?;
             report.snapshots += 1;
+        }
+        // 7. a sharded sale's buckets still on distinct masters (a reshard may have moved one)
+        if event.buckets > 1 && now < event.sale_end {
+            self.recheck_masters(event, report).await;
         }
         Ok(())
     }
 
     /// The slot map read again for a sharded sale: the warning release gave, said each run while
-    /// it holds (a log line and the `BucketsShareAMaster` metric the alarms can watch).
-    async fn recheck_masters(
-        &self,
-        event: &crate::domain::event::Event,
-        report: &mut ReconcileReport,
-    ) -> Result<(), ReconcileError> {
-        let Some(masters) = self.gate.bucket_masters(&self.gate.buckets_of(event)).await? else { return Ok(()) };
+    /// it holds (a log line and the `BucketsShareAMaster` metric the alarms can watch). Best effort,
+    /// last of the event's steps: a slot map that cannot be read, or a slot no master serves (a
+    /// cluster mid-failover), says nothing and fails nothing.
+    async fn recheck_masters(&self, event: &crate::domain::event::Event, report: &mut ReconcileReport) {
+        let masters = match self.gate.bucket_masters(&self.gate.buckets_of(event)).await {
+            Ok(Some(masters)) if !masters.iter().any(|m| m == crate::gate::NO_MASTER) => masters,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(event_id = %event.id, error = %e, "the cluster's slot map could not be read");
+                return;
+            }
+        };
         if let Some(warning) = crate::domain::warm_fleet::shared_masters(&masters) {
             tracing::warn!(event_id = %event.id, code = warning.code, detail = %warning.detail, "a sharded sale's buckets share a master");
             report.buckets_sharing_a_master += 1;
         }
-        Ok(())
     }
 
     /// Closes the waitlist once nothing can still reach it: every give-back run (a returned number

@@ -4,6 +4,7 @@
 
 pub mod apigw;
 pub mod caller;
+pub mod lambda;
 pub mod problem;
 pub mod reply;
 pub mod routes;
