@@ -8,8 +8,8 @@
 //! Here one emulator process serves them all on one core, and every message mailed costs it about
 //! six times a grab's send (docs/BENCHMARKS.md "The rush beside the release before"), so a
 //! draining consumer at full width takes the rush's emulator from the grabs. The runner's poller
-//! therefore yields to its front ([`Rush`]): while requests keep arriving, one poller of the
-//! `pollers` receives; the rest resume when the front has been quiet for a moment.
+//! therefore yields to its front ([`Rush`]): while the front has many requests in flight, one
+//! poller of the `pollers` receives; the rest resume when it has been quiet for a moment.
 
 use std::{
     sync::atomic::Ordering,
@@ -60,39 +60,56 @@ impl Default for Switch {
     }
 }
 
-/// When the front last took a request: the runner's pollers yield to a rush (see the module's
-/// note). Cloned handles share it.
+/// Whether the front is in a rush: [`Rush::BUSY_AT`] requests or more in flight at once, now or
+/// within the last [`Rush::QUIET_AFTER`]. A client asking one request after another (loadgen's
+/// probes of the drain, the organiser's page) is not a rush. Cloned handles share it.
 #[derive(Clone, Default)]
 pub struct Rush(std::sync::Arc<RushState>);
 
 #[derive(Default)]
 struct RushState {
-    /// Milliseconds after `origin` of the latest request, plus one (0: none yet).
-    last_request_ms: std::sync::atomic::AtomicU64,
+    in_flight: std::sync::atomic::AtomicUsize,
+    /// Milliseconds after `origin` of the latest moment the front was busy, plus one (0: never).
+    last_busy_ms: std::sync::atomic::AtomicU64,
     origin: std::sync::OnceLock<Instant>,
 }
 
+/// A request in flight at the front, from [`Rush::enter`] until dropped.
+pub struct InFlight(Rush);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        (self.0).0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl Rush {
-    /// How long after the last request the front counts as quiet.
+    /// Requests in flight at once that make a rush.
+    pub const BUSY_AT: usize = 4;
+    /// How long after its last busy moment the front counts as quiet.
     pub const QUIET_AFTER: Duration = Duration::from_millis(250);
 
-    /// The front took a request.
-    pub fn saw_request(&self) {
-        self.saw_request_at(Instant::now());
+    /// The front took a request; it is in flight until the guard is dropped.
+    pub fn enter(&self) -> InFlight {
+        self.enter_at(Instant::now())
     }
 
-    /// Whether a request arrived within [`Self::QUIET_AFTER`].
+    /// Whether the front is busy, or was within [`Self::QUIET_AFTER`].
     pub fn on(&self) -> bool {
         self.on_at(Instant::now())
     }
 
-    fn saw_request_at(&self, now: Instant) {
-        self.0.last_request_ms.store(self.ms(now) + 1, Ordering::Relaxed);
+    fn enter_at(&self, now: Instant) -> InFlight {
+        if self.0.in_flight.fetch_add(1, Ordering::Relaxed) + 1 >= Self::BUSY_AT {
+            self.0.last_busy_ms.store(self.ms(now) + 1, Ordering::Relaxed);
+        }
+        InFlight(self.clone())
     }
 
     fn on_at(&self, now: Instant) -> bool {
-        let last = self.0.last_request_ms.load(Ordering::Relaxed);
-        last != 0 && (self.ms(now) + 1).saturating_sub(last) < Self::QUIET_AFTER.as_millis() as u64
+        let last = self.0.last_busy_ms.load(Ordering::Relaxed);
+        self.0.in_flight.load(Ordering::Relaxed) >= Self::BUSY_AT
+            || last != 0 && (self.ms(now) + 1).saturating_sub(last) < Self::QUIET_AFTER.as_millis() as u64
     }
 
     fn ms(&self, now: Instant) -> u64 {
@@ -252,19 +269,24 @@ mod tests {
     use super::Rush;
 
     #[test]
-    fn a_rush_lasts_while_requests_keep_coming_and_ends_a_quiet_moment_after_the_last() {
+    fn a_rush_is_many_requests_at_once_and_ends_a_quiet_moment_after_the_last_busy_one() {
         let (rush, start) = (Rush::default(), std::time::Instant::now());
         let at = |ms: u64| start + std::time::Duration::from_millis(ms);
         let half = Rush::QUIET_AFTER.as_millis() as u64 / 2;
         assert!(!rush.on_at(start), "no request yet");
-        for i in 0..10 {
-            rush.saw_request_at(at(i * half));
-            assert!(rush.on_at(at(i * half)));
+        // One request after another, however many: not a rush.
+        for i in 0..100 {
+            drop(rush.enter_at(at(i)));
+            assert!(!rush.on_at(at(i)), "request {i} alone in flight");
         }
-        let last = 9 * half;
-        assert!(rush.on_at(at(last + half)), "half the quiet time after the last request");
-        assert!(!rush.on_at(at(last + 2 * half)), "quiet once the quiet time has passed");
-        rush.clone().saw_request_at(at(last + 3 * half));
-        assert!(rush.on_at(at(last + 3 * half)), "clones share the front's clock");
+        let mut crowd: Vec<_> = (0..Rush::BUSY_AT - 1).map(|_| rush.enter_at(at(100))).collect();
+        assert!(!rush.on_at(at(100)), "{} in flight", Rush::BUSY_AT - 1);
+        crowd.push(rush.clone().enter_at(at(100)));
+        assert!(rush.on_at(at(100)), "{} in flight (a clone shares the count)", Rush::BUSY_AT);
+        drop(crowd);
+        assert!(rush.on_at(at(100 + half)), "half the quiet time after the last busy moment");
+        assert!(!rush.on_at(at(100 + 2 * half)), "quiet once the quiet time has passed");
+        drop(rush.enter_at(at(100 + 3 * half)));
+        assert!(!rush.on_at(at(100 + 3 * half)), "one request again: still quiet");
     }
 }

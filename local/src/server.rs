@@ -32,7 +32,7 @@ pub struct Front {
     pub authorizer: Authorizer,
     /// The mail function's event source mapping, switched by [`MAIL_CONSUMER_PATH`].
     pub mail_consumer: esm::Switch,
-    /// When the front last took a request: the mapping's pollers yield to a rush.
+    /// The front's requests in flight: the mapping's pollers yield to a rush.
     pub rush: esm::Rush,
     /// The pages function's handler (no sign-in page of its own here: tokens are pasted).
     pub pages: pages::Pages,
@@ -65,7 +65,7 @@ pub async fn serve(
 async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
     let request_id = uuid::Uuid::now_v7().to_string();
     let span = tracing::info_span!("request", request_id = %request_id);
-    front.rush.saw_request();
+    let _in_flight = front.rush.enter();
     async move {
         let (parts, body) = req.into_parts();
         if parts.uri.path() == MAIL_CONSUMER_PATH {
