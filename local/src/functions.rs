@@ -37,8 +37,17 @@ pub struct Functions {
 
 impl Functions {
     pub async fn build(settings: &LocalSettings, queue_url: &str) -> Result<Self, StartError> {
+        Self::build_on(settings, queue_url, settings.sdk_config().await).await
+    }
+
+    /// [`Functions::build`] with SDK settings of the caller's (a test's longer timeouts).
+    pub async fn build_on(
+        settings: &LocalSettings,
+        queue_url: &str,
+        sdk: aws_config::SdkConfig,
+    ) -> Result<Self, StartError> {
         // The very constructors the functions' `from_env` call, with the runner's settings.
-        let adapters = Adapters::new(settings.sdk_config().await);
+        let adapters = Adapters::new(sdk);
         let gate = Gate::new(&settings.gate)?;
         let store = adapters.store(&settings.store);
         let queue_settings = QueueSettings::for_queue(queue_url.to_owned())?;

@@ -93,17 +93,25 @@ impl TestApp {
     }
 
     /// The default settings against an emulator of the test's own (`crate::private_emulator`),
-    /// provisioned as the runner provisions the stack's.
-    pub async fn on_emulator(url: &str) -> Self {
+    /// provisioned as the runner provisions the stack's, its calls allowed `patience` times the
+    /// functions' SDK timeouts (a test of a reply's size, not of the emulator's speed).
+    pub async fn on_emulator(url: &str, patience: u32) -> Self {
         let mut settings = LocalSettings::from_env().expect("settings");
         settings.aws_endpoint = url.to_owned();
         let sdk = settings.sdk_config().await;
+        let timeouts = sdk.timeout_config().expect("the functions' SDK timeouts");
+        let patient = aws_config::timeout::TimeoutConfig::builder()
+            .connect_timeout(timeouts.connect_timeout().expect("a connect timeout"))
+            .operation_attempt_timeout(timeouts.operation_attempt_timeout().expect("an attempt timeout") * patience)
+            .operation_timeout(timeouts.operation_timeout().expect("an operation timeout") * patience)
+            .build();
+        let sdk = sdk.to_builder().timeout_config(patient).build();
         let queue_url = provision::all(&sdk, &settings.store.table_name, &settings.queue_name, &settings.mail.from)
             .await
             .expect("provision the private emulator")
             .queue_url;
         let sqs = aws_sdk_sqs::Client::new(&sdk);
-        let functions = Functions::build(&settings, &queue_url).await.expect("functions");
+        let functions = Functions::build_on(&settings, &queue_url, sdk.clone()).await.expect("functions");
         let redis = functions.gate.connection().await.expect("redis");
         Self { settings, functions, redis, sqs, queue_url, sdk }
     }

@@ -274,8 +274,12 @@ async fn the_csv_report_of_a_50_000_ticket_event_comes_in_pages_under_the_respon
     const TICKETS: u32 = 50_000;
     // An emulator of its own: writing 200,000 items and scanning them holds the stack's one
     // MiniStack process for tens of seconds, past the SDK timeouts of the tests beside this one.
+    // The emulator reads a page of this table in over Lambda's 10 s (it scans where DynamoDB
+    // seeks; each of a page's 16 queries near the SDK's 2 s attempt timeout on a loaded machine);
+    // what is tested here is the reply's size, so the store and the runner wait for it.
+    const PATIENCE: u32 = 6;
     let emulator = crate::private_emulator::PrivateEmulator::start().await;
-    let app = TestApp::on_emulator(&emulator.url).await;
+    let app = TestApp::on_emulator(&emulator.url, PATIENCE).await;
     let now = OffsetDateTime::now_utc();
     let event = test_event(
         fresh_event_id(),
@@ -298,9 +302,7 @@ async fn the_csv_report_of_a_50_000_ticket_event_comes_in_pages_under_the_respon
         .collect();
     app.functions.store.load_confirmed(&orders, now).await.unwrap();
 
-    // The emulator reads a page of this table in over Lambda's 10 s (it scans where DynamoDB
-    // seeks); what is tested here is the reply's size, so the runner waits for it.
-    let (base, _stop) = start_runner_patient(&app, Default::default(), 6).await;
+    let (base, _stop) = start_runner_patient(&app, Default::default(), PATIENCE).await;
     let http = local_runner::client::new();
     let admin = Authorizer::new(&app.settings.jwt_secret).mint("org", None, true, parse_ttl("1h").unwrap()).unwrap();
     let mut next = Some(format!("/admin/events/{}/report?format=csv", event.id));
