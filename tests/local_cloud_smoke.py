@@ -412,11 +412,12 @@ expect(out.returncode == 0, f"sam remote invoke ReleaseFunction with a rush exit
 released = json.loads(json.loads(out.stdout)["Payload"])
 for key in ["GrabFunctionName", "VerifyHashFunctionName", "ReconcileFunctionName"]:
     expect(outputs.get(key), f"stack output {key} = {outputs.get(key)}")
-# 100,000 grabs/s wants 2,400 grab and 400 verify-hash environments, within reserved concurrency.
+# 100,000 grabs/s wants 12,000 grab and 10,000 verify-hash environments (10 requests a second each,
+# grab a fifth more for its retries), within reserved concurrency.
 parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in cfn.describe_stacks(StackName=STACK)["Stacks"][0]["Parameters"]}
 reserved = {key: int(parameters[key]) for key in ["GrabReservedConcurrency", "VerifyHashReservedConcurrency"]}
-wanted = {"grab": min(2400, reserved["GrabReservedConcurrency"] or 2400),
-          "verify_hash": min(400, reserved["VerifyHashReservedConcurrency"] or 400)}
+wanted = {"grab": min(12000, reserved["GrabReservedConcurrency"] or 12000),
+          "verify_hash": min(10000, reserved["VerifyHashReservedConcurrency"] or 10000)}
 fleet = released.get("warm_fleet", {})
 expect({k: fleet.get(k) for k in wanted} == wanted,
        f"the rush is answered with its warm fleet, within reserved concurrency {reserved} ({fleet})")
@@ -424,7 +425,7 @@ expect(released.get("buckets") == 3 and released.get("waitlist_size") == release
        f"its numbers split over 3 Redis buckets, its waitlist as long as unsharded ({released.get('buckets')}, {released.get('waitlist_size')})")
 warned = [w["code"] for w in released.get("warnings", [])]
 expect("GRAB_ROUTE_THROTTLE" in warned and "API_ACCOUNT_RATE" in warned and "LIMITS_UNKNOWN" not in warned
-       and ("FLEET_CAPPED" in warned) == (wanted["grab"] < 2400 or wanted["verify_hash"] < 400),
+       and ("FLEET_CAPPED" in warned) == (wanted["grab"] < 12000 or wanted["verify_hash"] < 10000),
        f"and with what to raise, the account's limits read ({warned})")
 report = json.loads(lam.invoke(FunctionName=outputs["ReconcileFunctionName"], Payload=b"{}")["Payload"].read())
 kept = report.get("fleet", {}).get("size", {})

@@ -115,7 +115,7 @@ async fn a_release_with_a_rate_is_answered_with_its_fleet_and_reconcile_provisio
     let reply = app.call(Function::Release, with_body(fixture("release-http.json"), &body)).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     let fleet_reply = &reply.body["warm_fleet"];
-    assert_eq!((fleet_reply["grab"].as_u64(), fleet_reply["verify_hash"].as_u64()), (Some(2_400), Some(400)));
+    assert_eq!((fleet_reply["grab"].as_u64(), fleet_reply["verify_hash"].as_u64()), (Some(12_000), Some(10_000)));
     let stored = app.functions.store.get_event(&id).await.unwrap().expect("stored").event;
     assert_eq!(stored.expected_rate, Some(100_000));
     assert_eq!(fleet_reply["from"], shared::domain::event::rfc3339(stored.sale_start - Duration::minutes(10)));
@@ -145,7 +145,7 @@ async fn a_release_with_a_rate_is_answered_with_its_fleet_and_reconcile_provisio
     let report = reconcile.run().await;
     let kept = report.fleet.expect("reconcile kept the fleet").size;
     assert_eq!(provisioned(&fleet, &targets).await, kept, "what the report says is what the emulator holds");
-    assert!(kept.grab >= 2_400 && kept.verify_hash >= 400, "{kept:?}");
+    assert!(kept.grab >= 12_000 && kept.verify_hash >= 10_000, "{kept:?}");
 }
 
 #[tokio::test]

@@ -22,6 +22,13 @@ pub const GRAB_SECONDS: f64 = 0.012;
 pub const VERIFY_HASH_SECONDS: f64 = 0.002;
 /// Environments beyond Little's law's mean: arrivals come in bursts.
 pub const HEADROOM: f64 = 2.0;
+/// Requests a second one execution environment serves at most, however short each ("Lambda
+/// scaling behavior": up to 10 requests a second per environment). For calls of milliseconds this,
+/// not their duration, sizes the fleet.
+pub const REQUESTS_PER_ENVIRONMENT: u32 = 10;
+/// Grab's fleet beyond verify-hash's: besides every hash's grab it serves the grabs' own retries
+/// (docs/SCALE.md's model: at equal sizes those find grab full and come back again).
+pub const GRAB_RETRY_ROOM: f64 = 1.2;
 /// Concurrency Lambda keeps unreserved in every account: no function may be given it.
 pub const UNRESERVED_MINIMUM: u32 = 100;
 /// API Gateway's default rate per account and Region (requests/s), which no API reads.
@@ -36,17 +43,22 @@ pub struct FleetSize {
     pub verify_hash: u32,
 }
 
-/// Environments for `rate` calls per second each holding one for `seconds` (Little's law), with
-/// [`HEADROOM`].
-fn environments(rate: u32, seconds: f64) -> u32 {
-    (f64::from(rate) * seconds * HEADROOM).ceil() as u32
+/// Environments for `rate` calls per second each holding one for `seconds`: Little's law with
+/// [`HEADROOM`], or [`REQUESTS_PER_ENVIRONMENT`]'s bound, the larger; times `room`.
+fn environments(rate: u32, seconds: f64, room: f64) -> u32 {
+    let by_duration = f64::from(rate) * seconds * HEADROOM;
+    let by_requests = f64::from(rate) / f64::from(REQUESTS_PER_ENVIRONMENT);
+    (by_duration.max(by_requests) * room).ceil() as u32
 }
 
 impl FleetSize {
     /// The fleet for an open of `rate` grabs per second: every grab asks verify-hash first, so
     /// both see the same rate.
     pub fn for_rate(rate: u32) -> Self {
-        Self { grab: environments(rate, GRAB_SECONDS), verify_hash: environments(rate, VERIFY_HASH_SECONDS) }
+        Self {
+            grab: environments(rate, GRAB_SECONDS, GRAB_RETRY_ROOM),
+            verify_hash: environments(rate, VERIFY_HASH_SECONDS, 1.0),
+        }
     }
 
     /// No more than each function may run (its reserved concurrency, where it has one).
@@ -301,11 +313,15 @@ mod tests {
     const OPEN: OffsetDateTime = datetime!(2026-12-01 09:00 UTC);
 
     #[test]
-    fn the_fleet_follows_littles_law_with_headroom() {
-        assert_eq!(FleetSize::for_rate(100_000), FleetSize { grab: 2_400, verify_hash: 400 });
+    fn the_fleet_serves_ten_requests_a_second_per_environment_and_grab_a_fifth_more() {
+        // Calls of milliseconds: Lambda's 10 requests a second per environment size the fleet, not
+        // Little's law (which would ask 2,400 and 400).
+        assert_eq!(FleetSize::for_rate(100_000), FleetSize { grab: 12_000, verify_hash: 10_000 });
         assert_eq!(FleetSize::for_rate(1), FleetSize { grab: 1, verify_hash: 1 });
         let limits = DeploymentLimits { grab_reserved: Some(1_000), ..Default::default() };
-        assert_eq!(FleetSize::for_rate(100_000).capped(&limits), FleetSize { grab: 1_000, verify_hash: 400 });
+        assert_eq!(FleetSize::for_rate(100_000).capped(&limits), FleetSize { grab: 1_000, verify_hash: 10_000 });
+        // A call held longer than a tenth of a second would be sized by its duration.
+        assert_eq!(environments(1_000, 0.5, 1.0), 1_000);
     }
 
     #[test]
@@ -317,7 +333,7 @@ mod tests {
         let all = [a, b, plain];
         assert_eq!(wanted(&all, OPEN - LEAD - Duration::seconds(1), &limits), FleetSize::default());
         assert_eq!(wanted(&all, OPEN - LEAD, &limits), FleetSize::for_rate(10_000));
-        assert_eq!(wanted(&all, OPEN, &limits), FleetSize { grab: 240 + 120, verify_hash: 40 + 20 });
+        assert_eq!(wanted(&all, OPEN, &limits), FleetSize { grab: 1_200 + 600, verify_hash: 1_000 + 500 });
         assert_eq!(wanted(&all, OPEN + TAIL, &limits), FleetSize::for_rate(5_000));
         assert_eq!(wanted(&all, OPEN + Duration::minutes(3) + TAIL, &limits), FleetSize::default());
         let capped =
@@ -343,7 +359,7 @@ mod tests {
             verify_hash_route: Some(2_000),
             stage: Some(5_000),
             grab_reserved: Some(200),
-            verify_hash_reserved: None,
+            verify_hash_reserved: Some(300),
         };
         let account = AccountLimits { concurrency: Some(1_000), mail_rate: Some(14.0), mail_production: Some(false) };
         let w = warnings(&event("a", 20_000, OPEN, Some(100_000)), &deployment, &account);
@@ -361,7 +377,7 @@ mod tests {
         );
         assert!(w[0].detail.contains("GrabThrottle to at least 100000"), "{}", w[0].detail);
         assert!(w[5].detail.contains("24 min"), "{}", w[5].detail);
-        // The fleet as capped (200 + 400) fits 1,000 less the unreserved 100; uncapped it would not.
+        // The fleet as capped (200 + 300) fits 1,000 less the unreserved 100; uncapped it would not.
         let uncapped = DeploymentLimits { grab_reserved: None, ..deployment };
         assert!(
             codes(&warnings(&event("a", 20_000, OPEN, Some(100_000)), &uncapped, &account))

@@ -1,0 +1,414 @@
+//! redis-costs: what each of a sale's Redis operations costs the server, in its own CPU time: the
+//! deciding costs of docs/SCALE.md's model (a master's core is one second of CPU a second).
+//!
+//! A redis-server of the bench's own (plain and TLS ports, an AUTH token, a self-signed RSA-2048
+//! certificate made with `openssl`), so nothing else runs on it; the server's CPU is read from
+//! `/proc/<pid>/stat` before and after each kind (all its threads; the clock's ticks, 10 ms, are why
+//! each kind runs thousands of times). Per kind, rounds in alternating order, medians:
+//!
+//! - `grab won`: the product's grab script through the gate (`Gate::grab`), each user winning;
+//! - `grab refused`: the same on the sold-out event (what each environment's sold-out memory costs
+//!   the master when it starts or renews: one script);
+//! - `limiter`: verify-hash's per-user count (`Gate::count_request`, one round trip of three
+//!   commands);
+//! - `field read`: one `HGET` of a user's field (the sold-out memory's read, on a replica);
+//! - `connect` and `connect TLS`: a new connection as redis-rs makes it (TLS handshake, `AUTH`),
+//!   one `PING`, closed: what each new execution environment costs each master it talks to.
+//!
+//! `cargo build --release -p bench --bin redis-costs && target/.../redis-costs [--rounds 3]`
+//! (`scripts/bench redis-costs`).
+
+use std::{
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use bench::measure::median;
+use clap::Parser;
+use futures::StreamExt;
+use serde::Serialize;
+use shared::{
+    config::{GrabPolicy, UserLimit},
+    domain::{Email, EventId, OrderId, UserId, event::epoch_ms, order::MessageHead},
+    gate::{Gate, GrabAttempt, GrabOutcome},
+};
+use time::OffsetDateTime;
+
+#[derive(Parser)]
+#[command(about = "Server CPU per Redis operation of a sale, on a redis-server of the bench's own")]
+struct Args {
+    /// Operations per round and kind (connections: a tenth of it).
+    #[arg(long, default_value_t = 20_000)]
+    ops: u32,
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+const TOKEN: &str = "redis-costs-token-0123456789";
+
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+enum Kind {
+    GrabWon,
+    GrabRefused,
+    Limiter,
+    FieldRead,
+    Connect,
+    ConnectTls,
+}
+
+impl Kind {
+    const ALL: [Kind; 6] =
+        [Kind::GrabWon, Kind::GrabRefused, Kind::Limiter, Kind::FieldRead, Kind::Connect, Kind::ConnectTls];
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::GrabWon => "grab won (grab.lua)",
+            Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
+            Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
+            Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
+            Kind::Connect => "new connection, plain (AUTH, PING)",
+            Kind::ConnectTls => "new connection, TLS (handshake, AUTH, PING)",
+        }
+    }
+}
+
+/// The bench's own redis-server.
+struct Server {
+    child: Child,
+    pid: u32,
+    port: u16,
+    tls_port: u16,
+    ca: Vec<u8>,
+    _dir: TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn free_port() -> Result<u16, Failure> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn run(cmd: &mut Command) -> Result<(), Failure> {
+    let out = cmd.stdout(Stdio::null()).stderr(Stdio::piped()).output()?;
+    if !out.status.success() {
+        return Err(format!("{cmd:?}: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    Ok(())
+}
+
+async fn start_server() -> Result<Server, Failure> {
+    let dir = std::env::temp_dir().join(format!("redis-costs-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir)?;
+    let dir = TempDir(dir);
+    let path = |name: &str| dir.0.join(name);
+    // A CA and a server certificate it signs, RSA-2048 (a common server key; ElastiCache does not
+    // publish its own).
+    run(Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench-ca"])
+        .arg("-keyout")
+        .arg(path("ca.key"))
+        .arg("-out")
+        .arg(path("ca.crt")))?;
+    run(Command::new("openssl")
+        .args(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1"])
+        .arg("-keyout")
+        .arg(path("server.key"))
+        .arg("-out")
+        .arg(path("server.csr")))?;
+    std::fs::write(path("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
+    run(Command::new("openssl")
+        .args(["x509", "-req", "-days", "1", "-CAcreateserial"])
+        .arg("-in")
+        .arg(path("server.csr"))
+        .arg("-CA")
+        .arg(path("ca.crt"))
+        .arg("-CAkey")
+        .arg(path("ca.key"))
+        .arg("-out")
+        .arg(path("server.crt"))
+        .arg("-extfile")
+        .arg(path("san.ext")))?;
+    let (port, tls_port) = (free_port()?, free_port()?);
+    let child = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", TOKEN])
+        .args(["--port", &port.to_string(), "--tls-port", &tls_port.to_string(), "--tls-auth-clients", "no"])
+        .arg("--tls-cert-file")
+        .arg(path("server.crt"))
+        .arg("--tls-key-file")
+        .arg(path("server.key"))
+        .arg("--tls-ca-cert-file")
+        .arg(path("ca.crt"))
+        .arg("--dir")
+        .arg(&dir.0)
+        .stdout(Stdio::null())
+        .spawn()?;
+    let pid = child.id();
+    let ca = std::fs::read(path("ca.crt"))?;
+    let server = Server { child, pid, port, tls_port, ca, _dir: dir };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect(&server, false).await {
+            Ok(_) => return Ok(server),
+            Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
+            Err(e) => return Err(format!("redis-server did not start: {e}").into()),
+        }
+    }
+}
+
+/// The server's CPU time so far (user and system, all threads), in microseconds.
+fn cpu_us(pid: u32, tick_us: f64) -> Result<f64, Failure> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // The fields after the command name (which may hold spaces) in parentheses.
+    let rest = &stat[stat.rfind(')').ok_or("a stat line")? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let (utime, stime): (f64, f64) = (fields[11].parse()?, fields[12].parse()?);
+    Ok((utime + stime) * tick_us)
+}
+
+fn tick_us() -> Result<f64, Failure> {
+    let out = Command::new("getconf").arg("CLK_TCK").output()?;
+    Ok(1e6 / String::from_utf8(out.stdout)?.trim().parse::<f64>()?)
+}
+
+async fn connect(server: &Server, tls: bool) -> Result<redis::aio::MultiplexedConnection, Failure> {
+    let client = if tls {
+        let url = format!("rediss://:{TOKEN}@127.0.0.1:{}", server.tls_port);
+        redis::Client::build_with_tls(
+            url,
+            redis::TlsCertificates { client_tls: None, root_cert: Some(server.ca.clone()) },
+        )?
+    } else {
+        redis::Client::open(format!("redis://:{TOKEN}@127.0.0.1:{}", server.port))?
+    };
+    Ok(client.get_multiplexed_async_connection().await?)
+}
+
+/// One round of one kind: the server's CPU per operation (us), and operations per second.
+async fn measure(server: &Server, gate: &Gate, kind: Kind, args: &Args, round: usize) -> Result<(f64, f64), Failure> {
+    let tick = tick_us()?;
+    let users: Vec<UserId> =
+        (0..args.ops).map(|i| UserId::parse(&format!("r{round}-{kind:?}-u{i}")).expect("a user id")).collect();
+    let email = Email::parse("fan@example.com")?;
+    let policy = GrabPolicy::default();
+    // What the kind needs beforehand, outside the measured span.
+    let event = match kind {
+        Kind::GrabWon | Kind::GrabRefused => {
+            let id = EventId::parse(&format!("redis-costs-{}", uuid::Uuid::now_v7().simple()))?;
+            let capacity = if kind == Kind::GrabWon { args.ops } else { 1 };
+            let event = bench::sales::open_event(
+                id,
+                "redis costs",
+                capacity,
+                OffsetDateTime::now_utc() - time::Duration::minutes(1),
+            );
+            gate.warm(&event).await?;
+            if kind == Kind::GrabRefused {
+                let first = UserId::parse(&format!("r{round}-first"))?;
+                let order = OrderId::generate();
+                let head = MessageHead::new(&order, &event.id, &first, &email, "2026-11-26T00:00:00Z");
+                let attempt = GrabAttempt {
+                    event: &event.id,
+                    user: &first,
+                    order_id: &order,
+                    head: &head,
+                    clock_ms: epoch_ms(OffsetDateTime::now_utc()),
+                };
+                gate.grab(&attempt, policy).await?;
+            }
+            Some(event)
+        }
+        Kind::FieldRead => {
+            let mut conn = connect(server, false).await?;
+            for chunk in users.chunks(1_000) {
+                let mut cmd = redis::cmd("HSET");
+                cmd.arg("redis-costs:fields");
+                for u in chunk {
+                    cmd.arg(format!("={u}")).arg("order");
+                }
+                let _: () = cmd.query_async(&mut conn).await?;
+            }
+            None
+        }
+        _ => None,
+    };
+    let connections = (args.ops / 10).max(100) as usize;
+    let shared_conn = connect(server, false).await?;
+    let before = cpu_us(server.pid, tick)?;
+    let started = Instant::now();
+    let done: usize = match kind {
+        Kind::GrabWon | Kind::GrabRefused => {
+            let event = event.as_ref().expect("an event");
+            let outcomes: Vec<Result<GrabOutcome, shared::gate::GateError>> = futures::stream::iter(users.iter())
+                .map(|user| {
+                    let (id, email) = (&event.id, &email);
+                    async move {
+                        let order = OrderId::generate();
+                        let head = MessageHead::new(&order, id, user, email, "2026-11-26T00:00:00Z");
+                        let now = epoch_ms(OffsetDateTime::now_utc());
+                        let attempt = GrabAttempt { event: id, user, order_id: &order, head: &head, clock_ms: now };
+                        gate.grab(&attempt, policy).await.map(|g| g.outcome)
+                    }
+                })
+                .buffer_unordered(args.concurrency)
+                .collect()
+                .await;
+            let want = |o: &GrabOutcome| match kind {
+                Kind::GrabWon => matches!(o, GrabOutcome::Granted { .. }),
+                _ => matches!(o, GrabOutcome::SoldOut),
+            };
+            if let Some(other) = outcomes.iter().find(|o| !o.as_ref().is_ok_and(want)) {
+                return Err(format!("{kind:?}: an unexpected outcome {other:?}").into());
+            }
+            outcomes.len()
+        }
+        Kind::Limiter => {
+            let limit = UserLimit { requests: 10, window: Duration::from_secs(1) };
+            let counted: Vec<_> = futures::stream::iter(users.iter())
+                .map(|user| gate.count_request(user, "verify-hash", limit))
+                .buffer_unordered(args.concurrency)
+                .collect()
+                .await;
+            counted.into_iter().collect::<Result<Vec<_>, _>>()?.len()
+        }
+        Kind::FieldRead => {
+            let read: Vec<redis::RedisResult<Option<String>>> = futures::stream::iter(users.iter())
+                .map(|user| {
+                    let mut conn = shared_conn.clone();
+                    async move {
+                        redis::cmd("HGET")
+                            .arg("redis-costs:fields")
+                            .arg(format!("={user}"))
+                            .query_async(&mut conn)
+                            .await
+                    }
+                })
+                .buffer_unordered(args.concurrency)
+                .collect()
+                .await;
+            let found = read.into_iter().collect::<Result<Vec<_>, _>>()?;
+            if found.iter().any(Option::is_none) {
+                return Err("a field read found nothing".into());
+            }
+            found.len()
+        }
+        Kind::Connect | Kind::ConnectTls => {
+            let tls = kind == Kind::ConnectTls;
+            // Eight at a time: environments starting together, not one client's burst.
+            let pings: Vec<Result<String, Failure>> = futures::stream::iter(0..connections)
+                .map(|_| async move {
+                    let mut conn = connect(server, tls).await?;
+                    Ok(redis::cmd("PING").query_async(&mut conn).await?)
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            pings.into_iter().collect::<Result<Vec<_>, _>>()?.len()
+        }
+    };
+    let elapsed = started.elapsed().as_secs_f64();
+    let used = cpu_us(server.pid, tick)? - before;
+    if let Some(event) = event {
+        let mut conn = gate.connection().await?;
+        for key in shared::gate::keys::cache(&event.id) {
+            let _: () = redis::cmd("DEL").arg(key).query_async(&mut conn).await?;
+        }
+    }
+    Ok((used / done as f64, done as f64 / elapsed))
+}
+
+#[derive(Serialize)]
+struct Row {
+    kind: Kind,
+    label: &'static str,
+    server_us: f64,
+    spread: (f64, f64),
+    per_second: f64,
+    vs_grab_won: f64,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Failure> {
+    let args = Args::parse();
+    // The process's TLS provider (rustls, aws-lc-rs), as the functions install it.
+    let _ = local_runner::client::builder();
+    let server = start_server().await?;
+    let url = format!("redis://127.0.0.1:{}", server.port);
+    let gate = Gate::new(&bench::sales::gate_settings(&url, false, Some(TOKEN.into())))?;
+    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); Kind::ALL.len()];
+    for round in 0..args.rounds {
+        // Alternating order: the machine's drift falls on every kind alike.
+        let order: Vec<usize> =
+            if round % 2 == 0 { (0..Kind::ALL.len()).collect() } else { (0..Kind::ALL.len()).rev().collect() };
+        for k in order {
+            let kind = Kind::ALL[k];
+            let (us, rate) = measure(&server, &gate, kind, &args, round).await?;
+            eprintln!("round {}: {}: {us:.1} us of server CPU each, {rate:.0}/s", round + 1, kind.label());
+            samples[k].push((us, rate));
+        }
+    }
+    let medians: Vec<(f64, f64)> = samples
+        .iter()
+        .map(|s| (median(s.iter().map(|x| x.0).collect()), median(s.iter().map(|x| x.1).collect())))
+        .collect();
+    let won = medians[0].0;
+    let rows: Vec<Row> = Kind::ALL
+        .iter()
+        .zip(&samples)
+        .zip(&medians)
+        .map(|((&kind, s), &(server_us, per_second))| Row {
+            kind,
+            label: kind.label(),
+            server_us,
+            spread: s.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x.0), hi.max(x.0))),
+            per_second,
+            vs_grab_won: server_us / won,
+        })
+        .collect();
+    println!(
+        "redis-costs: {} ops per kind (connections {}), {} rounds, {} in flight; server CPU per operation, median (spread)",
+        args.ops,
+        (args.ops / 10).max(100),
+        args.rounds,
+        args.concurrency
+    );
+    println!();
+    println!("| operation | server CPU us (spread) | vs a won grab | one core's ceiling | here, per second |");
+    println!("|---|---|---|---|---|");
+    for r in &rows {
+        println!(
+            "| {} | {:.1} ({:.1}-{:.1}) | {:.2}x | {:.0}/s | {:.0} |",
+            r.label,
+            r.server_us,
+            r.spread.0,
+            r.spread.1,
+            r.vs_grab_won,
+            1e6 / r.server_us,
+            r.per_second
+        );
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;
+    }
+    Ok(())
+}
