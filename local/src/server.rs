@@ -83,10 +83,11 @@ async fn dispatch(State(front): State<Arc<Front>>, req: Request) -> Response {
         let Some((route, params)) = routes::find(parts.method.as_str(), parts.uri.path()) else {
             return to_axum(ApiError::RouteNotFound.into_response());
         };
-        // The authorizer guards every route, before any handler runs.
+        // The authorizer guards every route but the public ones, before any handler runs.
         let authorization = parts.headers.get("authorization").and_then(|v| v.to_str().ok());
         let claims = match front.authorizer.claims(authorization) {
-            Ok(c) => c,
+            _ if route.public() => None,
+            Ok(c) => Some(c),
             Err(e) => {
                 tracing::info!(route = %route.key(), status = 401, error = %e, "refused by the authorizer");
                 return to_axum(ApiError::Unauthorized("a valid bearer token is required").into_response());
@@ -176,7 +177,7 @@ fn http_api_event(
     parts: &http::request::Parts,
     route: &routes::Route,
     params: &[(&'static str, String)],
-    claims: std::collections::BTreeMap<String, String>,
+    claims: Option<std::collections::BTreeMap<String, String>>,
     body: &[u8],
     request_id: &str,
 ) -> Value {
@@ -210,7 +211,7 @@ fn http_api_event(
         Ok(text) => (Value::String(text.to_owned()), false),
         Err(_) => (Value::String(STANDARD.encode(body)), true),
     };
-    json!({
+    let mut event = json!({
         "version": "2.0",
         "routeKey": route.key(),
         "rawPath": parts.uri.path(),
@@ -235,11 +236,15 @@ fn http_api_event(
             "stage": "$default",
             "time": shared::domain::event::rfc3339(now),
             "timeEpoch": now.unix_timestamp() * 1000,
-            "authorizer": { "jwt": { "claims": claims, "scopes": null } },
         },
         "body": body,
         "isBase64Encoded": base64,
-    })
+    });
+    // A route without an authorizer has no authorizer context (API Gateway's event).
+    if let Some(claims) = claims {
+        event["requestContext"]["authorizer"] = json!({ "jwt": { "claims": claims, "scopes": null } });
+    }
+    event
 }
 
 fn to_axum(response: lambda_http::Response<lambda_http::Body>) -> Response {

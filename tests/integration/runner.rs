@@ -339,3 +339,44 @@ async fn the_csv_report_of_a_50_000_ticket_event_comes_in_pages_under_the_respon
     assert!(total_bytes > shared::http::routes::LAMBDA_PAYLOAD_BYTES, "one reply could not have held it");
     assert_eq!(pages, (TICKETS as usize).div_ceil(shared::handlers::query::CSV_PAGE));
 }
+
+/// The sale's state is for anyone: asked without a token it is answered (every other route wants
+/// one), cacheable for a second, and follows the sale: not started, open, sold out once the last
+/// number goes (read each time, never kept: a number given back opens it again).
+#[tokio::test]
+async fn the_sales_state_is_public_cacheable_and_follows_the_sale() {
+    let app = TestApp::new().await;
+    let (base, _stop) = start_runner(&app).await;
+    let http = local_runner::client::new();
+    let state = |event: String| {
+        let (http, base) = (&http, &base);
+        async move {
+            let reply = http.get(format!("{base}/events/{event}/state")).send().await.unwrap();
+            let status = reply.status().as_u16();
+            let cache = reply.headers().get("cache-control").map(|v| v.to_str().unwrap().to_owned());
+            (status, cache, reply.json::<Value>().await.unwrap())
+        }
+    };
+    let now = OffsetDateTime::now_utc();
+    let later = app.put_event(1, now + Duration::hours(1), now + Duration::hours(2)).await;
+    let (status, cache, body) = state(later.to_string()).await;
+    assert_eq!((status, body["state"].as_str()), (200, Some("NOT_STARTED")), "{body}");
+    assert_eq!(cache.as_deref(), Some(shared::handlers::query::STATE_CACHE_CONTROL));
+    assert_eq!(
+        body["sale_start"],
+        rfc3339(app.functions.store.get_event(&later).await.unwrap().unwrap().event.sale_start)
+    );
+
+    let open = app.open_event(1).await;
+    assert_eq!(state(open.to_string()).await.2["state"], "OPEN");
+    assert_eq!(app.grab(&open, "only-one").await.status, 202);
+    assert_eq!(state(open.to_string()).await.2["state"], "SOLD_OUT");
+
+    let (status, _, body) = state(fresh_event_id().to_string()).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("EVENT_NOT_FOUND")), "{body}");
+    let (status, ..) = state("not an id".replace(' ', "%20")).await;
+    assert_eq!(status, 400);
+    // Every other route still asks for a token.
+    let reply = http.get(format!("{base}/events/{open}")).send().await.unwrap();
+    assert_eq!(reply.status(), 401);
+}

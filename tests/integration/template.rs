@@ -129,8 +129,9 @@ fn every_route_is_declared_with_the_jwt_authorizer_and_reaches_its_function() {
     let mut declared = BTreeMap::new();
     for (name, route) in resources_of_type(&t, "AWS::ApiGatewayV2::Route") {
         let p = &route["Properties"];
-        if p["RouteKey"] == pages::ROUTE_KEY {
-            // The pages are public files, the one route without the authorizer.
+        let public = shared::http::routes::by_key(p["RouteKey"].as_str().unwrap()).is_some_and(|r| r.public());
+        if p["RouteKey"] == pages::ROUTE_KEY || public {
+            // The pages are public files, and the sale's state is for anyone: no authorizer.
             assert_eq!(p["AuthorizationType"], "NONE", "{name}");
         } else {
             assert_eq!(p["AuthorizationType"], "JWT", "{name}");
@@ -650,4 +651,51 @@ fn teardown_keeps_what_users_hold_and_every_stateful_resource_says_what_becomes_
     for name in kept {
         assert!(seen.contains(&name), "{name} is in the template");
     }
+}
+
+/// The edge (`Edge=cloudfront`, off by default): the sale's state, the one public route, cached
+/// no longer than its reply says (a second); every other path uncached, the bearer token in the
+/// cache key (so one user's reply can never be served to another); a rate rule per client address
+/// in the web ACL the stack makes.
+#[test]
+fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
+    let t = template();
+    let r = &t["Resources"];
+    assert_eq!(t["Parameters"]["Edge"]["Default"], "none");
+    for name in ["EdgeDistribution", "EdgeStateCachePolicy", "EdgeApiCachePolicy"] {
+        assert_eq!(r[name]["Condition"], "HasEdge", "{name} only with the edge");
+    }
+    let d = &r["EdgeDistribution"]["Properties"]["DistributionConfig"];
+    let public: Vec<_> = shared::http::routes::ROUTES.iter().filter(|r| r.public()).collect();
+    let behaviours = d["CacheBehaviors"].as_array().unwrap();
+    assert_eq!(behaviours.len(), public.len(), "a cached behaviour for each public route, no other");
+    let state = &behaviours[0];
+    assert_eq!(state["PathPattern"], public[0].path.replace("{id}", "*"));
+    assert_eq!(state["AllowedMethods"], json!(["GET", "HEAD"]));
+    assert_eq!(state["CachePolicyId"], json!({"Ref": "EdgeStateCachePolicy"}));
+    let cached = &r["EdgeStateCachePolicy"]["Properties"]["CachePolicyConfig"];
+    let max_age: u64 = shared::handlers::query::STATE_CACHE_CONTROL
+        .split("max-age=")
+        .nth(1)
+        .and_then(|v| v.split(',').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(cached["DefaultTTL"], max_age);
+    assert!(cached["MaxTTL"].as_u64().unwrap() <= 2 * max_age, "a sell-out shows within seconds");
+    assert_eq!(cached["ParametersInCacheKeyAndForwardedToOrigin"]["HeadersConfig"]["HeaderBehavior"], "none");
+
+    let default = &d["DefaultCacheBehavior"];
+    assert_eq!(default["CachePolicyId"], json!({"Ref": "EdgeApiCachePolicy"}));
+    for method in ["POST", "DELETE"] {
+        assert!(default["AllowedMethods"].as_array().unwrap().contains(&json!(method)), "{method} passes through");
+    }
+    let api = &r["EdgeApiCachePolicy"]["Properties"]["CachePolicyConfig"];
+    assert_eq!(api["DefaultTTL"], 0);
+    assert_eq!(api["ParametersInCacheKeyAndForwardedToOrigin"]["HeadersConfig"]["Headers"], json!(["Authorization"]));
+
+    let rule = &r["EdgeWebAcl"]["Properties"]["Rules"][0]["Statement"]["RateBasedStatement"];
+    assert_eq!(rule["AggregateKeyType"], "IP");
+    assert_eq!(rule["Limit"], json!({"Ref": "EdgeRateLimit"}));
+    assert_eq!(r["EdgeWebAcl"]["Properties"]["Scope"], "CLOUDFRONT");
 }

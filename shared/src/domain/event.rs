@@ -92,7 +92,29 @@ pub enum SalePhase {
     Ended,
 }
 
+/// What a crowd is told before it asks anything of the sale (the public state object the edge
+/// caches): the phase, and once open whether a number is left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum SaleState {
+    NotStarted,
+    Open,
+    SoldOut,
+    Ended,
+}
+
 impl Event {
+    /// The sale's state at `now` with `remaining` numbers left (a cancellation can open a sold-out
+    /// sale again: the state is read, never kept).
+    pub fn sale_state(&self, now: OffsetDateTime, remaining: u32) -> SaleState {
+        match self.sale_phase(now) {
+            SalePhase::NotStarted => SaleState::NotStarted,
+            SalePhase::Ended => SaleState::Ended,
+            SalePhase::Open if remaining == 0 => SaleState::SoldOut,
+            SalePhase::Open => SaleState::Open,
+        }
+    }
+
     /// Whether `other` is this event released again: the same definition, whatever its release
     /// time and its red packets' seed (a retry draws a new one; the first is kept).
     pub fn same_release(&self, other: &Event) -> bool {

@@ -25,6 +25,10 @@ use crate::{
     store::{AttendeeRow, Store, StoredEvent},
 };
 
+/// The state object's lifetime in a cache: a second, so a sell-out (or a number given back) shows
+/// at the edge within about one (docs/SCALE.md's model, `Edge::ttl_ms`).
+pub const STATE_CACHE_CONTROL: &str = "public, max-age=1";
+
 const DEFAULT_PAGE: usize = 50;
 const MAX_PAGE: usize = 500;
 
@@ -98,6 +102,10 @@ impl Query {
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("query", req, |req| async move {
+            // The one public route: no caller, nothing of a user's, a reply the edge may cache.
+            if endpoint(&req) == Some(Endpoint::State) {
+                return Ok((self.state(&event_id(&req)?).await?, "OK"));
+            }
             let caller = Caller::from_request(&req)?;
             self.limiter.admit(&req, &caller).await?;
             let reply = match endpoint(&req) {
@@ -198,6 +206,25 @@ impl Query {
         let limit = page_size(req)?;
         let page = self.store.list_events(limit as i32, query_param(req, "cursor")).await?;
         Ok(EventPage { events: self.with_stock(page.items).await, next_cursor: page.next })
+    }
+
+    /// The sale's state for anyone, cached a second by the edge (`STATE_MAX_AGE`): a crowd that
+    /// reads "sold out" or "not started" there asks nothing of the functions.
+    async fn state(&self, id: &EventId) -> Result<Response<Body>, ApiError> {
+        let shown = self.event(id).await?;
+        let event = &shown.event;
+        let mut reply = json(
+            StatusCode::OK,
+            &serde_json::json!({
+                "event_id": id,
+                "state": event.sale_state(time::OffsetDateTime::now_utc(), shown.remaining),
+                "sale_mode": event.sale_mode,
+                "sale_start": crate::domain::event::rfc3339(event.sale_start),
+                "sale_end": crate::domain::event::rfc3339(event.sale_end),
+            }),
+        );
+        reply.headers_mut().insert("cache-control", STATE_CACHE_CONTROL.parse().expect("a header value"));
+        Ok(reply)
     }
 
     async fn event(&self, id: &EventId) -> Result<EventWithStock, ApiError> {

@@ -60,6 +60,10 @@ pub enum Limit {
     /// The organiser's routes: callers are the deployment's own staff and admins (Cognito groups),
     /// limited by the stage's throttle only.
     Staff,
+    /// No caller: anyone may ask, without a token (no user to count). The route's throttle bounds
+    /// it, and behind the edge its replies are cached: one request a second per edge cache reaches
+    /// the function (docs/DEPLOY.md, "The edge").
+    Public,
 }
 
 /// Each route by what it does: what the handlers match on (a route key never is).
@@ -71,6 +75,9 @@ pub enum Endpoint {
     Events,
     /// `GET /events/{id}`
     Event,
+    /// `GET /events/{id}/state`: whether the sale is upcoming, open, sold out or over, for anyone
+    /// (the edge's state object)
+    State,
     /// `GET /events/{id}/verify-hash`
     VerifyHash,
     /// `POST /events/{id}/grab`
@@ -118,6 +125,11 @@ pub struct Route {
 }
 
 impl Route {
+    /// Asked without a token: no authorizer runs (the template's `AuthorizationType: NONE`).
+    pub fn public(&self) -> bool {
+        self.limit == Limit::Public
+    }
+
     /// `METHOD /path`, API Gateway's route key.
     pub fn key(&self) -> String {
         format!("{} {}", self.method, self.path)
@@ -148,7 +160,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 20] = [
+pub const ROUTES: [Route; 21] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -169,6 +181,14 @@ pub const ROUTES: [Route; 20] = [
         path: "/events/{id}",
         function: Function::Query,
         limit: per_user("event", "RATE_LIMIT_EVENT", 20),
+    },
+    // Public and cacheable: a crowd told "sold out" or "not open yet" here asks nothing more.
+    Route {
+        endpoint: Endpoint::State,
+        method: "GET",
+        path: "/events/{id}/state",
+        function: Function::Query,
+        limit: Limit::Public,
     },
     Route {
         endpoint: Endpoint::VerifyHash,
@@ -361,6 +381,9 @@ mod tests {
             let staff = route.path.starts_with("/admin/");
             assert_eq!(route.limit == Limit::Staff, staff, "{}", route.key());
         }
+        // The one route without a caller answers the same to everyone, nothing of a user's.
+        let public: Vec<_> = ROUTES.iter().filter(|r| r.public()).map(|r| r.key()).collect();
+        assert_eq!(public, ["GET /events/{id}/state"]);
         let names: Vec<_> = per_user_limits().map(|(name, ..)| name).collect();
         let distinct: std::collections::HashSet<_> = names.iter().collect();
         assert_eq!(distinct.len(), names.len(), "one counter per route");
