@@ -7,10 +7,13 @@
 //!
 //! - [`api`]: the routes, as a client calls them;
 //! - [`run`]: the phases of one sale and the checks; [`ballot`]: a ballot's;
-//! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG.
+//! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG;
+//! - [`fanout`]: the rush fanned out over load workers (the load kit's Lambda function, `loadkit/`),
+//!   merged back into one report.
 
 pub mod api;
 pub mod ballot;
 pub mod chart;
+pub mod fanout;
 pub mod report;
 pub mod run;

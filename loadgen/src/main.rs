@@ -6,6 +6,7 @@ use std::{path::PathBuf, time::Duration};
 use clap::{Parser, ValueEnum};
 use loadgen::{
     api::Api,
+    fanout::{FanOut, LambdaWorkers, run_fanned},
     run::{Plan, Users, run},
 };
 use local_runner::authorizer::Authorizer;
@@ -96,6 +97,21 @@ struct Cli {
     /// (a rush measured alone).
     #[arg(long)]
     rush_only: bool,
+    /// Start the users at this many a second from the opening (each user's first request no
+    /// earlier than its turn; `--concurrency` bounds what is in flight), rather than all at once.
+    /// With `--fan-out`, spread evenly over the workers.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Fan the rush out over this many load workers (the load kit's function, `loadkit/`), each a
+    /// slice of the users, all opening at once; the release, the drain and the checks stay here.
+    /// A deployed API: with --tokens-file and --admin-token.
+    #[arg(long, requires = "worker_function")]
+    fan_out: Option<usize>,
+    /// The load kit's worker function (its name or ARN: the kit's `WorkerFunctionName` output),
+    /// invoked through the Lambda API (credentials, region and `AWS_ENDPOINT_URL` from the
+    /// environment).
+    #[arg(long, env = "LOADGEN_WORKER_FUNCTION", requires = "fan_out")]
+    worker_function: Option<String>,
     /// The red packets' currency (ISO 4217).
     #[arg(long, default_value = "CNY")]
     currency: String,
@@ -161,11 +177,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         buckets: cli.buckets,
         per_user: cli.per_user,
         rush_only: cli.rush_only,
+        rate: cli.rate.filter(|r| *r > 0.0),
     };
     let api = Api::new(&cli.base_url, concurrency)?;
-    let mut report = match cli.scenario {
-        Scenario::Ballot => loadgen::ballot::run_ballot(&api, &participants, &plan).await?,
-        Scenario::FairOpen => loadgen::ballot::run_fair_open(&api, &participants, &plan).await?,
+    let mut report = match (cli.scenario, cli.fan_out, &cli.worker_function) {
+        (Scenario::Ballot | Scenario::FairOpen, Some(_), _) => {
+            return Err("--fan-out runs a first-come rush: not a ballot's or a fair open's".into());
+        }
+        (Scenario::Ballot, ..) => loadgen::ballot::run_ballot(&api, &participants, &plan).await?,
+        (Scenario::FairOpen, ..) => loadgen::ballot::run_fair_open(&api, &participants, &plan).await?,
+        (_, Some(workers), Some(function)) => {
+            let fan = FanOut { workers: workers.max(1), base_url: cli.base_url.clone() };
+            run_fanned(&api, &participants, &plan, &fan, &LambdaWorkers::new(function).await).await?
+        }
         _ => run(&api, &participants, &plan).await?,
     };
     report.base_url = cli.base_url.clone();

@@ -89,6 +89,34 @@ pub struct Confirmation {
     pub polls: usize,
 }
 
+/// A paced opening (`--rate`): the users started per second asked for, and what came: the users'
+/// first requests (verify-hash per user, else the grab) spread over `spread_s` seconds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Pacing {
+    pub target_users_per_s: f64,
+    pub achieved_users_per_s: f64,
+    pub spread_s: f64,
+}
+
+/// A fanned-out run (`--fan-out`): the load workers that ran the rush, each a slice of the users.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FanOutPhase {
+    /// The worker function invoked, and how many times at once.
+    pub function: String,
+    pub workers: usize,
+    pub smallest_slice: usize,
+    pub largest_slice: usize,
+    /// The opening every worker was told to start at (RFC 3339).
+    pub opening: String,
+    /// The last worker's start after that opening (0 when every worker was there in time): a
+    /// cold start or a slow invocation shows here first.
+    pub latest_start_ms: f64,
+    /// The first worker's start after the opening.
+    pub earliest_start_ms: f64,
+    /// From the driver's invocations to the last worker's answer.
+    pub invoked_s: f64,
+}
+
 /// A ballot's phases: the entries and the draw.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct BallotPhase {
@@ -126,6 +154,10 @@ pub struct Report {
     /// A ballot's run (then `hashes` and `grabs` stay empty).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ballot: Option<BallotPhase>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacing: Option<Pacing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fan_out: Option<FanOutPhase>,
     pub checks: Vec<Check>,
     pub passed: bool,
     /// Every grab request and every order's confirmation and mail, in time: the chart's input
@@ -169,6 +201,27 @@ impl Report {
             );
             self.render_checks(&mut out);
             return out;
+        }
+        if let Some(f) = &self.fan_out {
+            let _ = writeln!(
+                out,
+                "  fan-out       {} workers of {} ({}-{} users each), opening {}: started {:.0}-{:.0} ms after it; answered {:.2} s after the invocations",
+                f.workers,
+                f.function,
+                f.smallest_slice,
+                f.largest_slice,
+                f.opening,
+                f.earliest_start_ms,
+                f.latest_start_ms,
+                f.invoked_s
+            );
+        }
+        if let Some(p) = &self.pacing {
+            let _ = writeln!(
+                out,
+                "  pacing        {:.0} users/s asked, {:.0} users/s came (their first requests over {:.2} s)",
+                p.target_users_per_s, p.achieved_users_per_s, p.spread_s
+            );
         }
         let _ = writeln!(
             out,

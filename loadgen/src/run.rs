@@ -14,7 +14,7 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 use crate::{
     api::{Answer, Api, Attendee},
     chart::Sample,
-    report::{Check, Confirmation, GrabPhase, HashPhase, Latency, Report},
+    report::{Check, Confirmation, GrabPhase, HashPhase, Latency, Pacing, Report},
 };
 
 /// A client gives up on one user after this many retried answers.
@@ -67,6 +67,9 @@ pub struct Plan {
     /// checked (the A/B of the rush in `scripts/bench ab`, where a sale's drain would take
     /// ten times its rush).
     pub rush_only: bool,
+    /// Users started per second at the opening (each user's first request no earlier than its
+    /// turn), or all at once; a fan-out spreads it over its workers.
+    pub rate: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -78,21 +81,74 @@ pub enum RunError {
 }
 
 /// What one user was told, over all their grab requests.
-#[derive(Default, Clone)]
-struct Told {
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Told {
     /// Order ids named by a 202 or 200.
-    orders: HashSet<String>,
-    won: bool,
+    pub orders: HashSet<String>,
+    pub won: bool,
     /// Red-packet amounts named with them (one, for a user told of one order).
-    amounts: HashSet<u64>,
+    pub amounts: HashSet<u64>,
 }
 
 pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunError> {
+    let (event, opens, mut report) = release(api, users, plan).await?;
+
+    // 1. every user's verify hash (available a few seconds before the opening); per user, each
+    //    asks for it at the opening, just before grabbing
+    let hashes: Vec<String> = if plan.per_user {
+        Vec::new()
+    } else {
+        let bar = progress(users.tokens.len() as u64, "verify-hash");
+        let had = hashes_before_opening(api, &users.tokens, &event, plan.concurrency, &bar).await;
+        bar.finish_and_clear();
+        let had = had.map_err(|missing| RunError::Setup(format!("user {missing} got no verify hash")))?;
+        report.hashes =
+            HashPhase { requests: had.latencies.len(), seconds: had.seconds, latency: Latency::of(&had.latencies) };
+        had.hashes
+    };
+
+    if plan.hold_mail {
+        switch_mail_consumer(api, users, false).await?;
+    }
+
+    // 2. the opening second
+    let wait = opens - OffsetDateTime::now_utc();
+    if wait.is_positive() {
+        tokio::time::sleep(wait.unsigned_abs()).await;
+    }
+
+    // 3. the grabs: every user (or the hot user's burst) at once, `concurrency` in flight
+    let crowd = Crowd {
+        tokens: &users.tokens,
+        event: &event,
+        hashes: &hashes,
+        grabs_per_user: plan.grabs_per_user,
+        concurrency: plan.concurrency,
+        rate: plan.rate,
+    };
+    let bar = progress((users.tokens.len() * plan.grabs_per_user) as u64, "grab");
+    let first_grab = SystemTime::now();
+    let started = Instant::now();
+    let rushed = rush(api, &crowd, started, &bar).await;
+    let grab_seconds = started.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    // Held, the consumer resumes at the last reply: the drain is measured from there too.
+    let held_until = if plan.hold_mail {
+        switch_mail_consumer(api, users, true).await?;
+        Some(grab_seconds)
+    } else {
+        None
+    };
+    conclude(api, users, plan, &event, report, tally(plan, rushed, grab_seconds), first_grab, held_until).await
+}
+
+/// Releases the sale's event: its id, when it opens (`plan.lead` from now) and the report begun.
+pub async fn release(api: &Api, users: &Users, plan: &Plan) -> Result<(String, OffsetDateTime, Report), RunError> {
     let n = users.tokens.len();
     let event = format!("lg-{}-{}", plan.scenario, uuid::Uuid::now_v7().simple());
     let now = OffsetDateTime::now_utc();
     let opens = now + plan.lead;
-    let mut report = Report {
+    let report = Report {
         scenario: plan.scenario.clone(),
         base_url: String::new(),
         event_id: event.clone(),
@@ -121,103 +177,140 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     if released.status != 201 {
         return Err(RunError::Setup(format!("release answered {}: {}", released.status, released.body)));
     }
+    Ok((event, opens, report))
+}
 
-    // 1. every user's verify hash (available a few seconds before the opening); per user, each
-    //    asks for it at the opening, just before grabbing
-    let hashes: Vec<String> = if plan.per_user {
-        vec![String::new(); n]
-    } else {
-        let started = Instant::now();
-        let bar = progress(n as u64, "verify-hash");
-        let results: Vec<(String, Vec<Duration>)> = futures::stream::iter(users.tokens.iter())
-            .map(|token| {
-                let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
-                async move {
-                    let (hash, latencies) = hash_of(&api, token, &event, started).await;
-                    bar.inc(1);
-                    (hash, latencies)
-                }
-            })
-            .buffered(plan.concurrency)
-            .collect()
-            .await;
-        bar.finish_and_clear();
-        let hash_latencies: Vec<Duration> = results.iter().flat_map(|(_, l)| l.iter().copied()).collect();
-        report.hashes = HashPhase {
-            requests: hash_latencies.len(),
-            seconds: started.elapsed().as_secs_f64(),
-            latency: Latency::of(&hash_latencies),
-        };
-        let hashes: Vec<String> = results.into_iter().map(|(h, _)| h).collect();
-        if let Some(missing) = hashes.iter().position(String::is_empty) {
-            return Err(RunError::Setup(format!("user {missing} got no verify hash")));
-        }
-        hashes
-    };
+/// Every user's verify hash, had before the opening (`concurrency` asks in flight).
+pub struct Hashes {
+    pub hashes: Vec<String>,
+    /// Every verify-hash request's latency, retries included.
+    pub latencies: Vec<Duration>,
+    pub seconds: f64,
+}
 
-    if plan.hold_mail {
-        switch_mail_consumer(api, users, false).await?;
-    }
-
-    // 2. the opening second
-    let wait = opens - OffsetDateTime::now_utc();
-    if wait.is_positive() {
-        tokio::time::sleep(wait.unsigned_abs()).await;
-    }
-
-    // 3. the grabs: every user (or the hot user's burst) at once, `concurrency` in flight
-    let jobs: Vec<usize> = (0..n).flat_map(|u| std::iter::repeat_n(u, plan.grabs_per_user)).collect();
-    let bar = progress(jobs.len() as u64, "grab");
-    let first_grab = SystemTime::now();
+/// Asks each token's verify hash; `Err(i)`: user `i` (of `tokens`) got none.
+pub async fn hashes_before_opening(
+    api: &Api,
+    tokens: &[String],
+    event: &str,
+    concurrency: usize,
+    bar: &ProgressBar,
+) -> Result<Hashes, usize> {
     let started = Instant::now();
-    let hot = plan.grabs_per_user > 1;
-    let answers: Vec<(Answered, Vec<Duration>)> = futures::stream::iter(jobs)
-        .map(|u| {
-            let (api, event, bar) = (api.clone(), event.clone(), bar.clone());
-            let token = &users.tokens[u];
-            let (asked, hash) = (plan.per_user, &hashes[u]);
-            async move {
-                let (hash, hash_latencies) =
-                    if asked { hash_of(&api, token, &event, started).await } else { (hash.clone(), Vec::new()) };
-                let hash = &hash;
-                // The hot user's 429s are the point of that scenario: counted, not retried.
-                let (last, latencies, retried) = if hot {
-                    let at_s = started.elapsed().as_secs_f64();
-                    let a = api.grab(token, &event, hash).await;
-                    let sample = Sample { at_s, latency: a.latency, outcome: a.outcome() };
-                    (a, vec![sample], Vec::new())
-                } else {
-                    with_retries(started, || api.grab(token, &event, hash)).await
-                };
-                bar.inc(1);
-                ((u, last, latencies, retried), hash_latencies)
-            }
+    let results: Vec<(String, Vec<Duration>)> = futures::stream::iter(tokens.iter())
+        .map(|token| async move {
+            let answer = hash_of(api, token, event, started).await;
+            bar.inc(1);
+            answer
         })
-        .buffer_unordered(plan.concurrency)
+        .buffered(concurrency.max(1))
         .collect()
         .await;
-    let grab_seconds = started.elapsed().as_secs_f64();
-    bar.finish_and_clear();
-    if plan.per_user {
-        let hash_latencies: Vec<Duration> = answers.iter().flat_map(|a| a.1.iter().copied()).collect();
-        report.hashes =
-            HashPhase { requests: hash_latencies.len(), seconds: grab_seconds, latency: Latency::of(&hash_latencies) };
+    let latencies: Vec<Duration> = results.iter().flat_map(|(_, l)| l.iter().copied()).collect();
+    let hashes: Vec<String> = results.into_iter().map(|(h, _)| h).collect();
+    if let Some(missing) = hashes.iter().position(String::is_empty) {
+        return Err(missing);
     }
-    let answers: Vec<Answered> = answers.into_iter().map(|(answered, _)| answered).collect();
-    // Held, the consumer resumes at the last reply: the drain is measured from there too.
-    let held_until = if plan.hold_mail {
-        switch_mail_consumer(api, users, true).await?;
-        Some(grab_seconds)
-    } else {
-        None
-    };
+    Ok(Hashes { hashes, latencies, seconds: started.elapsed().as_secs_f64() })
+}
 
+/// Who rushes, and how: one process's whole crowd, or one load worker's slice of it
+/// (`crate::fanout`). The users are numbered from 0 within it.
+pub struct Crowd<'a> {
+    pub tokens: &'a [String],
+    pub event: &'a str,
+    /// Each user's hash, had before the opening; empty: each user asks verify-hash first, then
+    /// grabs (per user).
+    pub hashes: &'a [String],
+    /// Grab requests per user, all at once (the hot user's 200).
+    pub grabs_per_user: usize,
+    pub concurrency: usize,
+    /// Users started per second: user `u` sends its first request no earlier than `u / rate`
+    /// seconds after the start (and no later than a free slot of `concurrency` allows). `None`:
+    /// every user at once.
+    pub rate: Option<f64>,
+}
+
+/// A user's grab, asked until final: the user, the last answer, every request, the retried outcomes.
+pub type Answered = (usize, Answer, Vec<Sample>, Vec<String>);
+
+/// A user's part in the rush: their grab, when they began (their first request, seconds after the
+/// start) and, per user, the latency of each verify-hash request they asked before grabbing.
+#[derive(Debug, Clone)]
+pub struct Rushed {
+    pub answered: Answered,
+    pub began_s: f64,
+    pub hash_latencies: Vec<Duration>,
+}
+
+/// The opening: every user of the crowd grabs (asking verify-hash first, per user), each asked
+/// until final, `concurrency` in flight; samples are timed from `started`. The grab, the retries
+/// and the latencies of every run, one process's or a load worker's, are these.
+pub async fn rush(api: &Api, crowd: &Crowd<'_>, started: Instant, bar: &ProgressBar) -> Vec<Rushed> {
+    let jobs: Vec<usize> = (0..crowd.tokens.len()).flat_map(|u| std::iter::repeat_n(u, crowd.grabs_per_user)).collect();
+    let hot = crowd.grabs_per_user > 1;
+    let per_user = crowd.hashes.is_empty();
+    futures::stream::iter(jobs)
+        .map(|u| async move {
+            if let Some(rate) = crowd.rate.filter(|r| *r > 0.0) {
+                tokio::time::sleep_until((started + Duration::from_secs_f64(u as f64 / rate)).into()).await;
+            }
+            let began_s = started.elapsed().as_secs_f64();
+            let (token, event) = (&crowd.tokens[u], crowd.event);
+            let (hash, hash_latencies) = if per_user {
+                hash_of(api, token, event, started).await
+            } else {
+                (crowd.hashes[u].clone(), Vec::new())
+            };
+            let hash = &hash;
+            // The hot user's 429s are the point of that scenario: counted, not retried.
+            let (last, latencies, retried) = if hot {
+                let at_s = started.elapsed().as_secs_f64();
+                let a = api.grab(token, event, hash).await;
+                let sample = Sample { at_s, latency: a.latency, outcome: a.outcome() };
+                (a, vec![sample], Vec::new())
+            } else {
+                with_retries(started, || api.grab(token, event, hash)).await
+            };
+            bar.inc(1);
+            Rushed { answered: (u, last, latencies, retried), began_s, hash_latencies }
+        })
+        .buffer_unordered(crowd.concurrency.max(1))
+        .collect()
+        .await
+}
+
+/// What the rush's replies add up to, before any drain: the grab phase of the report (and, per
+/// user, its verify-hash phase), the samples, and what each user was told. Pure: one process's
+/// rush and the merged slices of a fan-out give the same tally for the same answers.
+pub struct Tally {
+    /// Per user: the verify-hash requests asked during the rush.
+    pub hashes: Option<HashPhase>,
+    pub grabs: GrabPhase,
+    pub samples: Vec<Sample>,
+    pub told: HashMap<usize, Told>,
+    pub answers: Vec<Answered>,
+    pub pacing: Option<Pacing>,
+}
+
+pub fn tally(plan: &Plan, rushed: Vec<Rushed>, grab_seconds: f64) -> Tally {
+    let hashes = plan.per_user.then(|| {
+        let latencies: Vec<Duration> = rushed.iter().flat_map(|r| r.hash_latencies.iter().copied()).collect();
+        HashPhase { requests: latencies.len(), seconds: grab_seconds, latency: Latency::of(&latencies) }
+    });
+    // When each user began: how fast the crowd came (the pacing's result).
+    let mut began: HashMap<usize, f64> = HashMap::new();
+    for r in &rushed {
+        let at = began.entry(r.answered.0).or_insert(r.began_s);
+        *at = at.min(r.began_s);
+    }
+    let answers: Vec<Answered> = rushed.into_iter().map(|r| r.answered).collect();
     let mut told: HashMap<usize, Told> = HashMap::new();
     let mut grabs = GrabPhase { seconds: grab_seconds, ..GrabPhase::default() };
-    let (mut all, mut won, mut refused) = (Vec::new(), Vec::new(), Vec::new());
-    for (u, last, samples, retried) in &answers {
-        all.extend(samples.iter().map(|s| s.latency));
-        report.timeline.grabs.extend(samples.iter().cloned());
+    let (mut all, mut won, mut refused, mut samples) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (u, last, sent, retried) in &answers {
+        all.extend(sent.iter().map(|s| s.latency));
+        samples.extend(sent.iter().cloned());
         for code in retried {
             *grabs.retried.entry(code.clone()).or_default() += 1;
         }
@@ -243,7 +336,35 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     grabs.latency = Latency::of(&all);
     grabs.latency_won = Latency::of(&won);
     grabs.latency_refused = Latency::of(&refused);
+    let pacing = plan.rate.map(|target| {
+        let (first, last) = began.values().fold((f64::INFINITY, 0.0_f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let spread = if began.is_empty() { 0.0 } else { last - first };
+        let achieved = if spread > 0.0 { (began.len() - 1) as f64 / spread } else { began.len() as f64 };
+        Pacing { target_users_per_s: target, achieved_users_per_s: achieved, spread_s: spread }
+    });
+    Tally { hashes, grabs, samples, told, answers, pacing }
+}
+
+/// After the rush: the report's phases from its tally, then (unless the run stops at the last
+/// reply) the wait for every winner to be confirmed and mailed, and the invariants.
+#[allow(clippy::too_many_arguments)]
+pub async fn conclude(
+    api: &Api,
+    users: &Users,
+    plan: &Plan,
+    event: &str,
+    mut report: Report,
+    tally: Tally,
+    first_grab: SystemTime,
+    held_until: Option<f64>,
+) -> Result<Report, RunError> {
+    let Tally { hashes, grabs, samples, told, answers, pacing } = tally;
+    if let Some(hashes) = hashes {
+        report.hashes = hashes;
+    }
     report.grabs = grabs;
+    report.timeline.grabs = samples;
+    report.pacing = pacing;
     if plan.rush_only {
         report.checks = reply_checks(users, plan, &answers, &told);
         report.passed = report.checks.iter().all(|c| c.pass);
@@ -253,7 +374,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     // 4. every winner confirmed and mailed
     let winners: HashMap<String, usize> =
         told.iter().flat_map(|(u, t)| t.orders.iter().map(move |o| (o.clone(), *u))).collect();
-    let (rows, confirmation) = wait_for_confirmation(api, users, plan, &event, &winners, first_grab).await?;
+    let (rows, confirmation) = wait_for_confirmation(api, users, plan, event, &winners, first_grab).await?;
     let since_first = |stamp: &Option<String>| seconds_after(stamp.as_deref()?, first_grab);
     let confirmed = rows.iter().filter(|r| r.status == "CONFIRMED");
     report.timeline.confirmed_s = confirmed.clone().filter_map(|r| since_first(&r.confirmed_at)).collect();
@@ -261,7 +382,7 @@ pub async fn run(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunErr
     report.confirmation = Confirmation { mail_held_until_s: held_until, ..confirmation };
 
     // 5. the invariants
-    report.checks = check(api, users, plan, &event, &answers, &told, &rows, &report.confirmation).await?;
+    report.checks = check(api, users, plan, event, &answers, &told, &rows, &report.confirmation).await?;
     report.passed = report.checks.iter().all(|c| c.pass);
     Ok(report)
 }
@@ -276,9 +397,6 @@ async fn switch_mail_consumer(api: &Api, users: &Users, enabled: bool) -> Result
     }
     Ok(())
 }
-
-/// A user's grab, asked until final: the user, the last answer, every request, the retried outcomes.
-type Answered = (usize, Answer, Vec<Sample>, Vec<String>);
 
 /// A user's verify hash (asked until final) and the latency of each ask; empty when none came.
 async fn hash_of(api: &Api, token: &str, event: &str, origin: Instant) -> (String, Vec<Duration>) {
@@ -484,7 +602,7 @@ async fn check(
 
 /// What the replies alone show: every grab answered, one order per user, every ticket granted
 /// while demand lasts.
-fn reply_checks(users: &Users, plan: &Plan, answers: &[Answered], told: &HashMap<usize, Told>) -> Vec<Check> {
+pub fn reply_checks(users: &Users, plan: &Plan, answers: &[Answered], told: &HashMap<usize, Told>) -> Vec<Check> {
     let capacity = plan.tickets as usize;
     let mut checks = Vec::new();
     let unanswered: BTreeMap<String, usize> = answers
