@@ -4,7 +4,10 @@
 //! A redis-server of the bench's own (plain and TLS ports, an AUTH token, a self-signed RSA-2048
 //! certificate made with `openssl`), so nothing else runs on it; the server's CPU is read from
 //! `/proc/<pid>/stat` before and after each kind (all its threads; the clock's ticks, 10 ms, are why
-//! each kind runs thousands of times). Per kind, rounds in alternating order, medians:
+//! each kind runs thousands of times). Each kind twice: one request at a time on each of 64
+//! connections (a Lambda environment on demand: a connection of its own, one request at a time),
+//! and 64 in flight on one connection (many requests per environment, Managed Instances: redis-rs
+//! pipelines them, which the server pays less for). Rounds in alternating order, medians:
 //!
 //! - `grab won`: the product's grab script through the gate (`Gate::grab`), each user winning;
 //! - `grab refused`: the same on the sold-out event (what each environment's sold-out memory costs
@@ -26,7 +29,7 @@ use std::{
 
 use bench::measure::median;
 use clap::Parser;
-use futures::StreamExt;
+use futures::{StreamExt, future::BoxFuture};
 use serde::Serialize;
 use shared::{
     config::{GrabPolicy, UserLimit},
@@ -76,6 +79,42 @@ impl Kind {
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
             Kind::Connect => "new connection, plain (AUTH, PING)",
             Kind::ConnectTls => "new connection, TLS (handshake, AUTH, PING)",
+        }
+    }
+}
+
+/// How the requests reach the server.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+enum Mode {
+    /// Each on a connection of its own, one at a time (`--concurrency` connections).
+    Alone,
+    /// All on one connection, `--concurrency` in flight.
+    Pipelined,
+}
+
+/// Runs `op` for every user on one of the `handles` (a gate, or a connection), as `mode` says: the
+/// first alone with all in flight, or each its share one at a time.
+async fn drive<'a, H: Sync, R: 'a>(
+    users: &'a [UserId],
+    gates: &'a [H],
+    mode: Mode,
+    concurrency: usize,
+    op: impl Fn(&'a H, &'a UserId) -> BoxFuture<'a, R> + Copy + 'a,
+) -> Vec<R> {
+    match mode {
+        Mode::Pipelined => {
+            futures::stream::iter(users).map(|u| op(&gates[0], u)).buffer_unordered(concurrency).collect().await
+        }
+        Mode::Alone => {
+            let per = users.len().div_ceil(gates.len()).max(1);
+            let runs = users.chunks(per).zip(gates).map(|(chunk, gate)| async move {
+                let mut out = Vec::with_capacity(chunk.len());
+                for u in chunk {
+                    out.push(op(gate, u).await);
+                }
+                out
+            });
+            futures::future::join_all(runs).await.into_iter().flatten().collect()
         }
     }
 }
@@ -205,10 +244,18 @@ async fn connect(server: &Server, tls: bool) -> Result<redis::aio::MultiplexedCo
 }
 
 /// One round of one kind: the server's CPU per operation (us), and operations per second.
-async fn measure(server: &Server, gate: &Gate, kind: Kind, args: &Args, round: usize) -> Result<(f64, f64), Failure> {
+async fn measure(
+    server: &Server,
+    gates: &[Gate],
+    kind: Kind,
+    mode: Mode,
+    args: &Args,
+    round: usize,
+) -> Result<(f64, f64), Failure> {
+    let gate = &gates[0];
     let tick = tick_us()?;
     let users: Vec<UserId> =
-        (0..args.ops).map(|i| UserId::parse(&format!("r{round}-{kind:?}-u{i}")).expect("a user id")).collect();
+        (0..args.ops).map(|i| UserId::parse(&format!("r{round}-{kind:?}-{mode:?}-u{i}")).expect("a user id")).collect();
     let email = Email::parse("fan@example.com")?;
     let policy = GrabPolicy::default();
     // What the kind needs beforehand, outside the measured span.
@@ -253,25 +300,39 @@ async fn measure(server: &Server, gate: &Gate, kind: Kind, args: &Args, round: u
         _ => None,
     };
     let connections = (args.ops / 10).max(100) as usize;
-    let shared_conn = connect(server, false).await?;
+    // Every connection made before the measured span: the gates' (a PING each), and one of the
+    // bench's own per gate for the reads.
+    let mut conns = Vec::with_capacity(gates.len());
+    for g in gates {
+        let _: Option<u64> = g
+            .count_request(
+                &UserId::parse("warm-up")?,
+                "warm-up",
+                UserLimit { requests: 1_000_000, window: Duration::from_secs(1) },
+            )
+            .await?;
+        if kind == Kind::FieldRead {
+            let mut conn = connect(server, false).await?;
+            let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+            conns.push(conn);
+        }
+    }
     let before = cpu_us(server.pid, tick)?;
     let started = Instant::now();
     let done: usize = match kind {
         Kind::GrabWon | Kind::GrabRefused => {
             let event = event.as_ref().expect("an event");
-            let outcomes: Vec<Result<GrabOutcome, shared::gate::GateError>> = futures::stream::iter(users.iter())
-                .map(|user| {
-                    let (id, email) = (&event.id, &email);
-                    async move {
+            let (id, email) = (&event.id, &email);
+            let outcomes: Vec<Result<GrabOutcome, shared::gate::GateError>> =
+                drive(&users, gates, mode, args.concurrency, move |gate, user| {
+                    Box::pin(async move {
                         let order = OrderId::generate();
                         let head = MessageHead::new(&order, id, user, email, "2026-11-26T00:00:00Z");
                         let now = epoch_ms(OffsetDateTime::now_utc());
                         let attempt = GrabAttempt { event: id, user, order_id: &order, head: &head, clock_ms: now };
                         gate.grab(&attempt, policy).await.map(|g| g.outcome)
-                    }
+                    })
                 })
-                .buffer_unordered(args.concurrency)
-                .collect()
                 .await;
             let want = |o: &GrabOutcome| match kind {
                 Kind::GrabWon => matches!(o, GrabOutcome::Granted { .. }),
@@ -284,27 +345,24 @@ async fn measure(server: &Server, gate: &Gate, kind: Kind, args: &Args, round: u
         }
         Kind::Limiter => {
             let limit = UserLimit { requests: 10, window: Duration::from_secs(1) };
-            let counted: Vec<_> = futures::stream::iter(users.iter())
-                .map(|user| gate.count_request(user, "verify-hash", limit))
-                .buffer_unordered(args.concurrency)
-                .collect()
-                .await;
+            let counted = drive(&users, gates, mode, args.concurrency, move |gate, user| {
+                Box::pin(gate.count_request(user, "verify-hash", limit))
+            })
+            .await;
             counted.into_iter().collect::<Result<Vec<_>, _>>()?.len()
         }
         Kind::FieldRead => {
-            let read: Vec<redis::RedisResult<Option<String>>> = futures::stream::iter(users.iter())
-                .map(|user| {
-                    let mut conn = shared_conn.clone();
-                    async move {
-                        redis::cmd("HGET")
+            let read: Vec<Result<Option<String>, Failure>> =
+                drive(&users, &conns, mode, args.concurrency, |conn, user| {
+                    Box::pin(async move {
+                        let mut conn = conn.clone();
+                        Ok(redis::cmd("HGET")
                             .arg("redis-costs:fields")
                             .arg(format!("={user}"))
                             .query_async(&mut conn)
-                            .await
-                    }
+                            .await?)
+                    })
                 })
-                .buffer_unordered(args.concurrency)
-                .collect()
                 .await;
             let found = read.into_iter().collect::<Result<Vec<_>, _>>()?;
             if found.iter().any(Option::is_none) {
@@ -340,11 +398,11 @@ async fn measure(server: &Server, gate: &Gate, kind: Kind, args: &Args, round: u
 #[derive(Serialize)]
 struct Row {
     kind: Kind,
+    mode: Mode,
     label: &'static str,
     server_us: f64,
     spread: (f64, f64),
     per_second: f64,
-    vs_grab_won: f64,
 }
 
 #[tokio::main]
@@ -354,57 +412,70 @@ async fn main() -> Result<(), Failure> {
     let _ = local_runner::client::builder();
     let server = start_server().await?;
     let url = format!("redis://127.0.0.1:{}", server.port);
-    let gate = Gate::new(&bench::sales::gate_settings(&url, false, Some(TOKEN.into())))?;
-    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); Kind::ALL.len()];
+    let settings = bench::sales::gate_settings(&url, false, Some(TOKEN.into()));
+    // A gate (and its connection) per connection of `Mode::Alone`; the first serves `Pipelined`.
+    let gates: Vec<Gate> = (0..args.concurrency.max(1)).map(|_| Gate::new(&settings)).collect::<Result<_, _>>()?;
+    // The connections' kinds make new connections: the mode is theirs alone.
+    let plan: Vec<(Kind, Mode)> = Kind::ALL
+        .iter()
+        .flat_map(|&k| match k {
+            Kind::Connect | Kind::ConnectTls => vec![(k, Mode::Alone)],
+            _ => vec![(k, Mode::Alone), (k, Mode::Pipelined)],
+        })
+        .collect();
+    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); plan.len()];
     for round in 0..args.rounds {
         // Alternating order: the machine's drift falls on every kind alike.
         let order: Vec<usize> =
-            if round % 2 == 0 { (0..Kind::ALL.len()).collect() } else { (0..Kind::ALL.len()).rev().collect() };
+            if round % 2 == 0 { (0..plan.len()).collect() } else { (0..plan.len()).rev().collect() };
         for k in order {
-            let kind = Kind::ALL[k];
-            let (us, rate) = measure(&server, &gate, kind, &args, round).await?;
-            eprintln!("round {}: {}: {us:.1} us of server CPU each, {rate:.0}/s", round + 1, kind.label());
+            let (kind, mode) = plan[k];
+            let (us, rate) = measure(&server, &gates, kind, mode, &args, round).await?;
+            eprintln!("round {}: {} ({mode:?}): {us:.1} us of server CPU each, {rate:.0}/s", round + 1, kind.label());
             samples[k].push((us, rate));
         }
     }
-    let medians: Vec<(f64, f64)> = samples
-        .iter()
-        .map(|s| (median(s.iter().map(|x| x.0).collect()), median(s.iter().map(|x| x.1).collect())))
-        .collect();
-    let won = medians[0].0;
-    let rows: Vec<Row> = Kind::ALL
+    let rows: Vec<Row> = plan
         .iter()
         .zip(&samples)
-        .zip(&medians)
-        .map(|((&kind, s), &(server_us, per_second))| Row {
+        .map(|(&(kind, mode), s)| Row {
             kind,
+            mode,
             label: kind.label(),
-            server_us,
+            server_us: median(s.iter().map(|x| x.0).collect()),
             spread: s.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x.0), hi.max(x.0))),
-            per_second,
-            vs_grab_won: server_us / won,
+            per_second: median(s.iter().map(|x| x.1).collect()),
         })
         .collect();
     println!(
-        "redis-costs: {} ops per kind (connections {}), {} rounds, {} in flight; server CPU per operation, median (spread)",
+        "redis-costs: {} ops per kind (connections {}), {} rounds; server CPU per operation, median (spread)",
         args.ops,
         (args.ops / 10).max(100),
         args.rounds,
-        args.concurrency
     );
     println!();
-    println!("| operation | server CPU us (spread) | vs a won grab | one core's ceiling | here, per second |");
-    println!("|---|---|---|---|---|");
-    for r in &rows {
+    println!(
+        "| operation | one at a time on each of {n} connections (on demand): us | vs a won grab | a core's ceiling | {n} in flight on one connection (many per environment): us | vs a won grab |",
+        n = args.concurrency
+    );
+    println!("|---|---|---|---|---|---|");
+    let find = |kind: Kind, mode: Mode| rows.iter().find(|r| r.kind == kind && r.mode == mode);
+    let won = |mode: Mode| find(Kind::GrabWon, mode).map_or(f64::NAN, |r| r.server_us);
+    let cell = |r: &Row| format!("{:.1} ({:.1}-{:.1})", r.server_us, r.spread.0, r.spread.1);
+    for kind in Kind::ALL {
+        let Some(alone) = find(kind, Mode::Alone) else { continue };
+        let (piped, piped_ratio) = match find(kind, Mode::Pipelined) {
+            Some(p) => (cell(p), format!("{:.2}x", p.server_us / won(Mode::Pipelined))),
+            None => ("-".into(), "-".into()),
+        };
         println!(
-            "| {} | {:.1} ({:.1}-{:.1}) | {:.2}x | {:.0}/s | {:.0} |",
-            r.label,
-            r.server_us,
-            r.spread.0,
-            r.spread.1,
-            r.vs_grab_won,
-            1e6 / r.server_us,
-            r.per_second
+            "| {} | {} | {:.2}x | {:.0}/s | {} | {} |",
+            kind.label(),
+            cell(alone),
+            alone.server_us / won(Mode::Alone),
+            1e6 / alone.server_us,
+            piped,
+            piped_ratio
         );
     }
     if let Some(path) = &args.json {

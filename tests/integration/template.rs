@@ -655,8 +655,8 @@ fn teardown_keeps_what_users_hold_and_every_stateful_resource_says_what_becomes_
 
 /// The edge (`Edge=cloudfront`, off by default): the sale's state, the one public route, cached
 /// no longer than its reply says (a second); every other path uncached, the bearer token in the
-/// cache key (so one user's reply can never be served to another); a rate rule per client address
-/// in the web ACL the stack makes.
+/// cache key (so one user's reply can never be served to another), no error reply kept; a rate
+/// rule per client address in the web ACL the stack makes.
 #[test]
 fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
     let t = template();
@@ -694,6 +694,17 @@ fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
     assert_eq!(api["DefaultTTL"], 0);
     assert_eq!(api["ParametersInCacheKeyAndForwardedToOrigin"]["HeadersConfig"]["Headers"], json!(["Authorization"]));
 
+    // CloudFront keeps an error 10 s unless told (whatever its Cache-Control): no code it caches
+    // may be kept (a `403 SALE_NOT_STARTED` outliving the opening).
+    let kept: BTreeMap<u64, u64> = d["CustomErrorResponses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["ErrorCode"].as_u64().unwrap(), e["ErrorCachingMinTTL"].as_u64().unwrap()))
+        .collect();
+    for code in [400, 403, 404, 405, 414, 416, 500, 501, 502, 503, 504] {
+        assert_eq!(kept.get(&code), Some(&0), "{code} is not kept at the edge");
+    }
     let rule = &r["EdgeWebAcl"]["Properties"]["Rules"][0]["Statement"]["RateBasedStatement"];
     assert_eq!(rule["AggregateKeyType"], "IP");
     assert_eq!(rule["Limit"], json!({"Ref": "EdgeRateLimit"}));
