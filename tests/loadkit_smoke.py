@@ -21,27 +21,13 @@ import time
 
 import boto3
 
+from smoke import expect, passed
+
 ENDPOINT = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
 STACK, KIT = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HERE = os.path.join(ROOT, ".local", "cloud", "loadkit")
 RUN = f"lk{int(time.time())}"
-checks = 0
-
-
-def ok(what):
-    global checks
-    checks += 1
-    print(f"  ok  {what}", flush=True)
-
-
-def fail(what):
-    print(f"FAIL  {what}", flush=True)
-    sys.exit(1)
-
-
-def expect(cond, what):
-    ok(what) if cond else fail(what)
 
 
 session = boto3.session.Session(region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
@@ -139,4 +125,4 @@ out, took = loadgen("--users", "2", "--tickets", "1", "--per-user", "--lead-seco
 expect(out.returncode != 0 and "failed" in out.stderr,
        f"a worker that cannot be invoked fails the run ({out.returncode}: {out.stderr.strip()[-160:]})")
 
-print(f"loadkit smoke: {checks} passed, 0 failed")
+print(f"loadkit smoke: {passed()} passed, 0 failed")

@@ -34,6 +34,8 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 
+from smoke import expect, fail, ok, passed
+
 ENDPOINT = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
 STACK = sys.argv[1] if len(sys.argv) > 1 else "ticketgrab-cloud"
 # `<stack> --carry <file>`: the whole smoke, then what a teardown must not lose, into <file>;
@@ -41,22 +43,6 @@ STACK = sys.argv[1] if len(sys.argv) > 1 else "ticketgrab-cloud"
 MODE, CARRIED = (sys.argv[2], sys.argv[3]) if len(sys.argv) > 3 else (None, None)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = str(int(time.time()))
-checks = 0
-
-
-def ok(what):
-    global checks
-    checks += 1
-    print(f"  ok  {what}", flush=True)
-
-
-def fail(what):
-    print(f"FAIL  {what}", flush=True)
-    sys.exit(1)
-
-
-def expect(cond, what):
-    ok(what) if cond else fail(what)
 
 
 def eventually(what, probe, limit):
@@ -196,7 +182,7 @@ def reattached(carried):
 print(f"local cloud smoke test: stack {STACK}, API {API}")
 if MODE == "--reattached":
     reattached(json.load(open(CARRIED)))
-    print(f"smoke after the re-attach: {checks} passed, 0 failed")
+    print(f"smoke after the re-attach: {passed()} passed, 0 failed")
     sys.exit(0)
 
 # 1. The authorizer: no token, a garbage token.
@@ -899,4 +885,4 @@ if MODE == "--carry":
                "table": TABLE, "pool": POOL, "dlq": outputs["OrdersDeadLetterQueueUrl"],
                "pass_key": outputs["PassKeySecretArn"], "pass_public_keys": outputs["PassPublicKeysSecretArn"]},
               open(CARRIED, "w"))
-print(f"smoke: {checks} passed, 0 failed")
+print(f"smoke: {passed()} passed, 0 failed")

@@ -30,6 +30,8 @@ from datetime import datetime, timedelta, timezone
 
 import boto3
 
+from smoke import expect, fail, passed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENDPOINT = os.environ["AWS_ENDPOINT_URL"].rstrip("/")
 REDIS_PORT = int(os.environ["REDIS_PORT"])
@@ -44,22 +46,6 @@ args.add_argument("--architecture", required=True)
 args.add_argument("--skip-pull-image", action="store_true")
 args = args.parse_args()
 
-checks = 0
-
-
-def ok(what):
-    global checks
-    checks += 1
-    print(f"  ok  {what}", flush=True)
-
-
-def fail(what):
-    print(f"FAIL  {what}", flush=True)
-    sys.exit(1)
-
-
-def expect(cond, what):
-    ok(what) if cond else fail(what)
 
 
 def rfc3339(t):
@@ -407,5 +393,5 @@ finally:
         lambda_api.kill()
 
 timings.sort()
-print(f"sam local: {checks} checks passed; {len(timings)} invokes, {timings[len(timings) // 2]:.1f} s median, "
+print(f"sam local: {passed()} checks passed; {len(timings)} invokes, {timings[len(timings) // 2]:.1f} s median, "
       f"{timings[-1]:.1f} s slowest", flush=True)
