@@ -98,8 +98,12 @@ expect(outcomes.get("202", 0) + outcomes.get("200", 0) == 10 and outcomes.get("4
        and report["hashes"]["requests"] >= 40,
        f"every user asked verify-hash then grabbed: 10 won, 30 sold out ({outcomes}, {report['hashes']['requests']} hashes)")
 pacing = report.get("pacing") or {}
-expect(pacing.get("target_users_per_s") == 20 and 12 <= pacing.get("achieved_users_per_s", 0) <= 25,
-       f"the opening paced at 20 users/s: {pacing.get('achieved_users_per_s', 0):.1f} users/s came ({pacing})")
+# The rate is a ceiling: no user starts before its slot (unpaced, the 40 would start within
+# milliseconds). How near the crowd comes to it is the emulator's speed on this machine (a loaded
+# machine gave 7 users/s), not the kit's promise, so no floor is asserted here.
+expect(pacing.get("target_users_per_s") == 20 and 0 < pacing.get("achieved_users_per_s", 0) <= 25
+       and pacing.get("spread_s", 0) >= 1.5,
+       f"the opening paced at no more than 20 users/s: {pacing.get('achieved_users_per_s', 0):.1f} users/s came ({pacing})")
 confirmation = report["confirmation"]
 expect((confirmation["winners"], confirmation["confirmed"], confirmation["mailed"]) == (10, 10, 10),
        f"the drain: 10 winners confirmed and mailed ({confirmation})")
