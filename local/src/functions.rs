@@ -64,7 +64,11 @@ impl Functions {
                 LimitsReader::new(adapters.sdk()),
                 DeploymentLimits::default(),
             ),
-            door: Door::new(store.clone(), PassKeyRingSource::ready(settings.pass.public().into())),
+            door: Door::new(
+                store.clone(),
+                PassKeyRingSource::ready(settings.pass.public().into()),
+                settings.user_limits.clone(),
+            ),
             query: Query::new(
                 store.clone(),
                 gate.clone(),

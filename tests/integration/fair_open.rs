@@ -153,6 +153,23 @@ async fn a_fair_open_of_100_tickets_admits_2000_queued_users_in_the_draws_order_
     assert_eq!(app.hash_admitted(&id, &published.order[5], Some(&token)).await.code(), "NOT_ADMITTED");
     assert_eq!(app.hash_admitted(&id, &published.order[0], Some("a1.1.AAAA")).await.code(), "NOT_ADMITTED");
 
+    // The organiser's live view: the queue (2,000 shuffled, one late), admitted in waves since the
+    // draw, and the three users verify-hash turned away.
+    app.functions.verify_hash.tally().flush().await;
+    let live = app.call(Function::Query, as_member(for_event(fixture("live.json"), &id), "organiser", "[admin]")).await;
+    let entries = &live.body["entries"];
+    assert_eq!(
+        (entries["mode"].as_str(), entries["entered"].as_u64(), entries["late"].as_u64()),
+        (Some("fair_open"), Some(2_001), Some(1)),
+        "{entries}"
+    );
+    assert_eq!(entries["admission_rate"].as_u64(), Some(100));
+    assert!(
+        entries["admitted"].as_u64().is_some_and(|n| n >= 100) && entries["all_admitted_at"].is_string(),
+        "{entries}"
+    );
+    assert_eq!(live.body["blocked"]["NOT_ADMITTED"].as_u64(), Some(3), "{}", live.body["blocked"]);
+
     // The first wave grabs as it is admitted, then the second as it is: exactly the first 100 of
     // the draw's order win, and the next wave finds the sale sold out.
     let first_wave: Vec<Reply> =

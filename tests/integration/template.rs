@@ -363,6 +363,8 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::BadPass,
         E::TicketCancelled,
         E::CheckInClosed { from: String::new(), until: None },
+        E::OfflineTimeRefused(String::new()),
+        E::TicketNotFound,
         E::BallotOnly,
         E::NotABallot,
         E::RegistrationClosed,

@@ -75,7 +75,17 @@ pub struct Check {
     pub name: &'static str,
     pub passed: bool,
     pub detail: String,
+    /// Nothing to check yet (a draw not drawn): passed, and shown as waiting, not as a pass.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pending: bool,
 }
+
+/// An order decided (`202`) and not yet stored this long is late (the organiser's page turns
+/// amber) ...
+pub const ORDER_LATE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+/// ... and this long, stuck: reconcile has sent it again by then (`RECONCILE_OUTBOX_AGE_SECONDS`,
+/// 30 s, each minute), so the consumer or DynamoDB is failing. The audit's check fails.
+pub const ORDER_STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Report {
@@ -88,8 +98,9 @@ pub struct Report {
     pub promoted: u64,
     pub checked_in: u64,
     /// Passes a door let in offline when another door had already checked them in: the same pass
-    /// in at two doors (docs/DESIGN.md section 11). Counted, not a failed check: an offline door
-    /// cannot know, and the organiser decides what to do.
+    /// in at two doors (docs/DESIGN.md section 11), each pass counted once however many doors or
+    /// syncs. Counted, not a failed check: an offline door cannot know, and the organiser decides
+    /// what to do.
     pub check_in_conflicts: u64,
     /// Confirmation mails sent (cancelled orders whose mail went out before they were cancelled
     /// count too: the mail was sent).
@@ -144,6 +155,7 @@ impl Report {
                 split.len(),
                 packet.total
             ),
+            pending: false,
         });
         self.red_packet =
             Some(RedPacketSums { total: packet.total, currency: packet.currency.clone(), held, algorithm: ALGORITHM });
@@ -167,7 +179,12 @@ impl Report {
         ledger: &Ledger,
     ) -> Self {
         let Some(drawn) = drawn else {
-            self.checks.push(Check { name: "ballot_draw", passed: true, detail: "not drawn yet".into() });
+            self.checks.push(Check {
+                name: "ballot_draw",
+                passed: true,
+                detail: "not drawn yet".into(),
+                pending: true,
+            });
             return self;
         };
         let capacity = (self.capacity as usize).min(drawn.order.len());
@@ -201,6 +218,7 @@ impl Report {
                 winners_stored.len(),
                 places.len()
             ),
+            pending: false,
         });
         self.passed = self.checks.iter().all(|c| c.passed);
         self
@@ -219,7 +237,31 @@ impl Report {
                 Err(fault) => (false, fault.to_string()),
             },
         };
-        self.checks.push(Check { name: "fair_open_draw", passed, detail });
+        let pending = drawn.is_none();
+        self.checks.push(Check { name: "fair_open_draw", passed, detail, pending });
+        self.passed = self.checks.iter().all(|c| c.passed);
+        self
+    }
+
+    /// Check `orders_stored_in_time`: no order decided (`202`) waits to be stored longer than
+    /// [`ORDER_STUCK_AFTER`]. `oldest` is the oldest such order's age, `None` when none waits
+    /// (or the cache could not say: the cache's own check says so).
+    pub fn with_orders_in_time(mut self, oldest: Option<std::time::Duration>) -> Self {
+        let (passed, detail) = match oldest {
+            None => (true, "no order waits to be stored".to_owned()),
+            Some(age) if age < ORDER_STUCK_AFTER => {
+                (true, format!("the oldest order waiting to be stored is {} s old", age.as_secs()))
+            }
+            Some(age) => (
+                false,
+                format!(
+                    "an order has waited {} s to be stored (over {} s): the mail consumer or DynamoDB is failing",
+                    age.as_secs(),
+                    ORDER_STUCK_AFTER.as_secs()
+                ),
+            ),
+        };
+        self.checks.push(Check { name: "orders_stored_in_time", passed, detail, pending: false });
         self.passed = self.checks.iter().all(|c| c.passed);
         self
     }
@@ -246,17 +288,20 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
             } else {
                 format!("numbers held twice: {twice:?}")
             },
+            pending: false,
         },
         Check {
             name: "held_within_capacity",
             passed: confirmed.len() as u64 <= u64::from(capacity) && out_of_range == 0,
             detail: format!("{} held of {capacity}; {out_of_range} numbers outside 1..{capacity}", confirmed.len()),
+            pending: false,
         },
         accounted(capacity, &confirmed, &in_flight, ledger),
         Check {
             name: "promotions_within_cancellations",
             passed: promoted as u64 <= cancelled,
             detail: format!("{promoted} orders from the waitlist, {cancelled} cancellations"),
+            pending: false,
         },
         tickets_agree(&confirmed, &ledger.tickets),
         rejections_explained(rows, &ledger.rebuilds),
@@ -266,6 +311,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
             detail: format!(
                 "{unmailed} confirmed orders without a sent mail (a few are normal while the queue drains)"
             ),
+            pending: false,
         },
     ];
     checks.shrink_to_fit();
@@ -278,7 +324,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         cancelled,
         promoted: count(&|r| r.promoted),
         checked_in: count(&|r| r.checked_in),
-        check_in_conflicts: rows.iter().map(|r| u64::from(r.check_in_conflicts)).sum(),
+        check_in_conflicts: rows.iter().filter(|r| r.check_in_conflicts > 0).count() as u64,
         mails_sent: count(&|r| r.mailed),
         waiting: ledger.cache.as_ref().map(|c| c.waiting),
         unsold: u64::from(capacity).saturating_sub(on_the_way as u64),
@@ -301,7 +347,12 @@ fn in_flight(rows: &[AuditRow], ledger: &Ledger) -> Vec<TicketNo> {
 fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], ledger: &Ledger) -> Check {
     let name = "numbers_accounted";
     let Some(cache) = &ledger.cache else {
-        return Check { name, passed: true, detail: "the cache is not there (expired, or lost): not checked".into() };
+        return Check {
+            name,
+            passed: true,
+            detail: "the cache is not there (expired, or lost): not checked".into(),
+            pending: false,
+        };
     };
     let mut seen: HashMap<TicketNo, u32> = HashMap::new();
     let places = cache
@@ -334,6 +385,7 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], led
             doubled.len(),
             show(&doubled),
         ),
+        pending: false,
     }
 }
 
@@ -360,6 +412,7 @@ fn rejections_explained(rows: &[AuditRow], rebuilds: &[RebuildRecord]) -> Check 
             unexplained.len(),
             &unexplained[..unexplained.len().min(20)],
         ),
+        pending: false,
     }
 }
 
@@ -386,6 +439,7 @@ fn tickets_agree(confirmed: &[&AuditRow], tickets: &HashMap<TicketNo, OrderId>) 
             wrong.len(),
             &wrong[..wrong.len().min(20)]
         ),
+        pending: false,
     }
 }
 

@@ -201,6 +201,14 @@ impl Email {
         }
         Ok(Self(value.to_owned()))
     }
+
+    /// The address as door staff may see it: the local part's first character and the domain
+    /// (`a•••@example.com`), enough to ask a holder "is this yours?".
+    pub fn masked(&self) -> String {
+        let (local, domain) = self.0.split_once('@').unwrap_or((&self.0, ""));
+        let first: String = local.chars().take(1).collect();
+        format!("{first}\u{2022}\u{2022}\u{2022}@{domain}")
+    }
 }
 
 #[cfg(test)]
@@ -265,6 +273,7 @@ mod tests {
     #[test]
     fn emails_need_a_local_part_and_a_dotted_domain() {
         assert!(Email::parse("u1@example.com").is_ok());
+        assert_eq!(Email::parse("alice@example.com").unwrap().masked(), "a\u{2022}\u{2022}\u{2022}@example.com");
         for bad in ["", "u1", "@example.com", "u1@localhost", "u 1@example.com", "a@b@c.d", "u1@.com"] {
             assert!(Email::parse(bad).is_err(), "{bad:?} accepted");
         }

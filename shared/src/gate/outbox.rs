@@ -25,6 +25,20 @@ impl Gate {
         Ok(len)
     }
 
+    /// When the oldest order in the outbox was decided (unix ms, from its UUIDv7 id), over every
+    /// bucket: the organiser's "oldest order not yet stored". Reads the ids only (`HKEYS`).
+    pub async fn oldest_in_outbox(&self, event: &EventId) -> Result<Option<i64>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let mut oldest: Option<i64> = None;
+        for b in self.buckets(event).await?.iter() {
+            let ids: Vec<String> = conn.hkeys(keys::outbox(b)).await?;
+            for ms in ids.iter().filter_map(|id| OrderId::parse(id).ok()?.created_ms()) {
+                oldest = Some(oldest.map_or(ms, |o| o.min(ms)));
+            }
+        }
+        Ok(oldest)
+    }
+
     /// Every outbox entry (tests and tools; the outbox is small outside a sale's first seconds).
     pub async fn outbox(&self, event: &EventId) -> Result<Vec<OutboxEntry>, GateError> {
         self.outbox_of(&self.buckets(event).await?).await

@@ -30,6 +30,10 @@ struct Pending {
     counts: HashMap<EventId, GrabCounts>,
     /// A write is scheduled.
     armed: bool,
+    /// Events this environment counted an outcome of the gate for, and when last: a refusal
+    /// before the gate (a forged hash) is counted only for these, so a made-up event id makes
+    /// no key.
+    seen: HashMap<EventId, std::time::Instant>,
 }
 
 impl GrabTally {
@@ -37,10 +41,33 @@ impl GrabTally {
         Self { gate, pending: Arc::default() }
     }
 
-    /// One grab of `event` answered with `code` in the unix second `at`.
+    /// One grab of `event` answered with `code` in the unix second `at`, by the gate (the event
+    /// exists).
     pub fn count(&self, event: &EventId, code: &str, at: i64) {
+        self.add(event, code, at, true);
+    }
+
+    /// A request refused before the gate (a forged hash), counted only for an event this
+    /// environment has seen the gate answer for within the tallies' lifetime.
+    pub fn count_if_seen(&self, event: &EventId, code: &str, at: i64) {
+        self.add(event, code, at, false);
+    }
+
+    fn add(&self, event: &EventId, code: &str, at: i64, known: bool) {
         let arm = {
             let mut pending = self.pending.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let now = std::time::Instant::now();
+            if known {
+                match pending.seen.get_mut(event) {
+                    Some(last) => *last = now,
+                    None => {
+                        pending.seen.retain(|_, last| now.duration_since(*last) < super::keys::TALLY_KEPT);
+                        pending.seen.insert(event.clone(), now);
+                    }
+                }
+            } else if pending.seen.get(event).is_none_or(|last| now.duration_since(*last) >= super::keys::TALLY_KEPT) {
+                return;
+            }
             let second = pending.counts.entry(event.clone()).or_default().entry(at).or_default();
             match second.get_mut(code) {
                 Some(n) => *n += 1,

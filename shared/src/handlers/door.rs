@@ -1,12 +1,22 @@
-//! door: `POST /admin/events/{id}/check-in` with a ticket pass lets its ticket in exactly once. A
-//! function of its own, holding only the public pass keys and the table's reads and check-in
-//! writes: nothing here can sign a pass or release an event. Admins, the `staff` group, and the
-//! event's own staff group (`staff-<event id>`) only, within the event's check-in window.
+//! door: `POST /admin/events/{id}/check-in` with a ticket pass lets its ticket in exactly once, and
+//! `GET /admin/events/{id}/check-in` gives the door its figures (checked in of tickets) and finds a
+//! holder by ticket number or order id. A function of its own, holding only the public pass keys
+//! and the table's reads and check-in writes: nothing here can sign a pass or release an event.
+//! Admins, the `staff` group, and the event's own staff group (`staff-<event id>`) only, within the
+//! event's check-in window, each user limited per environment (the door holds no Redis).
 //!
 //! The pass's signature is checked first (no I/O for a forged one); then the ticket item tells
 //! whose order holds the number, and one conditional write on that order marks it used, so two
 //! doors scanning one pass let one person in. A second scan is `409 ALREADY_CHECKED_IN` with the
-//! first scan's time; a cancelled ticket's pass is refused.
+//! first scan's time; a cancelled ticket's pass is refused. A holder whose phone died is let in by
+//! ticket number (`{"ticket_no": n}`), found first by the lookup: the staff's judgement stands in
+//! for the signature. An offline door's time is refused when it cannot be: before the order
+//! existed, or outside the door's window (`409 OFFLINE_TIME_REFUSED`).
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use lambda_http::{Body, Request, Response, http::StatusCode};
 
@@ -17,82 +27,154 @@ use time::OffsetDateTime;
 
 use crate::{
     adapters::Adapters,
-    config::PassKeyRingSource,
-    domain::{EventId, event::rfc3339},
+    config::{PassKeyRingSource, UserLimits},
+    domain::{Event, EventId, OrderId, TicketNo, event::rfc3339},
     http::{
         ApiError, Caller, json,
-        reply::{event_id, json_body},
+        reply::{endpoint, event_id, json_body, query_param},
+        routes::Endpoint,
         serve,
     },
     store::{
         EventBook, Store,
-        check_in::{Admitted, CheckIn},
+        check_in::{Admitted, CheckIn, DOOR_CLOCK_SKEW, DoorCounts},
     },
 };
+
+/// How old the door's figures may be: every door device asks about every 15 s, and each count
+/// reads the whole attendee list (at 50,000 tickets, some 2,500 read units), so an environment
+/// counts at most this often per event.
+pub const COUNTS_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct Door {
     store: Store,
     events: EventBook,
     keys: PassKeyRingSource,
+    limiter: super::limit::Limiter,
+    /// Each event's figures, and when they were counted.
+    counts: Arc<Mutex<Counted>>,
 }
 
+type Counted = std::collections::HashMap<EventId, (Instant, Arc<DoorCounts>)>;
+
+/// A check-in: a scanned pass, or (a holder whose phone died) a ticket number staff looked up.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CheckInBody {
-    pass: String,
+    #[serde(default)]
+    pass: Option<String>,
+    #[serde(default)]
+    ticket_no: Option<TicketNo>,
     /// A door without the network let the pass in at this time (RFC 3339) and syncs it now.
     #[serde(default)]
     admitted_offline_at: Option<String>,
 }
 
-/// How far ahead of the function's clock a door's offline time may be (its clock drifts).
-const DOOR_CLOCK_SKEW: time::Duration = time::Duration::seconds(60);
-
 impl Door {
-    pub fn new(store: Store, keys: PassKeyRingSource) -> Self {
-        Self { events: EventBook::new(store.clone()), store, keys }
+    pub fn new(store: Store, keys: PassKeyRingSource, limits: UserLimits) -> Self {
+        Self {
+            events: EventBook::new(store.clone()),
+            store,
+            keys,
+            limiter: super::limit::Limiter::in_environment(limits),
+            counts: Arc::default(),
+        }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
         let store = adapters.store_from_env()?;
-        Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())?))
+        let limits = UserLimits::from_env(crate::http::routes::per_user_limits())?;
+        Ok(Self::new(store, PassKeyRingSource::deployment(adapters.sdk().clone())?, limits))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
-        serve("door", req, |req| async move { self.check_in(req).await }).await
+        serve("door", req, |req| async move {
+            let caller = Caller::from_request(&req)?;
+            let event = event_id(&req)?;
+            if !caller.staffs(&event) {
+                return Err(ApiError::Forbidden);
+            }
+            self.limiter.admit(&req, &caller).await?;
+            match endpoint(&req) {
+                Some(Endpoint::DoorDesk) => self.desk(&req, &event).await,
+                _ => self.check_in(&req, &event).await,
+            }
+        })
+        .await
     }
 
-    pub async fn check_in(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
-        let caller = Caller::from_request(&req)?;
-        let event = event_id(&req)?;
-        if !caller.staffs(&event) {
-            return Err(ApiError::Forbidden);
+    /// The door's figures, and the holder asked for (`?ticket=` or `?order=`).
+    async fn desk(&self, req: &Request, id: &EventId) -> Result<(Response<Body>, &'static str), ApiError> {
+        let event = self.events.get(id).await?.ok_or(ApiError::EventNotFound)?;
+        let ticket = query_param(req, "ticket")
+            .map(|n| n.parse::<u32>().ok().filter(|n| *n >= 1).map(TicketNo::new))
+            .map(|n| n.ok_or_else(|| ApiError::BadRequest("ticket must be a ticket number (1 or more)".into())))
+            .transpose()?;
+        let order = query_param(req, "order")
+            .map(|o| OrderId::parse(o).map_err(|e| ApiError::BadRequest(e.to_string())))
+            .transpose()?;
+        let mut counts = self.counts(&event.id, false).await?;
+        let number = match (ticket, order) {
+            (Some(_), Some(_)) => return Err(ApiError::BadRequest("ask by ticket or by order, not both".into())),
+            (Some(n), None) => Some(n),
+            (None, Some(o)) => match counts.numbers.get(&o) {
+                Some(n) => Some(*n),
+                // An order confirmed since the count: count again (at most once a second).
+                None => {
+                    counts = self.counts(&event.id, true).await?;
+                    Some(*counts.numbers.get(&o).ok_or(ApiError::TicketNotFound)?)
+                }
+            },
+            (None, None) => None,
+        };
+        let mut reply = desk_view(&event, &counts);
+        if let Some(n) = number {
+            let holder = self.store.holder(&event.id, n).await?.ok_or(ApiError::TicketNotFound)?;
+            reply["holder"] = json!(holder);
         }
-        let body: CheckInBody = json_body(&req)?;
-        let keys = self.keys.get().await.map_err(|e| {
-            tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
-            ApiError::Busy
-        })?;
-        let pass = match keys.verify(body.pass.trim()) {
-            // Signed with a key published since this environment read the ring.
-            Err(BadPass::UnknownKey) => self
-                .keys
-                .reread()
-                .await
-                .map_err(|e| {
-                    tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
-                    ApiError::Busy
-                })?
-                .verify(body.pass.trim()),
-            checked => checked,
+        Ok((json(StatusCode::OK, &reply), "OK"))
+    }
+
+    /// The event's figures, at most [`COUNTS_EVERY`] old (`again`: at most a second).
+    async fn counts(&self, event: &EventId, again: bool) -> Result<Arc<DoorCounts>, ApiError> {
+        let fresh = if again { Duration::from_secs(1) } else { COUNTS_EVERY };
+        if let Some((at, counts)) = self.counts.lock().unwrap_or_else(|p| p.into_inner()).get(event)
+            && at.elapsed() < fresh
+        {
+            return Ok(counts.clone());
         }
-        .map_err(|_| ApiError::BadPass)?;
-        // A genuine pass of another event, shown at this event's door.
-        if pass.event != event {
-            return Err(ApiError::BadPass);
-        }
+        let counted = Arc::new(self.store.door_counts(event).await?);
+        let mut all = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        // Events of the past leave: the map holds the doors open now.
+        all.retain(|_, (at, _)| at.elapsed() < COUNTS_EVERY * 30);
+        all.insert(event.clone(), (Instant::now(), counted.clone()));
+        Ok(counted)
+    }
+
+    async fn check_in(&self, req: &Request, event: &EventId) -> Result<(Response<Body>, &'static str), ApiError> {
+        let body: CheckInBody = json_body(req)?;
+        let (ticket_no, order_id) = match (body.pass.as_deref(), body.ticket_no) {
+            (Some(pass), None) => {
+                let pass = self.verified(pass).await?;
+                // A genuine pass of another event, shown at this event's door.
+                if pass.event != *event {
+                    return Err(ApiError::BadPass);
+                }
+                (pass.ticket_no, pass.order)
+            }
+            // Let in by number: online only, the staff looked the holder up.
+            (None, Some(n)) if body.admitted_offline_at.is_none() => {
+                let (order, _) = self.store.ticket_holder(event, n).await?.ok_or(ApiError::TicketNotFound)?;
+                (n, order)
+            }
+            _ => {
+                return Err(ApiError::BadRequest(
+                    "send a pass, or a ticket number alone (a number is let in online only)".into(),
+                ));
+            }
+        };
         let now = OffsetDateTime::now_utc();
         let admitted = match body.admitted_offline_at.as_deref() {
             None => Admitted::Now(now),
@@ -106,25 +188,55 @@ impl Door {
             },
         };
         // An offline admission counts at the time it happened: a door that syncs after the
-        // window closed still records who came in.
-        let at = match admitted {
-            Admitted::Now(at) | Admitted::Offline(at) => at,
-        };
-        self.within_window(&event, at).await?;
-        match self.store.check_in_ticket(&event, pass.ticket_no, &pass.order, admitted).await? {
+        // window closed still records who came in, but a time outside the window is refused.
+        match admitted {
+            Admitted::Now(at) => self.within_window(event, at).await?,
+            Admitted::Offline(at) => self.within_window(event, at).await.map_err(|e| match e {
+                ApiError::CheckInClosed { from, until } => ApiError::OfflineTimeRefused(format!(
+                    "this door let the pass in at {}, outside the door's window (from {from}{})",
+                    rfc3339(at),
+                    until.map(|u| format!(" until {u}")).unwrap_or_default()
+                )),
+                other => other,
+            })?,
+        }
+        match self.store.check_in_ticket(event, ticket_no, &order_id, admitted).await? {
             CheckIn::Admitted { at } => Ok((
-                json(
-                    StatusCode::OK,
-                    &json!({ "order_id": pass.order, "ticket_no": pass.ticket_no, "checked_in_at": at }),
-                ),
+                json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "checked_in_at": at })),
                 "CHECKED_IN",
             )),
             CheckIn::AlreadyCheckedIn { at } | CheckIn::TwoDoors { at } => Err(ApiError::AlreadyCheckedIn { at }),
             CheckIn::Void(_) => Err(ApiError::TicketCancelled),
+            CheckIn::BeforeTheOrder { created_at } => Err(ApiError::OfflineTimeRefused(format!(
+                "this door's time for the pass is before its order was made ({created_at})"
+            ))),
             // Signed by this deployment, but the order is not (or no longer) stored: refused
             // like a pass of no ticket.
             CheckIn::Unknown => Err(ApiError::BadPass),
         }
+    }
+
+    /// The pass, its signature checked against the event's keys (read again once for a key
+    /// published since this environment read the ring).
+    async fn verified(&self, pass: &str) -> Result<crate::domain::ticket_pass::Pass, ApiError> {
+        let keys = self.keys.get().await.map_err(|e| {
+            tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
+            ApiError::Busy
+        })?;
+        match keys.verify(pass.trim()) {
+            // Signed with a key published since this environment read the ring.
+            Err(BadPass::UnknownKey) => self
+                .keys
+                .reread()
+                .await
+                .map_err(|e| {
+                    tracing::error!(dependency = "secretsmanager", error = %e, "pass keys unavailable");
+                    ApiError::Busy
+                })?
+                .verify(pass.trim()),
+            checked => checked,
+        }
+        .map_err(|_| ApiError::BadPass)
     }
 
     async fn within_window(&self, event: &EventId, now: OffsetDateTime) -> Result<(), ApiError> {
@@ -135,4 +247,27 @@ impl Door {
         }
         Ok(())
     }
+}
+
+/// The door's summary: the event as the door shows it, and its figures.
+fn desk_view(event: &Event, counts: &DoorCounts) -> serde_json::Value {
+    let (from, until) = event.check_in_window();
+    let mut view = json!({
+        "event_id": event.id,
+        "title": event.title,
+        "check_in_from": rfc3339(from),
+        "tickets": counts.tickets,
+        "checked_in": counts.checked_in,
+        "as_of": counts.counted_at.map(rfc3339),
+    });
+    if let Some(at) = event.starts_at {
+        view["starts_at"] = json!(rfc3339(at));
+    }
+    if let Some(venue) = &event.venue {
+        view["venue"] = json!(venue);
+    }
+    if let Some(until) = until {
+        view["check_in_until"] = json!(rfc3339(until));
+    }
+    view
 }

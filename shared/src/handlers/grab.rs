@@ -59,8 +59,8 @@ pub struct Grab {
 
 /// The outcomes the live page's tally counts: what the gate decided for an event it knows (and a
 /// granted order whose send failed, `BUSY`). A request refused before the gate (a bad hash or body,
-/// an unknown event) says nothing of the sale, and counting it would let anyone make keys for
-/// made-up events.
+/// an unknown event) would let anyone make keys for made-up events: of those, a forged hash
+/// (`BAD_HASH`) is counted only for an event the gate has answered for here (`count_if_seen`).
 const SALE_OUTCOMES: [&str; 9] = [
     "OK",
     "ALREADY",
@@ -152,10 +152,13 @@ impl Grab {
                 Ok((_, code)) => code,
                 Err(e) => e.code(),
             };
-            if let Some(event) = event
-                && SALE_OUTCOMES.contains(&code)
-            {
-                self.tally.count(&event, code, OffsetDateTime::now_utc().unix_timestamp());
+            if let Some(event) = event {
+                let second = OffsetDateTime::now_utc().unix_timestamp();
+                if SALE_OUTCOMES.contains(&code) {
+                    self.tally.count(&event, code, second);
+                } else if code == "BAD_HASH" {
+                    self.tally.count_if_seen(&event, code, second);
+                }
             }
             answered
         })

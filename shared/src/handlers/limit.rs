@@ -3,7 +3,9 @@
 //! cannot count, or does not answer within [`REDIS_PATIENCE`], the environment counts the user's
 //! requests itself, with the same limit ([`WindowCounts`]): a route is never unlimited, only
 //! counted per environment while Redis is in trouble. The limit protects the other dependencies;
-//! it never decides an outcome (the grab script, DynamoDB's conditions do).
+//! it never decides an outcome (the grab script, DynamoDB's conditions do). The door holds no Redis
+//! (it holds nothing but the public pass keys): its environments always count for themselves, so
+//! a staff token's rate there is bounded by the limit times the door's environments.
 
 use std::{sync::Arc, time::Duration};
 
@@ -25,7 +27,8 @@ pub const REDIS_PATIENCE: Duration = Duration::from_millis(200);
 
 #[derive(Clone)]
 pub struct Limiter {
-    gate: Gate,
+    /// Where the counts are kept; `None`: in the environment only.
+    gate: Option<Gate>,
     limits: UserLimits,
     /// This environment's own counts, for when Redis cannot give one.
     local: Arc<WindowCounts<(UserId, &'static str)>>,
@@ -33,26 +36,37 @@ pub struct Limiter {
 
 impl Limiter {
     pub fn new(gate: Gate, limits: UserLimits) -> Self {
-        Self { gate, limits, local: Arc::default() }
+        Self { gate: Some(gate), limits, local: Arc::default() }
+    }
+
+    /// Counted by each environment alone (a function without Redis).
+    pub fn in_environment(limits: UserLimits) -> Self {
+        Self { gate: None, limits, local: Arc::default() }
     }
 
     /// `429 RATE_LIMITED` with the wait when `caller` is over the request's route budget.
     pub async fn admit(&self, req: &Request, caller: &Caller) -> Result<(), ApiError> {
         let Some(Limit::PerUser { name, .. }) = routes::of_request(req).map(|r| r.limit) else { return Ok(()) };
         let Some(limit) = self.limits.of(name) else { return Ok(()) };
-        let counted = tokio::time::timeout(REDIS_PATIENCE, self.gate.count_request(&caller.user, name, limit)).await;
-        let retry_after_ms = match counted {
-            Ok(Ok(over)) => over,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {REDIS_PATIENCE:?}"),
-                };
-                tracing::warn!(route = name, error = %why, "redis could not count; this environment's own limit applies");
-                let now = std::time::Instant::now();
-                self.local
-                    .count((caller.user.clone(), name), limit.requests, limit.window, now)
-                    .map(|wait| wait.as_millis().max(1) as u64)
+        let here = || {
+            self.local
+                .count((caller.user.clone(), name), limit.requests, limit.window, std::time::Instant::now())
+                .map(|wait| wait.as_millis().max(1) as u64)
+        };
+        let retry_after_ms = match &self.gate {
+            None => here(),
+            Some(gate) => {
+                match tokio::time::timeout(REDIS_PATIENCE, gate.count_request(&caller.user, name, limit)).await {
+                    Ok(Ok(over)) => over,
+                    failed => {
+                        let why = match failed {
+                            Ok(Err(e)) => e.to_string(),
+                            _ => format!("no answer within {REDIS_PATIENCE:?}"),
+                        };
+                        tracing::warn!(route = name, error = %why, "redis could not count; this environment's own limit applies");
+                        here()
+                    }
+                }
             }
         };
         match retry_after_ms {

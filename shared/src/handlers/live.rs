@@ -9,7 +9,10 @@
 //! - The audit (confirmed, mailed, checked in, the invariants): computed from DynamoDB at most
 //!   every [`AUDIT_EVERY`] per environment and event, and served from memory between, with the
 //!   time it was taken: a page polled every second by several organisers costs DynamoDB one
-//!   audit per five seconds.
+//!   audit per five seconds. A ballot's entries and a fair open's queue are counted with it.
+//! - Requests turned away by reason (a forged hash, a user over their limit, a user a fair open
+//!   has not admitted, a grab at a ballot), from the same tallies; the oldest order decided and
+//!   not yet stored (the outbox's ids, only while orders are on their way).
 
 use std::{
     collections::HashMap,
@@ -23,9 +26,9 @@ use time::OffsetDateTime;
 use crate::{
     domain::{
         Event, EventId, UserId,
-        audit::{AuditRow, Ledger, Report},
-        event::rfc3339,
-        sale_mode::SaleMode,
+        audit::{AuditRow, Ledger, ORDER_LATE_AFTER, ORDER_STUCK_AFTER, Report},
+        event::{SaleState, rfc3339},
+        sale_mode::{self, SaleMode},
     },
     gate::{Gate, GrabCounts},
     http::ApiError,
@@ -38,6 +41,8 @@ pub const AUDIT_EVERY: Duration = Duration::from_secs(5);
 pub const DEFAULT_MINUTES: u32 = 5;
 /// The longest window a page may ask for (the tallies are kept 15 minutes).
 pub const MAX_MINUTES: u32 = 15;
+/// The requests turned away that the organiser sees counted, by their codes.
+pub const BLOCKED: [&str; 4] = ["BAD_HASH", "RATE_LIMITED", "NOT_ADMITTED", "BALLOT_ONLY"];
 
 /// The audit, from the durable record and the cache.
 #[derive(Clone)]
@@ -90,10 +95,15 @@ impl Auditor {
                 status: r.status,
             })
             .collect();
+        let oldest = self.gate.oldest_in_outbox(event).await.unwrap_or_else(|e| {
+            tracing::warn!(event_id = %event, error = %e, "outbox unreadable; the audit goes on without its age");
+            None
+        });
         let tickets = self.store.ticket_items(event, capacity).await?;
         let rebuilds = self.store.rebuilds(event).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
+        report = report.with_orders_in_time(oldest.map(age_of));
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
@@ -112,6 +122,12 @@ impl Auditor {
     }
 }
 
+/// How long ago an order made at `created_ms` (unix ms) was, on this clock.
+fn age_of(created_ms: i64) -> Duration {
+    let now_ms = (OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+    Duration::from_millis(now_ms.saturating_sub(created_ms).max(0) as u64)
+}
+
 /// What the live route answers: the event, and the sale now.
 #[derive(Debug, Serialize)]
 pub struct LiveView {
@@ -121,11 +137,60 @@ pub struct LiveView {
     pub at: String,
     /// `live`, or `unavailable` when the cache could not be read (the three figures are then null).
     pub cache: &'static str,
+    /// Not started, open, sold out or ended (null while open and the cache cannot say).
+    pub state: Option<SaleState>,
+    /// While sold out: the second the last number went, when the tallies still hold it.
+    pub sold_out_at: Option<String>,
     pub remaining: Option<u64>,
     pub in_flight: Option<u64>,
     pub waiting: Option<u64>,
     pub grabs: Rates,
+    /// Requests turned away in the window, by [`BLOCKED`] code (every code, 0 when none).
+    pub blocked: std::collections::BTreeMap<&'static str, u64>,
+    /// The oldest order decided and not yet stored, while one is.
+    pub oldest_unconfirmed: Option<Unconfirmed>,
+    /// From this age an order waiting to be stored is late, from the next stuck (the audit fails).
+    pub order_late_after_s: u64,
+    pub order_stuck_after_s: u64,
+    /// A ballot's entries or a fair open's queue (`None` for a first-come sale).
+    pub entries: Option<EntriesNow>,
     pub audit: AuditNow,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Unconfirmed {
+    pub created_at: String,
+    pub age_s: u64,
+}
+
+/// Who entered a draw, and where it stands.
+#[derive(Debug, Clone, Serialize)]
+pub struct EntriesNow {
+    pub mode: SaleMode,
+    /// Entries (a ballot) or users queued (a fair open, late arrivals included).
+    pub entered: u64,
+    /// A fair open's users who queued after the draw (behind every shuffled place).
+    pub late: u64,
+    pub drawn_at: Option<String>,
+    /// Every winner's order sent and every other entrant placed.
+    pub done: bool,
+    /// A fair open after its draw: users admitted so far, at `admission_rate` a second, the last
+    /// of them at `all_admitted_at`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admitted: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_rate: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub all_admitted_at: Option<String>,
+}
+
+/// What the audit's cadence counts of a draw.
+#[derive(Debug, Clone)]
+struct Drawn {
+    entered: u64,
+    late: u64,
+    drawn_at: Option<OffsetDateTime>,
+    done: bool,
 }
 
 /// Grabs per second by outcome in `from..=until` (unix seconds); seconds without a grab are left out.
@@ -154,8 +219,11 @@ pub struct AuditNow {
 pub struct Live {
     gate: Gate,
     auditor: Auditor,
-    audits: Arc<Mutex<HashMap<EventId, (Instant, AuditNow)>>>,
+    audits: Arc<Mutex<HashMap<EventId, Audited>>>,
 }
+
+/// An event's audit, its draw's counts, and when they were taken.
+type Audited = (Instant, AuditNow, Option<Drawn>);
 
 impl Live {
     pub fn new(gate: Gate, auditor: Auditor) -> Self {
@@ -177,11 +245,34 @@ impl Live {
                 (None, GrabCounts::new())
             }
         };
-        let audit = self.audit(event).await?;
+        let (audit, drawn) = self.audit(event).await?;
+        // The outbox's ids are read only while orders are on their way (usually a handful).
+        let oldest = match sale {
+            Some(s) if s.in_flight > 0 => self.gate.oldest_in_outbox(&event.id).await.unwrap_or_else(|e| {
+                tracing::warn!(event_id = %event.id, error = %e, "outbox unreadable; the live view goes on without its age");
+                None
+            }),
+            _ => None,
+        };
+        let state = match (event.sale_phase(now), sale) {
+            (crate::domain::event::SalePhase::Open, None) => None,
+            (_, s) => Some(event.sale_state(now, s.map_or(1, |s| s.remaining.min(u64::from(u32::MAX)) as u32))),
+        };
+        let sold_out_at = (state == Some(SaleState::SoldOut))
+            .then(|| counts.iter().rev().find(|(_, o)| o.contains_key("OK")).map(|(second, _)| *second))
+            .flatten()
+            .and_then(|second| OffsetDateTime::from_unix_timestamp(second).ok())
+            .map(rfc3339);
+        let blocked = BLOCKED
+            .iter()
+            .map(|code| (*code, counts.values().map(|o| o.get(*code).copied().unwrap_or(0)).sum()))
+            .collect();
         Ok(LiveView {
             event: event.clone(),
             at: rfc3339(now),
             cache: if sale.is_some() { "live" } else { "unavailable" },
+            state,
+            sold_out_at,
             remaining: sale.map(|s| s.remaining),
             in_flight: sale.map(|s| s.in_flight),
             waiting: sale.map(|s| s.waiting),
@@ -190,25 +281,68 @@ impl Live {
                 until,
                 per_second: counts.into_iter().map(|(second, outcomes)| Second { second, outcomes }).collect(),
             },
+            blocked,
+            oldest_unconfirmed: oldest.and_then(|ms| {
+                let created = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
+                Some(Unconfirmed { created_at: rfc3339(created), age_s: age_of(ms).as_secs() })
+            }),
+            order_late_after_s: ORDER_LATE_AFTER.as_secs(),
+            order_stuck_after_s: ORDER_STUCK_AFTER.as_secs(),
+            entries: drawn.map(|d| entries_now(event, &d, now)),
             audit,
         })
     }
 
-    /// The event's audit, at most [`AUDIT_EVERY`] old.
-    async fn audit(&self, event: &Event) -> Result<AuditNow, ApiError> {
+    /// The event's audit, and its draw's counts, at most [`AUDIT_EVERY`] old.
+    async fn audit(&self, event: &Event) -> Result<(AuditNow, Option<Drawn>), ApiError> {
         let fresh = |at: &Instant| at.elapsed() < AUDIT_EVERY;
-        if let Some((at, audit)) = self.audits.lock().unwrap_or_else(|p| p.into_inner()).get(&event.id)
+        if let Some((at, audit, drawn)) = self.audits.lock().unwrap_or_else(|p| p.into_inner()).get(&event.id)
             && fresh(at)
         {
-            return Ok(audit.clone());
+            return Ok((audit.clone(), drawn.clone()));
         }
         let taken = Instant::now();
         let as_of = rfc3339(OffsetDateTime::now_utc());
         let audit = AuditNow { as_of, report: self.auditor.report(event).await? };
+        let drawn = match event.sale_mode {
+            SaleMode::Ballot | SaleMode::FairOpen => {
+                let (entered, late) = self.auditor.store.entry_counts(&event.id).await?;
+                let draw = self.auditor.store.ballot_state(&event.id).await?.draw;
+                Some(Drawn {
+                    entered,
+                    late,
+                    drawn_at: draw.as_ref().map(|d| d.drawn_at),
+                    done: draw.is_some_and(|d| d.done),
+                })
+            }
+            _ => None,
+        };
         let mut audits = self.audits.lock().unwrap_or_else(|p| p.into_inner());
         // Events of the past leave; the map holds the events organisers look at now.
-        audits.retain(|_, (at, _)| at.elapsed() < AUDIT_EVERY * 12);
-        audits.insert(event.id.clone(), (taken, audit.clone()));
-        Ok(audit)
+        audits.retain(|_, (at, ..)| at.elapsed() < AUDIT_EVERY * 12);
+        audits.insert(event.id.clone(), (taken, audit.clone(), drawn.clone()));
+        Ok((audit, drawn))
     }
+}
+
+/// A draw's figures now: a fair open's queue admits `admission_rate` a second from the draw on.
+fn entries_now(event: &Event, drawn: &Drawn, now: OffsetDateTime) -> EntriesNow {
+    let mut view = EntriesNow {
+        mode: event.sale_mode,
+        entered: drawn.entered,
+        late: drawn.late,
+        drawn_at: drawn.drawn_at.map(rfc3339),
+        done: drawn.done,
+        admitted: None,
+        admission_rate: None,
+        all_admitted_at: None,
+    };
+    if let (Some(terms), Some(at)) = (&event.queue, drawn.drawn_at) {
+        let rate = u64::from(terms.admission_rate.max(1));
+        let waves = if now < at { 0 } else { (now - at).whole_seconds() as u64 + 1 };
+        view.admitted = Some(drawn.entered.min(waves.saturating_mul(rate)));
+        view.admission_rate = Some(terms.admission_rate);
+        view.all_admitted_at = Some(rfc3339(sale_mode::admitted_at(at, terms.admission_rate, drawn.entered)));
+    }
+    view
 }

@@ -18,7 +18,7 @@ use crate::{
         event::{Event, epoch_ms, from_epoch_ms, rfc3339},
         sale_mode::SaleMode,
     },
-    gate::Gate,
+    gate::{Gate, GrabTally},
     http::{
         ApiError, Caller, json,
         reply::{event_id, query_param},
@@ -32,12 +32,15 @@ pub struct VerifyHash {
     events: EventBook,
     hash: HashSettings,
     limiter: super::limit::Limiter,
+    /// The organiser's count of the users turned away here: not admitted by a fair open's
+    /// queue, or over their limit (an event this environment knows only: no key for made-up ids).
+    tally: GrabTally,
 }
 
 impl VerifyHash {
     /// `gate` counts the per-user limit; nothing else here reads Redis.
     pub fn new(events: EventBook, gate: Gate, hash: HashSettings, limits: UserLimits) -> Self {
-        Self { events, hash, limiter: super::limit::Limiter::new(gate, limits) }
+        Self { events, hash, tally: GrabTally::new(gate.clone()), limiter: super::limit::Limiter::new(gate, limits) }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -51,28 +54,44 @@ impl VerifyHash {
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("verify-hash", req, |req| async move {
-            let caller = Caller::from_request(&req)?;
-            let event_id = event_id(&req)?;
-            self.limiter.admit(&req, &caller).await?;
-            let event = self.events.get(&event_id).await?.ok_or(ApiError::EventNotFound)?;
-            let now = OffsetDateTime::now_utc();
-            self.admitted(&req, &event, &caller.user, epoch_ms(now)).await?;
-            if now < event.sale_start - self.hash.open_margin {
-                return Err(ApiError::SaleNotStarted);
+            let answered = self.issue(&req).await;
+            if let (Err(refused @ (ApiError::NotAdmitted | ApiError::RateLimited { .. })), Ok(event)) =
+                (&answered, event_id(&req))
+                && self.events.knows(&event)
+            {
+                self.tally.count(&event, refused.code(), OffsetDateTime::now_utc().unix_timestamp());
             }
-            // After the sale's end a hash still serves the waitlist, until `cancel_until`: a ticket
-            // returned then goes to a user who joins (the grab script refuses a grab by its clock).
-            let active_until = epoch_ms(event.active_until());
-            let now = epoch_ms(now);
-            if now >= active_until {
-                return Err(ApiError::SaleEnded);
-            }
-            let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(active_until);
-            let hash = self.hash.keys.get().await?.current.issue(&event.id, &caller.user, expires_ms);
-            let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
-            Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))
+            answered
         })
         .await
+    }
+
+    /// The refusals counted for the live page (tests write them at once with `flush`).
+    pub fn tally(&self) -> &GrabTally {
+        &self.tally
+    }
+
+    async fn issue(&self, req: &Request) -> Result<(Response<Body>, &'static str), ApiError> {
+        let caller = Caller::from_request(req)?;
+        let event_id = event_id(req)?;
+        self.limiter.admit(req, &caller).await?;
+        let event = self.events.get(&event_id).await?.ok_or(ApiError::EventNotFound)?;
+        let now = OffsetDateTime::now_utc();
+        self.admitted(req, &event, &caller.user, epoch_ms(now)).await?;
+        if now < event.sale_start - self.hash.open_margin {
+            return Err(ApiError::SaleNotStarted);
+        }
+        // After the sale's end a hash still serves the waitlist, until `cancel_until`: a ticket
+        // returned then goes to a user who joins (the grab script refuses a grab by its clock).
+        let active_until = epoch_ms(event.active_until());
+        let now = epoch_ms(now);
+        if now >= active_until {
+            return Err(ApiError::SaleEnded);
+        }
+        let expires_ms = (now + self.hash.ttl.as_millis() as i64).min(active_until);
+        let hash = self.hash.keys.get().await?.current.issue(&event.id, &caller.user, expires_ms);
+        let expires_at = from_epoch_ms(expires_ms).map(rfc3339).unwrap_or_default();
+        Ok((json(StatusCode::OK, &json!({ "hash": hash, "expires_at": expires_at })), "OK"))
     }
 
     /// A fair open's hash goes only to a user its queue admitted: their admission token

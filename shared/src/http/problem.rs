@@ -67,6 +67,11 @@ pub enum ApiError {
     TicketCancelled,
     #[error("the door is open from {from}{}", until.as_ref().map(|u| format!(" until {u}")).unwrap_or_default())]
     CheckInClosed { from: String, until: Option<String> },
+    /// A door's offline time that cannot be: before the order existed, or outside the window.
+    #[error("{0}")]
+    OfflineTimeRefused(String),
+    #[error("no ticket of this event has that number or order id")]
+    TicketNotFound,
     #[error("this event's tickets are drawn by ballot: enter it at POST /events/{{id}}/entry")]
     BallotOnly,
     #[error("this event is not a ballot")]
@@ -131,6 +136,8 @@ impl ApiError {
             Self::BadPass => (S::FORBIDDEN, "BAD_PASS", "Bad pass"),
             Self::TicketCancelled => (S::CONFLICT, "TICKET_CANCELLED", "Ticket cancelled"),
             Self::CheckInClosed { .. } => (S::CONFLICT, "CHECK_IN_CLOSED", "Check-in closed"),
+            Self::OfflineTimeRefused(_) => (S::CONFLICT, "OFFLINE_TIME_REFUSED", "Offline time refused"),
+            Self::TicketNotFound => (S::NOT_FOUND, "TICKET_NOT_FOUND", "Ticket not found"),
             Self::BallotOnly => (S::CONFLICT, "BALLOT_ONLY", "Ballot only"),
             Self::NotABallot => (S::CONFLICT, "NOT_A_BALLOT", "Not a ballot"),
             Self::NotAFairOpen => (S::CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open"),

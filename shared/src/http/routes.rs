@@ -96,6 +96,9 @@ pub enum Endpoint {
     PassKey,
     /// `POST /admin/events/{id}/check-in`
     CheckIn,
+    /// `GET /admin/events/{id}/check-in`: the door's figures (checked in of tickets), and a holder
+    /// found by ticket number or order id
+    DoorDesk,
     /// `GET /admin/events/{id}/report`
     Report,
     /// `GET /admin/events/{id}/live`
@@ -160,7 +163,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 21] = [
+pub const ROUTES: [Route; 22] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -248,12 +251,22 @@ pub const ROUTES: [Route; 21] = [
         function: Function::Query,
         limit: per_user("pass-key", "RATE_LIMIT_PASS_KEY", 20),
     },
+    // The door's routes are staff's, and limited per user all the same: a scanner (or a door team
+    // sharing one token) scans about once a second, an offline door's sync sends a burst. The door
+    // holds no Redis, so each environment counts (`handlers::limit`).
     Route {
         endpoint: Endpoint::CheckIn,
         method: "POST",
         path: "/admin/events/{id}/check-in",
         function: Function::Door,
-        limit: Limit::Staff,
+        limit: per_user("check-in", "RATE_LIMIT_CHECK_IN", 30),
+    },
+    Route {
+        endpoint: Endpoint::DoorDesk,
+        method: "GET",
+        path: "/admin/events/{id}/check-in",
+        function: Function::Door,
+        limit: per_user("door", "RATE_LIMIT_DOOR", 10),
     },
     Route {
         endpoint: Endpoint::Report,
@@ -378,7 +391,8 @@ mod tests {
     #[test]
     fn every_route_a_user_calls_has_a_limit_of_its_own() {
         for route in ROUTES {
-            let staff = route.path.starts_with("/admin/");
+            // The door's routes are staff's and counted per user too.
+            let staff = route.path.starts_with("/admin/") && route.function != Function::Door;
             assert_eq!(route.limit == Limit::Staff, staff, "{}", route.key());
         }
         // The one route without a caller answers the same to everyone, nothing of a user's.

@@ -1,21 +1,22 @@
 //! Check-in at the door, in DynamoDB: the ticket item names the order, and one conditional write
 //! on the order lets its holder in exactly once. A door that let a pass in offline syncs it later
 //! with the time it did; when another door had checked the pass in first, the conflict is recorded
-//! on the order.
+//! on the order. The door's figures (checked in of tickets) and its lookup by ticket number or
+//! order id are read here too.
 
 use aws_sdk_dynamodb::{
     operation::update_item::UpdateItemError,
     types::{AttributeValue, ReturnValuesOnConditionCheckFailure},
 };
-use time::OffsetDateTime;
+use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
     Store, StoreError,
-    codec::{get_s, s},
+    codec::{get_n, get_s, s},
     orders::{CHECK_IN_CONFLICTS, order_from_item},
-    schema::{attr, key},
+    schema::{GSI2, GSI2_SHARDS, attr, key},
 };
-use crate::domain::{EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
+use crate::domain::{Email, EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
 
 /// When the door let the pass in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,14 @@ pub enum Admitted {
     /// Earlier, at this time, by a door without the network, synced now.
     Offline(OffsetDateTime),
 }
+
+/// At most this many offline times are kept on an order in conflict: a door that syncs one pass
+/// again and again with new times (a fault, or a probe) cannot grow the item.
+pub const CONFLICT_TIMES_KEPT: usize = 4;
+
+/// The door may be this far behind the functions' clock: an offline time this much before the
+/// order's creation is still taken.
+pub const DOOR_CLOCK_SKEW: time::Duration = time::Duration::seconds(60);
 
 /// What a scan at the door found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +49,31 @@ pub enum CheckIn {
     Void(OrderStatus),
     /// No such order for this user and event (a pass of another deployment, or a replaced order).
     Unknown,
+    /// An offline time before the order existed (by more than the door's clock may drift).
+    BeforeTheOrder { created_at: String },
+}
+
+/// One ticket's holder, as the door looks it up (by number, or by order id).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Holder {
+    pub ticket_no: TicketNo,
+    pub order_id: OrderId,
+    pub status: OrderStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_in_at: Option<String>,
+    /// Masked ([`Email::masked`]): enough for staff to ask "is this yours?", not to copy.
+    pub email: String,
+}
+
+/// The door's figures: confirmed tickets, and how many of them are checked in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DoorCounts {
+    pub tickets: u64,
+    pub checked_in: u64,
+    /// Each confirmed order's ticket number by its id: the lookup by order id.
+    pub numbers: std::collections::HashMap<OrderId, TicketNo>,
+    /// When the count began.
+    pub counted_at: Option<OffsetDateTime>,
 }
 
 impl Store {
@@ -53,24 +87,23 @@ impl Store {
         order_id: &OrderId,
         admitted: Admitted,
     ) -> Result<CheckIn, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key(attr::PK, s(key::ticket(event, ticket_no)))
-            .key(attr::SK, s(key::TICKET_SK))
-            .consistent_read(true)
-            .send()
-            .await?;
-        let Some(ticket) = out.item else { return Ok(CheckIn::Void(OrderStatus::Cancelled)) };
-        if get_s(&ticket, "order_id")? != order_id.as_str() {
+        let Some((held_by, user)) = self.ticket_holder(event, ticket_no).await? else {
+            return Ok(CheckIn::Void(OrderStatus::Cancelled));
+        };
+        if held_by != *order_id {
             return Ok(CheckIn::Void(OrderStatus::Cancelled));
         }
-        let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
         let (at, offline) = match admitted {
             Admitted::Now(at) => (at, false),
             Admitted::Offline(at) => (at, true),
         };
+        if offline
+            && let Some(order) = self.order_record(event, &user).await?
+            && let Ok(created) = OffsetDateTime::parse(&get_s(&order, "created_at")?, &Rfc3339)
+            && at < created - DOOR_CLOCK_SKEW
+        {
+            return Ok(CheckIn::BeforeTheOrder { created_at: rfc3339(created) });
+        }
         match self.check_in(event, &user, order_id, at).await? {
             // The same scan synced again (its reply was lost) finds its own time: no conflict.
             CheckIn::AlreadyCheckedIn { at: first } if offline && first != rfc3339(at) => {
@@ -81,7 +114,90 @@ impl Store {
         }
     }
 
-    /// Adds an offline admission to the order's conflicts (a set: a retried sync adds nothing).
+    /// The order and user a ticket number is held by now (read consistently), if any.
+    pub async fn ticket_holder(
+        &self,
+        event: &EventId,
+        ticket_no: TicketNo,
+    ) -> Result<Option<(OrderId, UserId)>, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key(attr::PK, s(key::ticket(event, ticket_no)))
+            .key(attr::SK, s(key::TICKET_SK))
+            .consistent_read(true)
+            .send()
+            .await?;
+        let Some(ticket) = out.item else { return Ok(None) };
+        let malformed = |e: crate::domain::ids::InvalidId| StoreError::Malformed(e.to_string());
+        let order = OrderId::parse(&get_s(&ticket, "order_id")?).map_err(malformed)?;
+        let user = UserId::parse(&get_s(&ticket, "user_id")?).map_err(malformed)?;
+        Ok(Some((order, user)))
+    }
+
+    /// The holder of ticket `ticket_no`: its order, read consistently.
+    pub async fn holder(&self, event: &EventId, ticket_no: TicketNo) -> Result<Option<Holder>, StoreError> {
+        let Some((order_id, user)) = self.ticket_holder(event, ticket_no).await? else { return Ok(None) };
+        let Some(item) = self.order_record(event, &user).await? else { return Ok(None) };
+        let view = order_from_item(&item)?;
+        if view.order_id != order_id {
+            return Ok(None);
+        }
+        let email = Email::parse(&get_s(&item, "email")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+        Ok(Some(Holder {
+            ticket_no,
+            order_id,
+            status: view.status,
+            checked_in_at: view.checked_in_at,
+            email: email.masked(),
+        }))
+    }
+
+    /// The door's figures from the attendee list (every confirmed order, in its GSI2 shards):
+    /// one read of each order's status, check-in and number.
+    pub async fn door_counts(&self, event: &EventId) -> Result<DoorCounts, StoreError> {
+        let began = OffsetDateTime::now_utc();
+        let reads = (0..GSI2_SHARDS).map(|shard| async move {
+            let mut items = Vec::new();
+            let mut start = None;
+            loop {
+                let out = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(GSI2)
+                    .key_condition_expression("#pk = :p")
+                    .projection_expression("order_id, ticket_no, #status, checked_in_at")
+                    .expression_attribute_names("#pk", attr::GSI2PK)
+                    .expression_attribute_names("#status", "status")
+                    .expression_attribute_values(":p", s(key::event_shard(event, shard)))
+                    .set_exclusive_start_key(start)
+                    .send()
+                    .await?;
+                items.extend(out.items().iter().cloned());
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<_, StoreError>(items);
+                }
+            }
+        });
+        let mut counts = DoorCounts { counted_at: Some(began), ..DoorCounts::default() };
+        for item in futures::future::try_join_all(reads).await?.into_iter().flatten() {
+            if get_s(&item, "status")? != OrderStatus::Confirmed.as_str() {
+                continue;
+            }
+            counts.tickets += 1;
+            counts.checked_in += u64::from(item.contains_key("checked_in_at"));
+            let order = OrderId::parse(&get_s(&item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+            let number: u32 = get_n(&item, "ticket_no")?;
+            counts.numbers.insert(order, TicketNo::new(number));
+        }
+        Ok(counts)
+    }
+
+    /// Adds an offline admission to the order's conflicts (a set: a retried sync adds nothing),
+    /// keeping at most [`CONFLICT_TIMES_KEPT`] times.
     async fn record_two_doors(
         &self,
         event: &EventId,
@@ -89,19 +205,30 @@ impl Store {
         order_id: &OrderId,
         offline_at: &str,
     ) -> Result<(), StoreError> {
-        self.client
+        let result = self
+            .client
             .update_item()
             .table_name(&self.table)
             .key(attr::PK, s(key::order(event, user)))
             .key(attr::SK, s(key::ORDER_SK))
             .update_expression("ADD #conflicts :at")
-            .condition_expression("order_id = :order")
+            .condition_expression(
+                "order_id = :order AND (attribute_not_exists(#conflicts) OR size(#conflicts) < :kept)",
+            )
             .expression_attribute_names("#conflicts", CHECK_IN_CONFLICTS)
             .expression_attribute_values(":at", AttributeValue::Ss(vec![offline_at.to_owned()]))
             .expression_attribute_values(":order", s(order_id))
+            .expression_attribute_values(":kept", AttributeValue::N(CONFLICT_TIMES_KEPT.to_string()))
             .send()
-            .await?;
-        Ok(())
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // Full already: the conflict is on record.
+            Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning

@@ -253,6 +253,37 @@ impl Store {
         Ok(all.into_iter().filter(|e| e.late.is_none()).collect())
     }
 
+    /// How many entered (a ballot's entries, a fair open's queue), and of them how many came
+    /// after the draw (a fair open's late arrivals): counted, not read (`Select: COUNT`).
+    pub async fn entry_counts(&self, event: &EventId) -> Result<(u64, u64), StoreError> {
+        let count = |late: bool| async move {
+            let mut total = 0u64;
+            let mut start = None;
+            loop {
+                let mut query = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .key_condition_expression("#pk = :pk")
+                    .expression_attribute_names("#pk", attr::PK)
+                    .expression_attribute_values(":pk", s(key::entries(event)))
+                    .select(aws_sdk_dynamodb::types::Select::Count)
+                    .set_exclusive_start_key(start);
+                if late {
+                    query = query.filter_expression("attribute_exists(late)");
+                }
+                let out = query.send().await?;
+                total += out.count as u64;
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    return Ok::<_, StoreError>(total);
+                }
+            }
+        };
+        let (all, late) = futures::future::try_join(count(false), count(true)).await?;
+        Ok((all, late))
+    }
+
     /// The registration's close and the draw, from the event's item read consistently.
     pub async fn ballot_state(&self, event: &EventId) -> Result<BallotState, StoreError> {
         let out = self

@@ -379,6 +379,11 @@ impl<S: EventSource> EventBook<S> {
         }
     }
 
+    /// Whether this environment already holds `id` as a released event (no read).
+    pub fn knows(&self, id: &EventId) -> bool {
+        matches!(self.remembered(id), Some(Some(_)))
+    }
+
     /// What memory says of `id`: the event, known unknown (`Some(None)`), or nothing yet (`None`).
     fn remembered(&self, id: &EventId) -> Option<Option<Event>> {
         if let Some(event) = self.events.lock().expect("events").get(id) {
