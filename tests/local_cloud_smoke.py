@@ -263,6 +263,12 @@ status, body = call("POST", f"/admin/events/{event_id}/check-in", staff_token, {
 expect(status == 200 and body.get("order_id") == granted["order_id"], f"staff check-in -> 200 (got {status} {body})")
 status, body = call("POST", f"/admin/events/{event_id}/check-in", staff_token, {"pass": passes[0]})
 expect(status == 409 and body.get("code") == "ALREADY_CHECKED_IN", f"second scan -> 409 ALREADY_CHECKED_IN (got {status})")
+# The door's figures and its lookup (the door's role queries the attendee index).
+status, body = call("GET", f"/admin/events/{event_id}/check-in?ticket={granted['ticket_no']}", staff_token)
+expect(status == 200 and body.get("checked_in") == 1 and body.get("holder", {}).get("order_id") == granted["order_id"],
+       f"the door's figures and lookup -> 200, 1 checked in, the holder found (got {status} {body})")
+status, body = call("GET", f"/admin/events/{event_id}/check-in", student_token)
+expect(status == 403, f"a student cannot read the door's figures (got {status})")
 status, body = call("DELETE", f"/events/{event_id}/order", student_token)
 expect(status == 409 and body.get("code") == "ALREADY_CHECKED_IN", f"a used ticket is not given back (got {status})")
 second_email = f"second-{RUN}@example.com"
