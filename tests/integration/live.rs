@@ -267,9 +267,11 @@ async fn the_door_counts_its_tickets_finds_a_holder_and_lets_one_in_by_number() 
     assert!(holder["checked_in_at"].is_null());
     let by_order = app.door_desk(&event, &[("order", &bob_order)], "[staff]").await;
     assert_eq!(by_order.body["holder"]["ticket_no"].as_u64(), Some(bob_no), "{}", by_order.body);
-    // Let in by number, once.
-    let manual = app.check_in_body(&event, &json!({ "ticket_no": bob_no })).await;
+    // Let in by number, once, at a door that gave its name: the figures count check-ins by door.
+    let manual = app.check_in_body(&event, &json!({ "ticket_no": bob_no, "door": "Gate A" })).await;
     assert_eq!(manual.status, 200, "{}", manual.body);
+    let report = app.report(&event, None).await.body;
+    assert_eq!(report["check_ins_by_door"], json!({"(no door named)": 1, "Gate A": 1}));
     let again = app.check_in_body(&event, &json!({ "ticket_no": bob_no })).await;
     assert_eq!((again.status, again.code()), (409, "ALREADY_CHECKED_IN"));
     let held = app.door_desk(&event, &[("ticket", &bob_no.to_string())], "[staff]").await;
@@ -292,6 +294,8 @@ async fn the_door_counts_its_tickets_finds_a_holder_and_lets_one_in_by_number() 
         (json!({ "ticket_no": free }), "TICKET_NOT_FOUND"),
         (json!({ "ticket_no": bob_no, "admitted_offline_at": "2026-01-01T00:00:00Z" }), "BAD_REQUEST"),
         (json!({ "ticket_no": bob_no, "pass": ada }), "BAD_REQUEST"),
+        (json!({ "ticket_no": free, "door": "Gate <A>" }), "BAD_REQUEST"),
+        (json!({ "ticket_no": free, "door": "   " }), "BAD_REQUEST"),
         (json!({}), "BAD_REQUEST"),
     ] {
         assert_eq!(app.check_in_body(&event, &body).await.code(), code, "{body}");

@@ -102,6 +102,9 @@ pub struct Report {
     /// syncs. Counted, not a failed check: an offline door cannot know, and the organiser decides
     /// what to do.
     pub check_in_conflicts: u64,
+    /// Check-ins by the door that made them, as its staff named it ("(no door named)" for a door
+    /// that gave none): which gates are busy.
+    pub check_ins_by_door: std::collections::BTreeMap<String, u64>,
     /// Confirmation mails sent (cancelled orders whose mail went out before they were cancelled
     /// count too: the mail was sent).
     pub mails_sent: u64,
@@ -325,6 +328,7 @@ pub fn report(event: &EventId, capacity: u32, rows: &[AuditRow], ledger: &Ledger
         promoted: count(&|r| r.promoted),
         checked_in: count(&|r| r.checked_in),
         check_in_conflicts: rows.iter().filter(|r| r.check_in_conflicts > 0).count() as u64,
+        check_ins_by_door: Default::default(),
         mails_sent: count(&|r| r.mailed),
         waiting: ledger.cache.as_ref().map(|c| c.waiting),
         unsold: u64::from(capacity).saturating_sub(on_the_way as u64),

@@ -100,6 +100,11 @@ string_id!(
     /// Where the confirmation goes (the JWT `email` claim). Never logged.
     Email
 );
+string_id!(
+    /// The door a check-in was made at, as its staff named it at set-up ("Gate A", "North 2"):
+    /// ASCII letters, digits, spaces and `-` `_` `.` `/` `#`. The organiser counts check-ins by it.
+    DoorName
+);
 
 /// A ticket number: 1 up to the event's capacity (the order message's check, and the gate's list,
 /// keep it there). A number, so `Copy` and ordered like one.
@@ -151,6 +156,18 @@ impl EventId {
     /// A fresh id for an event released without one.
     pub fn generate() -> Self {
         Self(format!("ev-{}", uuid::Uuid::now_v7().simple()))
+    }
+}
+
+impl DoorName {
+    pub const MAX_LEN: usize = 40;
+
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        let value = value.trim();
+        check(value, "door name", Self::MAX_LEN, "A-Z a-z 0-9, spaces and - _ . / #", |c| {
+            c.is_ascii_alphanumeric() || matches!(c, ' ' | '-' | '_' | '.' | '/' | '#')
+        })?;
+        Ok(Self(value.to_owned()))
     }
 }
 

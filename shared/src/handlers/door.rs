@@ -28,7 +28,7 @@ use time::OffsetDateTime;
 use crate::{
     adapters::Adapters,
     config::{PassKeyRingSource, UserLimits},
-    domain::{Event, EventId, OrderId, TicketNo, event::rfc3339},
+    domain::{DoorName, Event, EventId, OrderId, TicketNo, event::rfc3339},
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, json_body, query_param},
@@ -69,6 +69,9 @@ struct CheckInBody {
     /// A door without the network let the pass in at this time (RFC 3339) and syncs it now.
     #[serde(default)]
     admitted_offline_at: Option<String>,
+    /// The door's name, as its staff set it up ("Gate A"): the organiser counts check-ins by it.
+    #[serde(default)]
+    door: Option<DoorName>,
 }
 
 impl Door {
@@ -200,7 +203,7 @@ impl Door {
                 other => other,
             })?,
         }
-        match self.store.check_in_ticket(event, ticket_no, &order_id, admitted).await? {
+        match self.store.check_in_ticket(event, ticket_no, &order_id, admitted, body.door.as_ref()).await? {
             CheckIn::Admitted { at } => Ok((
                 json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "checked_in_at": at })),
                 "CHECKED_IN",
@@ -258,6 +261,7 @@ fn desk_view(event: &Event, counts: &DoorCounts) -> serde_json::Value {
         "check_in_from": rfc3339(from),
         "tickets": counts.tickets,
         "checked_in": counts.checked_in,
+        "by_door": counts.by_door,
         "as_of": counts.counted_at.map(rfc3339),
     });
     if let Some(at) = event.starts_at {

@@ -79,10 +79,13 @@ impl Auditor {
             None
         });
         let returning = self.store.give_backs_due(event).await?.into_iter().map(|d| d.ticket_no).collect();
-        let rows: Vec<AuditRow> = self
-            .store
-            .all_orders(event)
-            .await?
+        let orders = self.store.all_orders(event).await?;
+        let mut by_door = std::collections::BTreeMap::<String, u64>::new();
+        for order in orders.iter().filter(|o| o.checked_in_at.is_some()) {
+            let door = order.checked_in_door.as_deref().unwrap_or(crate::store::check_in::NO_DOOR_NAMED);
+            *by_door.entry(door.to_owned()).or_default() += 1;
+        }
+        let rows: Vec<AuditRow> = orders
             .into_iter()
             .map(|r| AuditRow {
                 ticket_no: r.ticket_no,
@@ -103,6 +106,7 @@ impl Auditor {
         let rebuilds = self.store.rebuilds(event).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
+        report.check_ins_by_door = by_door;
         report = report.with_orders_in_time(oldest.map(age_of));
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);

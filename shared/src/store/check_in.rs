@@ -16,7 +16,7 @@ use super::{
     orders::{CHECK_IN_CONFLICTS, order_from_item},
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
-use crate::domain::{Email, EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
+use crate::domain::{DoorName, Email, EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
 
 /// When the door let the pass in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,12 @@ pub struct DoorCounts {
     pub numbers: std::collections::HashMap<OrderId, TicketNo>,
     /// When the count began.
     pub counted_at: Option<OffsetDateTime>,
+    /// Check-ins by the door that made them ([`NO_DOOR_NAMED`] for a door that gave no name).
+    pub by_door: std::collections::BTreeMap<String, u64>,
 }
+
+/// Where check-ins made by a door without a name are counted (no door name has parentheses).
+pub const NO_DOOR_NAMED: &str = "(no door named)";
 
 impl Store {
     /// Checks in the ticket a pass names (event, number, order): its ticket item, read
@@ -86,6 +91,7 @@ impl Store {
         ticket_no: TicketNo,
         order_id: &OrderId,
         admitted: Admitted,
+        door: Option<&DoorName>,
     ) -> Result<CheckIn, StoreError> {
         let Some((held_by, user)) = self.ticket_holder(event, ticket_no).await? else {
             return Ok(CheckIn::Void(OrderStatus::Cancelled));
@@ -104,7 +110,7 @@ impl Store {
         {
             return Ok(CheckIn::BeforeTheOrder { created_at: rfc3339(created) });
         }
-        match self.check_in(event, &user, order_id, at).await? {
+        match self.check_in(event, &user, order_id, at, door).await? {
             // The same scan synced again (its reply was lost) finds its own time: no conflict.
             CheckIn::AlreadyCheckedIn { at: first } if offline && first != rfc3339(at) => {
                 self.record_two_doors(event, &user, order_id, &rfc3339(at)).await?;
@@ -168,7 +174,7 @@ impl Store {
                     .table_name(&self.table)
                     .index_name(GSI2)
                     .key_condition_expression("#pk = :p")
-                    .projection_expression("order_id, ticket_no, #status, checked_in_at")
+                    .projection_expression("order_id, ticket_no, #status, checked_in_at, checked_in_door")
                     .expression_attribute_names("#pk", attr::GSI2PK)
                     .expression_attribute_names("#status", "status")
                     .expression_attribute_values(":p", s(key::event_shard(event, shard)))
@@ -188,7 +194,11 @@ impl Store {
                 continue;
             }
             counts.tickets += 1;
-            counts.checked_in += u64::from(item.contains_key("checked_in_at"));
+            if item.contains_key("checked_in_at") {
+                counts.checked_in += 1;
+                let door = super::codec::opt_s(&item, "checked_in_door").unwrap_or_else(|| NO_DOOR_NAMED.to_owned());
+                *counts.by_door.entry(door).or_default() += 1;
+            }
             let order = OrderId::parse(&get_s(&item, "order_id")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
             let number: u32 = get_n(&item, "ticket_no")?;
             counts.numbers.insert(order, TicketNo::new(number));
@@ -232,22 +242,29 @@ impl Store {
     }
 
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning
-    /// the same pass let one person in.
+    /// the same pass let one person in. The door's name, when it gave one, is kept beside the time.
     pub async fn check_in(
         &self,
         event: &EventId,
         user: &UserId,
         order_id: &OrderId,
         now: OffsetDateTime,
+        door: Option<&DoorName>,
     ) -> Result<CheckIn, StoreError> {
         let at = rfc3339(now);
-        let result = self
+        let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(attr::PK, s(key::order(event, user)))
-            .key(attr::SK, s(key::ORDER_SK))
-            .update_expression("SET checked_in_at = :now")
+            .key(attr::SK, s(key::ORDER_SK));
+        update = match door {
+            Some(door) => update
+                .update_expression("SET checked_in_at = :now, checked_in_door = :door")
+                .expression_attribute_values(":door", s(door.as_str())),
+            None => update.update_expression("SET checked_in_at = :now"),
+        };
+        let result = update
             .condition_expression("order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":order", s(order_id))

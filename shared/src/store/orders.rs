@@ -544,6 +544,9 @@ pub struct AttendeeRow {
     /// The order came from the waitlist.
     pub promoted: bool,
     pub checked_in_at: Option<String>,
+    /// The door it was checked in at, when that door gave its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checked_in_door: Option<String>,
     /// Doors that let this pass in offline after another door had already checked it in (each
     /// counted once, however often its sync was retried).
     pub check_in_conflicts: u32,
@@ -565,6 +568,7 @@ impl AttendeeRow {
             mail_unanswered: opt_n(item, "mail_unanswered")?.unwrap_or(0),
             promoted: matches!(item.get("promoted"), Some(AttributeValue::Bool(true))),
             checked_in_at: opt_s(item, "checked_in_at"),
+            checked_in_door: opt_s(item, "checked_in_door"),
             check_in_conflicts: match item.get(CHECK_IN_CONFLICTS) {
                 Some(AttributeValue::Ss(offline)) => offline.len() as u32,
                 _ => 0,
