@@ -1,7 +1,7 @@
 // The door's service worker: the page's own files are kept in the cache, so the scanner opens
 // without the network. Served from the cache at once and refreshed behind (stale while
 // revalidate); the API's routes are never cached.
-const SHELL = 'door-shell-v1';
+const SHELL = 'door-shell-v2';
 const FILES = ['door.html', 'door.js', 'sign-in.js', 'pages.css', 'jsQR.js', 'door.webmanifest', 'door-icon.svg'];
 
 self.addEventListener('install', (event) => {

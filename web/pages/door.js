@@ -1,23 +1,72 @@
 // The door's scanner: checks a ticket pass's Ed25519 signature here, offline, with the event's
-// public key fetched once (WebCrypto), shows green or red with the ticket number, and records the
-// check-in. Online, the check-in route decides (a second scan at any door is 409). Offline, the
-// device keeps the check-in, refuses a second scan of the same pass here, and sends it with the
-// time it happened when the network returns; a pass another door had checked in first comes back
-// as a conflict, shown here and counted in the audit (docs/DESIGN.md section 11).
+// public keys (WebCrypto), shows the verdict full screen (colour, word, shape, sound, vibration)
+// and records the check-in. Online, the check-in route decides (a second scan at any door is 409).
+// Offline, the device keeps the check-in, refuses a second scan of the same pass here, and sends
+// it with the time it happened when the network returns; a pass another door had checked in first
+// comes back as a conflict, shown here and counted in the audit (docs/DESIGN.md section 11).
 //
-// Kept in this device's localStorage, per event: the public keys, and every pass let in here.
+// Nothing let in here is dropped: a check-in the server has not answered for (no network, busy,
+// or the staff token refused) stays on this device until it has, and the scanner asks for a
+// sign-in when the token is what stops it. A keyboard-wedge scanner types into the pass field and
+// presses Enter; the field is read and cleared at once, so the next scan can follow straight away.
+//
+// Kept in this device's localStorage, per event: the public keys (with when they were fetched),
+// the event's figures last seen, and every pass let in here.
 
-import { session as open, problem, signInForm } from './sign-in.js';
+import { session as open, problem } from './sign-in.js';
 
 const session = open(localStorage, 'door');
 const $ = (id) => document.getElementById(id);
 const EVENT = 'ticket-grab.door.event';
+/** Check-ins waiting to be sent are tried this often. */
 const SYNC_EVERY_MS = 5000;
+/** The event's figures ("checked in x of N") are asked for this often while online. */
+const SUMMARY_EVERY_MS = 15000;
+/** Stored keys older than this are fetched again when online (offline, they are still used). */
+const KEYS_FRESH_MS = 24 * 3600 * 1000;
+/** A pass naming a key this device lacks fetches the keys again, at most this often (forged key ids). */
+const UNKNOWN_KEY_REFETCH_MS = 10000;
+/** The same pass read again within this, with no other pass between, repeats its verdict. */
+const REPEAT_MS = 8000;
+/** The camera sees a code "still in view" when it read it again within this. */
+const IN_VIEW_MS = 1500;
+/** How long a verdict stays on screen (a tap or the next scan dismisses it sooner). */
+const SHOWN_MS = { admitted: 4000, already: 8000, refused: 8000, notice: 8000 };
+
 let event = localStorage.getItem(EVENT);
 let syncing = false;
+/** Sending waits until then (the server said 429 or was busy). */
+let syncAfter = 0;
+/** The token the server refused (sending waits for another), and why. */
+let refusedToken = null;
+let lastUnknownKeyFetch = 0;
+/** The last pass read and its verdict, for a repeat read. */
+let lastRead = null;
+let hideTimer = null;
+let cameraStream = null;
+let wakeLock = null;
+let audio = null;
+let queue = Promise.resolve();
 
-const stored = (name, fallback) => JSON.parse(localStorage.getItem(`ticket-grab.door.${event}.${name}`) || fallback);
-const store = (name, value) => localStorage.setItem(`ticket-grab.door.${event}.${name}`, JSON.stringify(value));
+/** What the verdicts were, in order (the browser test reads it). */
+window.doorVerdicts = [];
+/** How often, and when last, the camera read a code. */
+window.doorCamera = { reads: 0, lastReadAt: 0 };
+
+const get = (ev, name, fallback) => JSON.parse(localStorage.getItem(`ticket-grab.door.${ev}.${name}`) || fallback);
+const put = (ev, name, value) => localStorage.setItem(`ticket-grab.door.${ev}.${name}`, JSON.stringify(value));
+const stored = (name, fallback) => get(event, name, fallback);
+const store = (name, value) => put(event, name, value);
+/** One scan written (read fresh, so a write made meanwhile is kept). */
+function keepScan(ev, order, scan) {
+  const scans = get(ev, 'scans', '{}');
+  if (scan === null) delete scans[order];
+  else scans[order] = scan;
+  put(ev, 'scans', scans);
+}
+const checkInPath = (ev) => `/admin/events/${encodeURIComponent(ev)}/check-in`;
+const when = (iso) => new Date(iso).toLocaleTimeString();
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 
 function bytes(base64url) {
   const b64 = base64url.replace(/-/g, '+').replace(/_/g, '/');
@@ -27,22 +76,39 @@ function bytes(base64url) {
 /**
  * The event's pass keys (the current one, the next while a rotation is staged, the previous):
  * fetched when the door is set up and kept on this device, so passes check offline; fetched again
- * when a pass names a key the device does not have (the key was rotated since).
+ * when older than a day (while online) and when a pass names a key the device does not have.
  */
 async function passKeys() {
-  return stored('keys', 'null') || fetchKeys();
+  const ring = stored('keys', 'null');
+  // A ring stored before keys carried their time (a bare list) counts as stale.
+  const keys = Array.isArray(ring) ? ring : ring?.keys;
+  const fetchedAt = Array.isArray(ring) ? 0 : ring?.fetched_at || 0;
+  if (!keys) return fetchKeys();
+  if (Date.now() - fetchedAt > KEYS_FRESH_MS) {
+    try {
+      return await fetchKeys();
+    } catch {
+      return keys; // offline (or the route failed): the stale keys still check passes
+    }
+  }
+  return keys;
 }
 
-async function fetchKeys() {
-  const reply = await session.api(`/events/${encodeURIComponent(event)}/pass-key`);
+async function fetchKeys(ev = event) {
+  const reply = await session.api(`/events/${encodeURIComponent(ev)}/pass-key`);
   if (!reply.ok) throw new Error(await problem(reply));
   const ring = await reply.json();
   const keys = [{ id: ring.key_id, key: ring.public_key }];
   for (const other of [ring.next, ring.previous]) {
     if (other) keys.push({ id: other.key_id, key: other.public_key });
   }
-  store('keys', keys);
+  put(ev, 'keys', { fetched_at: Date.now(), keys });
   return keys;
+}
+
+function keysStale() {
+  const ring = stored('keys', 'null');
+  return !ring || Array.isArray(ring) || Date.now() - (ring.fetched_at || 0) > KEYS_FRESH_MS;
 }
 
 /**
@@ -68,162 +134,422 @@ async function verify(text, keys) {
   }
   const v1 = version === 'TP1.';
   const candidates = v1 ? keys : keys.filter((k) => k.id === claims.k);
-  if (!candidates.length) return { ...refused('signed with a key this event does not have'), unknownKey: true };
+  if (!candidates.length) return { ...refused('signed with a key this door does not hold'), unknownKey: true, ticketNo: claims.n };
   const message = new TextEncoder().encode((v1 ? 'ticket-pass-v1\n' : 'ticket-pass-v2\n') + payload);
   for (const k of candidates) {
-    const key = await crypto.subtle.importKey('raw', bytes(k.key), { name: 'Ed25519' }, false, ['verify']);
-    if (await crypto.subtle.verify({ name: 'Ed25519' }, key, sig, message)) {
-      return { ok: true, event: claims.e, order: claims.o, ticketNo: claims.n };
+    try {
+      const key = await crypto.subtle.importKey('raw', bytes(k.key), { name: 'Ed25519' }, false, ['verify']);
+      if (await crypto.subtle.verify({ name: 'Ed25519' }, key, sig, message)) {
+        return { ok: true, event: claims.e, order: claims.o, ticketNo: claims.n };
+      }
+    } catch {
+      // a malformed stored key checks nothing
     }
   }
   return refused('the signature does not match: a forged or altered pass');
 }
 
-function verdict(good, headline, ticketNo, detail) {
-  const box = $('verdict');
-  box.className = good ? 'pass' : 'fail';
-  $('verdict-text').textContent = headline;
-  $('verdict-ticket').textContent = ticketNo ? `Ticket ${ticketNo}` : '';
-  $('verdict-detail').textContent = detail || '';
-  box.dataset.result = good ? 'admitted' : 'refused';
+// The verdict: full screen, a colour, a word and a shape each (a tick in a circle, a cross in a
+// square, "!" in a diamond), a short tone and a vibration; announced by the "Last:" line.
+const LOOK = {
+  admitted: { glyph: '✓', tones: [[880, 0.12]], buzz: [90] },
+  already: { glyph: '!', tones: [[520, 0.1], [520, 0.1]], buzz: [150, 80, 150] },
+  refused: { glyph: '✕', tones: [[180, 0.45]], buzz: [300, 100, 300] },
+  notice: { glyph: 'i', tones: [[440, 0.08]], buzz: [60] },
+};
+
+function wakeAudio() {
+  try {
+    audio ??= new AudioContext();
+    if (audio.state === 'suspended') audio.resume().catch(() => {});
+  } catch {
+    audio = null; // no audio here: the verdict is still seen and felt
+  }
 }
 
-const when = (iso) => new Date(iso).toLocaleTimeString();
+function tone(tones) {
+  if (!audio || audio.state !== 'running' || !$('sound').checked) return false;
+  let t = audio.currentTime;
+  for (const [frequency, seconds] of tones) {
+    const osc = audio.createOscillator();
+    const gain = audio.createGain();
+    osc.type = 'square';
+    osc.frequency.value = frequency;
+    gain.gain.setValueAtTime(0.15, t);
+    gain.gain.exponentialRampToValueAtTime(0.001, t + seconds);
+    osc.connect(gain).connect(audio.destination);
+    osc.start(t);
+    osc.stop(t + seconds);
+    t += seconds + 0.07;
+  }
+  return true;
+}
+
+/** Shows a verdict; `repeat`: the same pass read again, its verdict shown again as it was. */
+function show(v, repeat = false) {
+  const box = $('verdict');
+  const detail = repeat ? [v.detail, 'the same pass read again'].filter(Boolean).join(' · ') : v.detail || '';
+  box.className = `verdict-${v.result}`;
+  box.dataset.result = v.result;
+  $('verdict-glyph').textContent = LOOK[v.result].glyph;
+  $('verdict-text').textContent = v.headline;
+  $('verdict-ticket').textContent = v.ticketNo ? `Ticket ${v.ticketNo}` : '';
+  $('verdict-detail').textContent = detail;
+  $('last-verdict').textContent = [v.headline, v.ticketNo ? `ticket ${v.ticketNo}` : '', detail].filter(Boolean).join(', ');
+  box.animate?.([{ opacity: 0.55 }, { opacity: 1 }], { duration: 160 });
+  const sound = tone(LOOK[v.result].tones);
+  const vibrated = typeof navigator.vibrate === 'function' ? navigator.vibrate(LOOK[v.result].buzz) : false;
+  window.doorVerdicts.push({ ...v, detail, repeat, sound, vibrated, at: Date.now() });
+  clearTimeout(hideTimer);
+  hideTimer = setTimeout(dismiss, SHOWN_MS[v.result]);
+  return v;
+}
+
+const verdict = (result, headline, ticketNo, detail) => show({ result, headline, ticketNo: ticketNo || null, detail: detail || '' });
+
+function dismiss() {
+  clearTimeout(hideTimer);
+  $('verdict').classList.add('hidden');
+}
+
+function clearVerdict() {
+  dismiss();
+  $('verdict').className = 'hidden';
+  delete $('verdict').dataset.result;
+  $('last-verdict').textContent = 'nothing checked yet';
+  lastRead = null;
+}
+
+/** Checks one read, after the reads before it (a scanner may send the next at once). */
+function enqueue(text) {
+  const run = queue.then(() => check(text));
+  queue = run.catch((err) => verdict('notice', 'Not checked', '', err.message));
+  return queue;
+}
 
 async function check(text) {
   text = text.trim();
   if (!text) return;
+  // A scanner's double read, or the camera seeing the pass again: the same verdict, not a
+  // contradiction. Another pass read between makes a later read of this one a new scan.
+  if (lastRead && lastRead.text === text && Date.now() - lastRead.at < REPEAT_MS) {
+    show(lastRead.verdict, true);
+    return;
+  }
+  const v = await decide(text);
+  lastRead = v.result === 'notice' ? null : { text, verdict: v, at: Date.now() };
+}
+
+/** The staff token is what the server refused: 401, or 403 other than a refused pass. */
+const tokenRefused = (status, code) => status === 401 || (status === 403 && code !== 'BAD_PASS');
+/** Worth sending again later: no network, busy, limited. */
+const transient = (status) => status === 408 || status === 429 || status >= 500;
+
+/** A check-in sent; the reply carries the token it was sent with (`usedToken`). */
+async function post(ev, body) {
+  const token = session.token();
+  try {
+    const reply = await fetch(checkInPath(ev), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      cache: 'no-store',
+    });
+    return Object.assign(reply, { usedToken: token });
+  } catch {
+    return null; // no network
+  }
+}
+
+const WAITING = {
+  network: 'offline: kept on this device, sent when the network returns',
+  server: 'the server is busy: kept on this device, sent shortly',
+  'sign-in': 'kept on this device: sign in again to send it',
+};
+
+async function decide(text) {
   let keys;
   try {
     keys = await passKeys();
   } catch (e) {
-    return verdict(false, 'No key yet', '', `The event's public key could not be fetched: ${e.message}`);
+    return verdict('notice', 'Cannot check', '', `the event's keys could not be fetched: ${e.message}`);
   }
   let pass = await verify(text, keys);
-  if (pass.unknownKey) {
-    // A key published since this device fetched its keys: fetch them again (offline, refused).
+  if (pass.unknownKey && Date.now() - lastUnknownKeyFetch > UNKNOWN_KEY_REFETCH_MS) {
+    // A key published since this device fetched its keys (a rotation): fetch them again.
+    lastUnknownKeyFetch = Date.now();
     try {
       pass = await verify(text, await fetchKeys());
     } catch {
-      // no network: the refusal stands
+      // no network: the device cannot tell
     }
   }
-  if (!pass.ok) return verdict(false, 'Refused', '', pass.why);
-  if (pass.event !== event) return verdict(false, 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
-  const scans = stored('scans', '{}');
-  if (scans[pass.order]) {
-    return verdict(false, 'Already in', pass.ticketNo, `let in at this door at ${when(scans[pass.order].at)}`);
+  if (pass.unknownKey) {
+    return verdict('notice', 'Cannot check', pass.ticketNo,
+      'signed with a key this door does not hold yet (the keys were rotated?): connect to the network, or look the ticket up');
   }
-  let reply = null;
-  try {
-    reply = await session.api(`/admin/events/${encodeURIComponent(event)}/check-in`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ pass: text }),
-    });
-  } catch {
-    reply = null; // no network
-  }
-  if (reply === null || reply.status >= 500) {
+  if (!pass.ok) return verdict('refused', 'Refused', '', pass.why);
+  if (pass.event !== event) return verdict('refused', 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
+  const mine = stored('scans', '{}')[pass.order];
+  if (mine) return verdict('already', 'Already in', pass.ticketNo, `let in at this door at ${when(mine.at)}`);
+
+  const reply = await post(event, { pass: text });
+  const p = reply && !reply.ok ? await reply.clone().json().catch(() => ({})) : {};
+  const waiting = reply === null ? 'network' : transient(reply.status) ? 'server' : tokenRefused(reply.status, p.code) ? 'sign-in' : null;
+  if (waiting) {
     // The signature holds and this device has not let the pass in: in, and sent later.
-    scans[pass.order] = { ticketNo: pass.ticketNo, pass: text, at: new Date().toISOString(), synced: false };
-    store('scans', scans);
-    verdict(true, 'Let in', pass.ticketNo, 'offline: kept on this device, sent when the network returns');
-    return showDevice();
+    keepScan(event, pass.order, { ticketNo: pass.ticketNo, pass: text, at: new Date().toISOString(), synced: false, waiting });
+    if (waiting === 'sign-in') needSignIn(reply, p);
+    if (waiting === 'server') syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
+    showDevice();
+    return verdict('admitted', 'Let in', pass.ticketNo, WAITING[waiting]);
   }
   if (reply.ok) {
     const body = await reply.json();
-    scans[pass.order] = { ticketNo: pass.ticketNo, at: body.checked_in_at, synced: true };
-    store('scans', scans);
-    verdict(true, 'Let in', pass.ticketNo, '');
-    return showDevice();
+    keepScan(event, pass.order, { ticketNo: pass.ticketNo, at: body.checked_in_at, synced: true });
+    showDevice();
+    return verdict('admitted', 'Let in', pass.ticketNo, '');
   }
-  const p = await reply.clone().json().catch(() => ({}));
+  return refusal(reply, p, pass.ticketNo);
+}
+
+/** The server's refusal of a check-in asked for now (a scan or a lookup's "Let in"). */
+async function refusal(reply, p, ticketNo) {
   switch (p.code) {
     case 'ALREADY_CHECKED_IN':
-      return verdict(false, 'Already in', pass.ticketNo, `checked in at ${when(p.checked_in_at)}`);
+      return verdict('already', 'Already in', ticketNo, `checked in at ${when(p.checked_in_at)}`);
     case 'TICKET_CANCELLED':
-      return verdict(false, 'Cancelled', pass.ticketNo, 'this ticket was cancelled');
+      return verdict('refused', 'Cancelled', ticketNo, 'this ticket was cancelled');
     case 'CHECK_IN_CLOSED':
-      return verdict(false, 'Not open', pass.ticketNo, await problem(reply));
+      return verdict('refused', 'Not open', ticketNo, [p.title, p.detail].filter(Boolean).join(': '));
     default:
-      if (reply.status === 401) return verdict(false, 'Sign in again', '', 'the staff token was refused');
-      if (reply.status === 403) return verdict(false, 'Not your door', '', 'this token is not staff of this event');
-      return verdict(false, 'Refused', pass.ticketNo, await problem(reply));
+      return verdict('refused', 'Refused', ticketNo, [p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`);
   }
 }
 
-/** Sends the check-ins made offline, oldest first; stops at the first that cannot be sent. */
+/** What happened to a check-in made offline that the server did not take as it was. */
+function conflict(status, p) {
+  const detail = p.detail ? ` (${p.detail})` : '';
+  switch (p.code) {
+    case 'ALREADY_CHECKED_IN':
+      return `let in twice: another door had checked this ticket in at ${when(p.checked_in_at)}; the server counts the conflict`;
+    case 'TICKET_CANCELLED':
+      return 'the ticket had been cancelled meanwhile; not recorded as a check-in';
+    case 'CHECK_IN_CLOSED':
+      return `check-in was closed at that time${detail}; not recorded`;
+    case 'OFFLINE_TIME_REFUSED':
+      return `the server refused the time it was let in${detail}; not recorded`;
+    case 'BAD_PASS':
+      return `the server refused the pass${detail}; not recorded`;
+    case 'TICKET_NOT_FOUND':
+      return `the server has no such ticket${detail}; not recorded`;
+    default:
+      return `${p.title || `HTTP ${status}`}${detail}; not recorded`;
+  }
+}
+
+/** Every event this device holds check-ins for that wait to be sent. */
+function eventsWaiting() {
+  const found = [];
+  for (let i = 0; i < localStorage.length; i++) {
+    const m = /^ticket-grab\.door\.(.+)\.scans$/.exec(localStorage.key(i));
+    if (m && Object.values(get(m[1], 'scans', '{}')).some((s) => !s.synced)) found.push(m[1]);
+  }
+  return found;
+}
+
+function markWaiting(ev, waiting) {
+  const scans = get(ev, 'scans', '{}');
+  for (const s of Object.values(scans)) if (!s.synced) s.waiting = waiting;
+  put(ev, 'scans', scans);
+}
+
+/**
+ * Sends the check-ins made offline, oldest first, for every event this device holds some for;
+ * stops at the first that cannot be sent yet. Only a settled answer takes one off the list.
+ */
 async function sync() {
-  if (syncing || !event) return;
+  if (syncing || Date.now() < syncAfter || !session.token()) return;
+  if (refusedToken && refusedToken === session.token()) return; // waits for a sign-in
   syncing = true;
+  let again = false;
   try {
-    const pending = Object.entries(stored('scans', '{}')).filter(([, s]) => !s.synced).sort((a, b) => (a[1].at < b[1].at ? -1 : 1));
-    for (const [order, scan] of pending) {
-      let reply;
-      try {
-        reply = await session.api(`/admin/events/${encodeURIComponent(event)}/check-in`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({ pass: scan.pass, admitted_offline_at: scan.at }),
-        });
-      } catch {
-        break;
+    outer: for (const ev of eventsWaiting()) {
+      const pending = Object.entries(get(ev, 'scans', '{}')).filter(([, s]) => !s.synced).sort((a, b) => (a[1].at < b[1].at ? -1 : 1));
+      for (const [order, scan] of pending) {
+        const reply = await post(ev, { pass: scan.pass, admitted_offline_at: scan.at });
+        if (reply === null) {
+          markWaiting(ev, 'network');
+          break outer;
+        }
+        const p = await reply.json().catch(() => ({}));
+        if (tokenRefused(reply.status, p.code)) {
+          // (A sign-in made while this was on its way: sent again with it, at once.)
+          if (needSignIn(reply, p)) markWaiting(ev, 'sign-in');
+          else again = true;
+          break outer;
+        }
+        if (transient(reply.status)) {
+          markWaiting(ev, 'server');
+          syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
+          break outer;
+        }
+        const done = { ...get(ev, 'scans', '{}')[order], synced: true };
+        delete done.pass;
+        delete done.waiting;
+        // The server has this very check-in (a reply lost before): no conflict.
+        const same = p.code === 'ALREADY_CHECKED_IN' && Date.parse(p.checked_in_at) === Date.parse(scan.at);
+        if (!reply.ok && !same) done.conflict = conflict(reply.status, p);
+        keepScan(ev, order, done);
       }
-      if (reply.status >= 500 || reply.status === 401 || reply.status === 429) break;
-      const p = reply.ok ? {} : await reply.json().catch(() => ({}));
-      const scans = stored('scans', '{}');
-      const done = { ...scans[order], synced: true };
-      delete done.pass;
-      // The server has this very check-in (a reply lost before): no conflict.
-      const same = p.code === 'ALREADY_CHECKED_IN' && Date.parse(p.checked_in_at) === Date.parse(scan.at);
-      if (!reply.ok && !same) {
-        done.conflict = p.code === 'ALREADY_CHECKED_IN' ? `already checked in at ${when(p.checked_in_at)}` : p.title || `HTTP ${reply.status}`;
-      }
-      scans[order] = done;
-      store('scans', scans);
     }
   } finally {
     syncing = false;
-    showDevice();
+    if (event) showDevice();
+    if (again) setTimeout(sync, 0);
+  }
+}
+
+/**
+ * The server refused the token `reply` was sent with: keep scanning, keep every check-in, and
+ * offer a sign-in here. False when another token was signed in meanwhile (that one is not refused).
+ */
+function needSignIn(reply, p) {
+  if (reply.usedToken !== session.token()) return false;
+  const status = reply.status;
+  refusedToken = session.token();
+  const why = status === 401
+    ? 'The server refused this door\'s sign-in (expired, or not from this deployment).'
+    : `This sign-in is not staff of this event${p?.detail ? ` (${p.detail})` : ''}.`;
+  $('sign-in-why').textContent = `${why} Passes are still checked here and kept on this device; sign in again to send them.`;
+  $('sign-in').classList.remove('hidden');
+  if (event) showDevice();
+  return true;
+}
+
+function signedIn() {
+  refusedToken = null;
+  $('sign-in').classList.add('hidden');
+  $('sign-in-why').textContent = '';
+  for (const ev of eventsWaiting()) markWaiting(ev, 'network');
+  showDevice();
+  sync();
+  refreshSummary();
+}
+
+/** Asks for the event's figures (and, with `query`, a holder) with `token` (the stored one by default). */
+async function summary(ev, query = '', token = session.token()) {
+  const reply = await fetch(checkInPath(ev) + query, { headers: { authorization: `Bearer ${token}` }, cache: 'no-store' });
+  return Object.assign(reply, { usedToken: token });
+}
+
+function showSummary(s) {
+  if (!s) return;
+  $('event-title').textContent = s.title || s.event_id;
+  const at = (iso) => new Date(iso).toLocaleString([], { weekday: 'short', day: 'numeric', month: 'short', year: 'numeric', hour: '2-digit', minute: '2-digit' });
+  const parts = [];
+  if (s.starts_at) parts.push(at(s.starts_at));
+  if (s.venue) parts.push(s.venue);
+  if (s.check_in_from) parts.push(`doors from ${at(s.check_in_from)}`);
+  $('event-when').textContent = parts.join(' · ');
+  $('event-checked-in').textContent = s.checked_in;
+  $('event-tickets').textContent = s.tickets;
+  $('counts-as-of').textContent = s.as_of ? `as of ${when(s.as_of)}` : '';
+}
+
+async function refreshSummary() {
+  if (!event || !session.token() || $('scanner').classList.contains('hidden')) return;
+  const ev = event;
+  let reply;
+  try {
+    reply = await summary(ev);
+  } catch {
+    return; // offline: the figures last seen stay
+  }
+  const p = reply.ok ? await reply.json() : await reply.json().catch(() => ({}));
+  if (ev !== event) return;
+  if (reply.ok) {
+    store('summary', p);
+    showSummary(p);
+  } else if (tokenRefused(reply.status, p.code)) {
+    needSignIn(reply, p);
   }
 }
 
 function showDevice() {
   const scans = Object.values(stored('scans', '{}'));
-  $('pending-count').textContent = scans.filter((s) => !s.synced).length;
+  const pending = scans.filter((s) => !s.synced).sort((a, b) => (a.at < b.at ? -1 : 1));
+  $('pending-count').textContent = pending.length;
+  const signIn = pending.some((s) => s.waiting === 'sign-in');
+  const busy = pending.some((s) => s.waiting === 'server');
+  $('pending-state').textContent = !pending.length ? '' : signIn ? ': waiting for sign-in' : busy ? ': the server is busy, retrying' : ': waiting for the network';
+  $('pending-table').classList.toggle('hidden', !pending.length);
+  const waitingFor = { 'sign-in': 'sign-in', server: 'the server (busy)', network: 'the network' };
+  $('pending').replaceChildren(...pending.map((s) => row([s.ticketNo, when(s.at), waitingFor[s.waiting] || 'the network'])));
   $('scanned-count').textContent = scans.length;
   const conflicts = scans.filter((s) => s.conflict);
   $('conflict-alert').classList.toggle('hidden', !conflicts.length);
   $('conflict-alert').textContent = conflicts.length
-    ? `${conflicts.length} ${conflicts.length === 1 ? 'pass' : 'passes'} let in here offline had been let in elsewhere, or cancelled: see below.`
+    ? `${plural(conflicts.length, 'pass', 'passes')} let in here offline ${conflicts.length === 1 ? 'needs' : 'need'} attention: see Conflicts below.`
     : '';
-  $('conflicts').replaceChildren(...conflicts.map((s) => {
-    const tr = document.createElement('tr');
-    for (const cell of [s.ticketNo, when(s.at), s.conflict]) tr.append(Object.assign(document.createElement('td'), { textContent: cell }));
-    return tr;
-  }));
+  $('conflicts').replaceChildren(...conflicts.map((s) => row([s.ticketNo, when(s.at), s.conflict])));
+  $('conflicts-table').classList.toggle('hidden', !conflicts.length);
+  $('no-conflicts').classList.toggle('hidden', conflicts.length > 0);
+}
+
+function row(cells) {
+  const tr = document.createElement('tr');
+  for (const cell of cells) tr.append(Object.assign(document.createElement('td'), { textContent: cell }));
+  return tr;
 }
 
 function showNetwork() {
   $('network').textContent = navigator.onLine ? 'Online' : 'Offline: passes are checked here and sent later';
 }
 
+/** Keeps the screen on while the scanner is open (re-acquired when the page is shown again). */
+async function holdScreen() {
+  if (wakeLock || $('scanner').classList.contains('hidden') || document.visibilityState !== 'visible') return;
+  if (!('wakeLock' in navigator)) {
+    $('wake-lock').textContent = 'This browser cannot keep the screen on: set the screen timeout in the device\'s settings.';
+    return;
+  }
+  try {
+    wakeLock = await navigator.wakeLock.request('screen');
+    wakeLock.addEventListener('release', () => { wakeLock = null; });
+    $('wake-lock').textContent = 'The screen stays on while the scanner is open.';
+  } catch (err) {
+    $('wake-lock').textContent = `The screen may go dark: ${err.message}`;
+  }
+}
+
+function releaseScreen() {
+  wakeLock?.release().catch(() => {});
+  wakeLock = null;
+}
+
 /** The camera: the browser's BarcodeDetector where it has one, else jsQR on each frame. */
-async function scanWithCamera() {
+async function startCamera() {
+  if (cameraStream) return;
   const video = $('camera');
   const stream = await navigator.mediaDevices.getUserMedia({ video: { facingMode: 'environment' } });
+  cameraStream = stream;
   video.srcObject = stream;
-  video.classList.remove('hidden');
+  $('camera-box').classList.remove('hidden');
+  $('camera-button').classList.add('hidden');
   await video.play();
+  // A dark doorway: the phone's light, where its camera has one.
+  const [track] = stream.getVideoTracks();
+  $('torch').classList.toggle('hidden', !track?.getCapabilities?.().torch);
   // The browser's own detector where it reads QR codes (not every platform's does), else jsQR.
   const native = 'BarcodeDetector' in window && (await window.BarcodeDetector.getSupportedFormats()).includes('qr_code');
   const detector = native ? new window.BarcodeDetector({ formats: ['qr_code'] }) : null;
   const canvas = document.createElement('canvas');
   const context = canvas.getContext('2d', { willReadFrequently: true });
   let last = '';
+  let lastSeen = 0;
   const frame = async () => {
-    if (!video.srcObject) return;
+    if (video.srcObject !== stream) return;
     let text = null;
     if (detector) {
       const codes = await detector.detect(video).catch(() => []);
@@ -235,57 +561,277 @@ async function scanWithCamera() {
       const image = context.getImageData(0, 0, canvas.width, canvas.height);
       text = window.jsQR(image.data, image.width, image.height, { inversionAttempts: 'dontInvert' })?.data ?? null;
     }
-    if (text && text !== last) {
+    if (text) {
+      window.doorCamera.reads += 1;
+      window.doorCamera.lastReadAt = Date.now();
+      // A code still in front of the camera is one scan, however long it stays there.
+      const stillInView = text === last && Date.now() - lastSeen < IN_VIEW_MS;
       last = text;
-      await check(text);
-      setTimeout(() => { last = ''; }, 3000);
+      lastSeen = Date.now();
+      if (!stillInView) {
+        await enqueue(text);
+        lastSeen = Date.now();
+      }
     }
     requestAnimationFrame(frame);
   };
   requestAnimationFrame(frame);
 }
 
+function stopCamera() {
+  const video = $('camera');
+  cameraStream?.getTracks().forEach((t) => t.stop());
+  cameraStream = null;
+  video.srcObject = null;
+  $('camera-box').classList.add('hidden');
+  $('camera-button').classList.remove('hidden');
+  $('torch').classList.add('hidden');
+  $('torch').setAttribute('aria-pressed', 'false');
+}
+
+async function toggleTorch() {
+  const [track] = cameraStream?.getVideoTracks() || [];
+  if (!track) return;
+  const on = $('torch').getAttribute('aria-pressed') !== 'true';
+  try {
+    await track.applyConstraints({ advanced: [{ torch: on }] });
+    $('torch').setAttribute('aria-pressed', String(on));
+  } catch {
+    $('torch').classList.add('hidden');
+  }
+}
+
+// Looking a holder up (a phone that died): by ticket number, or by order id.
+let holder = null;
+
+async function lookUp(query) {
+  $('lookup-result').classList.add('hidden');
+  holder = null;
+  const param = /^\d+$/.test(query) ? `?ticket=${query}` : `?order=${encodeURIComponent(query)}`;
+  let reply;
+  try {
+    reply = await summary(event, param);
+  } catch {
+    $('lookup-status').textContent = 'A lookup needs the network.';
+    return;
+  }
+  const p = await reply.json().catch(() => ({}));
+  if (!reply.ok) {
+    if (tokenRefused(reply.status, p.code)) needSignIn(reply, p);
+    $('lookup-status').textContent = p.code === 'TICKET_NOT_FOUND'
+      ? `No ticket or order "${query}" at this event.`
+      : `Not found: ${[p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`}`;
+    return;
+  }
+  store('summary', p);
+  showSummary(p);
+  holder = p.holder;
+  const here = stored('scans', '{}')[holder.order_id];
+  const status = { CONFIRMED: 'Confirmed', CANCELLED: 'Cancelled', REJECTED: 'Rejected' }[holder.status] || holder.status;
+  $('holder-ticket').textContent = `${holder.ticket_no} (order ${holder.order_id})`;
+  $('holder-status').textContent = status;
+  $('holder-checked-in').textContent = holder.checked_in_at
+    ? `yes, at ${when(holder.checked_in_at)}`
+    : here && !here.synced ? `let in at this door at ${when(here.at)} (offline, not sent yet)` : 'not yet';
+  $('holder-email').textContent = holder.email || '';
+  const canLetIn = holder.status === 'CONFIRMED' && !holder.checked_in_at && !here;
+  $('let-in').classList.toggle('hidden', !canLetIn);
+  $('let-in').textContent = `Let in ticket ${holder.ticket_no}`;
+  $('lookup-status').textContent = `Ticket ${holder.ticket_no}: ${status.toLowerCase()}${holder.checked_in_at ? ', already checked in' : ''}.`;
+  $('lookup-result').classList.remove('hidden');
+}
+
+async function letInByNumber() {
+  if (!holder) return;
+  const { ticket_no: ticketNo, order_id: order } = holder;
+  const reply = await post(event, { ticket_no: ticketNo });
+  if (reply === null) return verdict('notice', 'Not let in', ticketNo, 'a check-in by ticket number needs the network');
+  const p = await reply.json().catch(() => ({}));
+  if (reply.ok) {
+    keepScan(event, p.order_id || order, { ticketNo, at: p.checked_in_at, synced: true, manual: true });
+    $('lookup-result').classList.add('hidden');
+    $('lookup-status').textContent = `Ticket ${ticketNo} let in by number.`;
+    holder = null;
+    showDevice();
+    return verdict('admitted', 'Let in', ticketNo, 'by ticket number, after a lookup');
+  }
+  if (tokenRefused(reply.status, p.code)) {
+    needSignIn(reply, p);
+    return verdict('notice', 'Sign in again', ticketNo, 'the server refused this door\'s sign-in');
+  }
+  if (transient(reply.status)) return verdict('notice', 'Not let in', ticketNo, 'the server is busy: try again in a moment');
+  return refusal(reply, p, ticketNo);
+}
+
 function startScanner() {
   $('setup').classList.add('hidden');
   $('scanner').classList.remove('hidden');
-  $('event-name').textContent = event;
+  showSummary(stored('summary', 'null') || { title: event });
   showDevice();
+  holdScreen();
   sync();
+  refreshSummary();
+  $('pass').focus();
 }
 
 $('setup-form').addEventListener('submit', async (e) => {
   e.preventDefault();
-  event = $('event').value.trim();
-  if ($('token').value.trim()) session.set($('token').value);
-  $('token').value = '';
-  if (!session.token()) return ($('setup-status').textContent = 'A staff token is needed.');
-  localStorage.setItem(EVENT, event);
+  wakeAudio();
+  const say = (text) => ($('setup-status').textContent = text);
+  const candidate = $('event').value.trim();
+  const token = $('token').value.trim() || session.token();
+  if (!token) return say('A staff token is needed.');
+  say('Checking the sign-in…');
+  let reply;
   try {
-    await passKeys();
-  } catch (err) {
-    $('setup-status').textContent = `The event's public key could not be fetched: ${err.message}`;
-    return;
+    reply = await summary(candidate, '', token);
+  } catch {
+    return say('Setting up a door needs the network (once): the scanner then works without it.');
   }
+  const p = await reply.json().catch(() => ({}));
+  if (!reply.ok) {
+    if (reply.status === 401) return say('The server refused this token (expired, or not from this deployment): sign in again.');
+    if (reply.status === 403) {
+      return say(`Refused: this token is not staff of ${candidate}. A door needs a token of the staff, staff-${candidate} or admin group.`);
+    }
+    if (p.code === 'EVENT_NOT_FOUND') return say(`There is no event ${candidate}.`);
+    return say(`The door could not be set up: ${[p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`}`);
+  }
+  session.set(token);
+  $('token').value = '';
+  event = candidate;
+  localStorage.setItem(EVENT, event);
+  store('summary', p);
+  try {
+    await fetchKeys();
+  } catch (err) {
+    return say(`The event's public keys could not be fetched: ${err.message}`);
+  }
+  refusedToken = null;
+  say('');
   startScanner();
 });
-$('pass-form').addEventListener('submit', async (e) => {
+
+$('pass-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  await check($('pass').value);
+  // Read and cleared at once: a scanner's next pass may be typed while this one is checked.
+  const text = $('pass').value;
   $('pass').value = '';
   $('pass').focus();
+  enqueue(text);
 });
-$('camera-button').addEventListener('click', () => scanWithCamera().catch((err) => verdict(false, 'No camera', '', err.message)));
+
+$('sign-in-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const token = $('sign-in-token').value.trim();
+  if (!token) return;
+  const say = (text) => ($('sign-in-status').textContent = text);
+  let reply = null;
+  try {
+    reply = await summary(event, '', token);
+  } catch {
+    // offline: taken as it is, tried when the network returns
+  }
+  if (reply && (reply.status === 401 || reply.status === 403)) {
+    return say(reply.status === 401
+      ? 'That token was refused too (expired, or not from this deployment).'
+      : `That token is not staff of ${event}: it needs the staff, staff-${event} or admin group.`);
+  }
+  session.set(token);
+  $('sign-in-token').value = '';
+  say('Signed in: sending what waited.');
+  signedIn();
+  $('pass').focus();
+});
+
+$('camera-button').addEventListener('click', () => {
+  wakeAudio();
+  startCamera().catch((err) => {
+    stopCamera();
+    verdict('notice', 'No camera', '', err.message);
+  });
+});
+$('camera-stop').addEventListener('click', stopCamera);
+$('torch').addEventListener('click', toggleTorch);
+$('sound').checked = localStorage.getItem('ticket-grab.door.sound') !== 'off';
+$('sound').addEventListener('change', () => localStorage.setItem('ticket-grab.door.sound', $('sound').checked ? 'on' : 'off'));
+$('verdict').addEventListener('click', () => {
+  dismiss();
+  if (!$('scanner').classList.contains('hidden')) $('pass').focus();
+});
+document.addEventListener('keydown', (e) => {
+  if (e.key === 'Escape') dismiss();
+});
+// A sound needs a gesture first (the browsers' autoplay rule): any tap or key wakes it.
+document.addEventListener('pointerdown', wakeAudio, { capture: true });
+document.addEventListener('keydown', wakeAudio, { capture: true });
+
+$('lookup-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const query = $('lookup').value.trim();
+  $('lookup').value = /^TP[12]\./.test(query) ? '' : query;
+  // A pass scanned while the lookup field had the focus is a scan, not a lookup.
+  if (/^TP[12]\./.test(query)) {
+    $('pass').focus();
+    enqueue(query);
+  } else if (query) {
+    lookUp(query);
+  }
+});
+$('let-in').addEventListener('click', () => { queue = queue.then(letInByNumber).catch(() => {}); });
+
 $('leave').addEventListener('click', () => {
+  stopCamera();
+  releaseScreen();
+  clearVerdict();
   localStorage.removeItem(EVENT);
   event = null;
+  holder = null;
+  $('lookup-result').classList.add('hidden');
+  $('lookup-status').textContent = '';
+  $('lookup').value = '';
+  $('sign-in').classList.add('hidden');
   $('scanner').classList.add('hidden');
   $('setup').classList.remove('hidden');
+  const waiting = eventsWaiting();
+  $('setup-status').textContent = waiting.length
+    ? `Check-ins made offline still wait to be sent for ${waiting.join(', ')}: this device keeps sending them.`
+    : '';
 });
-window.addEventListener('online', () => { showNetwork(); sync(); });
+
+window.addEventListener('online', () => {
+  showNetwork();
+  syncAfter = 0;
+  sync();
+  refreshSummary();
+  if (event && keysStale()) fetchKeys().catch(() => {});
+});
 window.addEventListener('offline', showNetwork);
-setInterval(sync, SYNC_EVERY_MS);
+document.addEventListener('visibilitychange', () => {
+  if (document.visibilityState === 'visible') holdScreen();
+});
+setInterval(() => {
+  sync();
+  if (event && navigator.onLine && keysStale() && !$('scanner').classList.contains('hidden')) fetchKeys().catch(() => {});
+}, SYNC_EVERY_MS);
+setInterval(refreshSummary, SUMMARY_EVERY_MS);
 showNetwork();
-signInForm(session, { form: document.createElement('form'), input: $('token'), hostedLink: $('hosted-ui'), onSignedIn() {} });
+// The deployment's hosted sign-in, when it has one: at setup, and on the scanner when a sign-in
+// is needed (the check-ins wait on this device meanwhile; the page comes back to the scanner).
+session.hostedUi().then((url) => {
+  if (!url) return;
+  for (const link of [$('hosted-ui'), $('sign-in-hosted')]) {
+    link.href = url;
+    link.classList.remove('hidden');
+  }
+});
 if ('serviceWorker' in navigator) navigator.serviceWorker.register('door-sw.js').catch(() => {});
 if (event && session.token() && stored('keys', 'null')) startScanner();
 else if (event) $('event').value = event;
+// Back from the hosted sign-in with a reply this tab did not ask for (or an error): say so.
+const hostedRefusal = session.refused?.();
+if (hostedRefusal && $('scanner').classList.contains('hidden')) $('setup-status').textContent = hostedRefusal;
+else if (hostedRefusal) {
+  $('sign-in').classList.remove('hidden');
+  $('sign-in-status').textContent = hostedRefusal;
+}
