@@ -118,33 +118,37 @@ impl Door {
         let order = query_param(req, "order")
             .map(|o| OrderId::parse(o).map_err(|e| ApiError::BadRequest(e.to_string())))
             .transpose()?;
-        let mut counts = self.counts(&event.id, false).await?;
-        let number = match (ticket, order) {
-            (Some(_), Some(_)) => return Err(ApiError::BadRequest("ask by ticket or by order, not both".into())),
-            (Some(n), None) => Some(n),
-            (None, Some(o)) => match counts.numbers.get(&o) {
-                Some(n) => Some(*n),
-                // An order confirmed since the count: count again (at most once a second).
-                None => {
-                    counts = self.counts(&event.id, true).await?;
-                    Some(*counts.numbers.get(&o).ok_or(ApiError::TicketNotFound)?)
-                }
-            },
-            (None, None) => None,
-        };
+        if ticket.is_some() && order.is_some() {
+            return Err(ApiError::BadRequest("ask by ticket or by order, not both".into()));
+        }
+        let counts = self.counts(&event.id).await?;
         let mut reply = desk_view(&event, &counts);
-        if let Some(n) = number {
-            let holder = self.store.holder(&event.id, n).await?.ok_or(ApiError::TicketNotFound)?;
+        if ticket.is_some() || order.is_some() {
+            // A confirmed holder by number (the ticket item), or by order id (the figures' own
+            // list: an order confirmed since they were counted is found by number, or at the next
+            // count); else a ticket cancelled or rejected, which staff should hear of.
+            let number = ticket.or_else(|| order.as_ref().and_then(|o| counts.numbers.get(o).copied()));
+            let held = match number {
+                Some(n) => self.store.holder(&event.id, n).await?,
+                None => None,
+            };
+            let holder = match held {
+                Some(holder) => holder,
+                None => self
+                    .store
+                    .off_list_holder(&event.id, ticket, order.as_ref())
+                    .await?
+                    .ok_or(ApiError::TicketNotFound)?,
+            };
             reply["holder"] = json!(holder);
         }
         Ok((json(StatusCode::OK, &reply), "OK"))
     }
 
-    /// The event's figures, at most [`COUNTS_EVERY`] old (`again`: at most a second).
-    async fn counts(&self, event: &EventId, again: bool) -> Result<Arc<DoorCounts>, ApiError> {
-        let fresh = if again { Duration::from_secs(1) } else { COUNTS_EVERY };
+    /// The event's figures, at most [`COUNTS_EVERY`] old.
+    async fn counts(&self, event: &EventId) -> Result<Arc<DoorCounts>, ApiError> {
         if let Some((at, counts)) = self.counts.lock().unwrap_or_else(|p| p.into_inner()).get(event)
-            && at.elapsed() < fresh
+            && at.elapsed() < COUNTS_EVERY
         {
             return Ok(counts.clone());
         }
@@ -193,8 +197,10 @@ impl Door {
         // An offline admission counts at the time it happened: a door that syncs after the
         // window closed still records who came in, but a time outside the window is refused.
         match admitted {
-            Admitted::Now(at) => self.within_window(event, at).await?,
-            Admitted::Offline(at) => self.within_window(event, at).await.map_err(|e| match e {
+            Admitted::Now(at) => self.within_window(event, at, time::Duration::ZERO).await?,
+            // The door's clock may be behind or ahead: its time is taken within the drift at
+            // either edge (and stored as it gave it, so a retried sync finds its own time).
+            Admitted::Offline(at) => self.within_window(event, at, DOOR_CLOCK_SKEW).await.map_err(|e| match e {
                 ApiError::CheckInClosed { from, until } => ApiError::OfflineTimeRefused(format!(
                     "this door let the pass in at {}, outside the door's window (from {from}{})",
                     rfc3339(at),
@@ -242,10 +248,11 @@ impl Door {
         .map_err(|_| ApiError::BadPass)
     }
 
-    async fn within_window(&self, event: &EventId, now: OffsetDateTime) -> Result<(), ApiError> {
+    /// Whether `now` is in the event's check-in window, give or take `drift` at either edge.
+    async fn within_window(&self, event: &EventId, now: OffsetDateTime, drift: time::Duration) -> Result<(), ApiError> {
         let event = self.events.get(event).await?.ok_or(ApiError::EventNotFound)?;
         let (from, until) = event.check_in_window();
-        if now < from || until.is_some_and(|u| now >= u) {
+        if now < from - drift || until.is_some_and(|u| now >= u + drift) {
             return Err(ApiError::CheckInClosed { from: rfc3339(from), until: until.map(rfc3339) });
         }
         Ok(())

@@ -64,14 +64,19 @@ impl Auditor {
     /// of it: a grab or a cancellation between the reads, or an index not yet caught up, can make
     /// one reading disagree; a real fault disagrees twice.
     pub async fn report(&self, event: &Event) -> Result<Report, ApiError> {
+        Ok(self.report_and_drain(event).await?.0)
+    }
+
+    /// The report, and how the orders on their way are draining (the live view's figures).
+    pub async fn report_and_drain(&self, event: &Event) -> Result<(Report, Drain), ApiError> {
         let first = self.audit(event).await?;
-        if first.passed {
+        if first.0.passed {
             return Ok(first);
         }
         self.audit(event).await
     }
 
-    async fn audit(&self, whole: &Event) -> Result<Report, ApiError> {
+    async fn audit(&self, whole: &Event) -> Result<(Report, Drain), ApiError> {
         let (event, capacity) = (&whole.id, whole.capacity);
         // The cache is optional: without it the report goes on, that check says so.
         let cache = self.gate.audit_view(event).await.unwrap_or_else(|e| {
@@ -79,7 +84,19 @@ impl Auditor {
             None
         });
         let returning = self.store.give_backs_due(event).await?.into_iter().map(|d| d.ticket_no).collect();
+        let oldest = self.gate.oldest_in_outbox(event).await.unwrap_or_else(|e| {
+            tracing::warn!(event_id = %event, error = %e, "outbox unreadable; the audit goes on without its age");
+            None
+        });
         let orders = self.store.all_orders(event).await?;
+        let drain = Drain {
+            oldest_ms: oldest,
+            last_stored: orders
+                .iter()
+                .filter_map(|o| o.confirmed_at.as_deref())
+                .filter_map(|at| OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok())
+                .max(),
+        };
         let mut by_door = std::collections::BTreeMap::<String, u64>::new();
         for order in orders.iter().filter(|o| o.checked_in_at.is_some()) {
             let door = order.checked_in_door.as_deref().unwrap_or(crate::store::check_in::NO_DOOR_NAMED);
@@ -98,16 +115,12 @@ impl Auditor {
                 status: r.status,
             })
             .collect();
-        let oldest = self.gate.oldest_in_outbox(event).await.unwrap_or_else(|e| {
-            tracing::warn!(event_id = %event, error = %e, "outbox unreadable; the audit goes on without its age");
-            None
-        });
         let tickets = self.store.ticket_items(event, capacity).await?;
         let rebuilds = self.store.rebuilds(event).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
         report.check_ins_by_door = by_door;
-        report = report.with_orders_in_time(oldest.map(age_of));
+        report = report.with_orders_in_time(drain.oldest_age(), drain.since_last_store());
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
@@ -122,7 +135,26 @@ impl Auditor {
                 report.with_queue_draw(drawn)
             };
         }
-        Ok(report)
+        Ok((report, drain))
+    }
+}
+
+/// The orders on their way, as the audit last read them: the oldest one's creation (unix ms, from
+/// its UUIDv7 id) and when an order was last stored, so a long drain that is moving is told from
+/// one that stopped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Drain {
+    pub oldest_ms: Option<i64>,
+    pub last_stored: Option<OffsetDateTime>,
+}
+
+impl Drain {
+    fn oldest_age(&self) -> Option<Duration> {
+        self.oldest_ms.map(age_of)
+    }
+
+    fn since_last_store(&self) -> Option<Duration> {
+        self.last_stored.map(|at| (OffsetDateTime::now_utc() - at).unsigned_abs())
     }
 }
 
@@ -165,6 +197,10 @@ pub struct LiveView {
 pub struct Unconfirmed {
     pub created_at: String,
     pub age_s: u64,
+    /// When an order was last stored: a long drain that moves is not a stuck one.
+    pub last_stored_at: Option<String>,
+    /// Older than `order_stuck_after_s` and nothing stored for as long: the audit fails.
+    pub stuck: bool,
 }
 
 /// Who entered a draw, and where it stands.
@@ -226,8 +262,8 @@ pub struct Live {
     audits: Arc<Mutex<HashMap<EventId, Audited>>>,
 }
 
-/// An event's audit, its draw's counts, and when they were taken.
-type Audited = (Instant, AuditNow, Option<Drawn>);
+/// An event's audit, its draw's counts, its drain, and when they were taken.
+type Audited = (Instant, AuditNow, Option<Drawn>, Drain);
 
 impl Live {
     pub fn new(gate: Gate, auditor: Auditor) -> Self {
@@ -249,15 +285,10 @@ impl Live {
                 (None, GrabCounts::new())
             }
         };
-        let (audit, drawn) = self.audit(event).await?;
-        // The outbox's ids are read only while orders are on their way (usually a handful).
-        let oldest = match sale {
-            Some(s) if s.in_flight > 0 => self.gate.oldest_in_outbox(&event.id).await.unwrap_or_else(|e| {
-                tracing::warn!(event_id = %event.id, error = %e, "outbox unreadable; the live view goes on without its age");
-                None
-            }),
-            _ => None,
-        };
+        let (audit, drawn, drain) = self.audit(event).await?;
+        // The oldest order as the audit last read it (the outbox's ids, every 5 s at most), while
+        // the cache says orders are on their way.
+        let oldest = drain.oldest_ms.filter(|_| sale.is_some_and(|s| s.in_flight > 0));
         let state = match (event.sale_phase(now), sale) {
             (crate::domain::event::SalePhase::Open, None) => None,
             (_, s) => Some(event.sale_state(now, s.map_or(1, |s| s.remaining.min(u64::from(u32::MAX)) as u32))),
@@ -288,7 +319,12 @@ impl Live {
             blocked,
             oldest_unconfirmed: oldest.and_then(|ms| {
                 let created = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()?;
-                Some(Unconfirmed { created_at: rfc3339(created), age_s: age_of(ms).as_secs() })
+                Some(Unconfirmed {
+                    created_at: rfc3339(created),
+                    age_s: age_of(ms).as_secs(),
+                    last_stored_at: drain.last_stored.map(rfc3339),
+                    stuck: audit.report.checks.iter().any(|c| c.name == "orders_stored_in_time" && !c.passed),
+                })
             }),
             order_late_after_s: ORDER_LATE_AFTER.as_secs(),
             order_stuck_after_s: ORDER_STUCK_AFTER.as_secs(),
@@ -297,35 +333,46 @@ impl Live {
         })
     }
 
-    /// The event's audit, and its draw's counts, at most [`AUDIT_EVERY`] old.
-    async fn audit(&self, event: &Event) -> Result<(AuditNow, Option<Drawn>), ApiError> {
+    /// The event's audit, its draw's counts and its drain, at most [`AUDIT_EVERY`] old.
+    async fn audit(&self, event: &Event) -> Result<(AuditNow, Option<Drawn>, Drain), ApiError> {
         let fresh = |at: &Instant| at.elapsed() < AUDIT_EVERY;
-        if let Some((at, audit, drawn)) = self.audits.lock().unwrap_or_else(|p| p.into_inner()).get(&event.id)
+        if let Some((at, audit, drawn, drain)) = self.audits.lock().unwrap_or_else(|p| p.into_inner()).get(&event.id)
             && fresh(at)
         {
-            return Ok((audit.clone(), drawn.clone()));
+            return Ok((audit.clone(), drawn.clone(), *drain));
         }
         let taken = Instant::now();
         let as_of = rfc3339(OffsetDateTime::now_utc());
-        let audit = AuditNow { as_of, report: self.auditor.report(event).await? };
+        let (report, drain) = self.auditor.report_and_drain(event).await?;
+        let audit = AuditNow { as_of, report };
         let drawn = match event.sale_mode {
-            SaleMode::Ballot | SaleMode::FairOpen => {
-                let (entered, late) = self.auditor.store.entry_counts(&event.id).await?;
-                let draw = self.auditor.store.ballot_state(&event.id).await?.draw;
-                Some(Drawn {
-                    entered,
-                    late,
-                    drawn_at: draw.as_ref().map(|d| d.drawn_at),
-                    done: draw.is_some_and(|d| d.done),
-                })
-            }
+            // The figures of a draw are the page's, not the audit's: a read that fails leaves
+            // them out of this view rather than failing it.
+            SaleMode::Ballot | SaleMode::FairOpen => self.drawn(&event.id).await.unwrap_or_else(|e| {
+                tracing::warn!(event_id = %event.id, error = %e, "the draw's figures unreadable; the live view goes on without them");
+                None
+            }),
             _ => None,
         };
         let mut audits = self.audits.lock().unwrap_or_else(|p| p.into_inner());
         // Events of the past leave; the map holds the events organisers look at now.
         audits.retain(|_, (at, ..)| at.elapsed() < AUDIT_EVERY * 12);
-        audits.insert(event.id.clone(), (taken, audit.clone(), drawn.clone()));
-        Ok((audit, drawn))
+        audits.insert(event.id.clone(), (taken, audit.clone(), drawn.clone(), drain));
+        Ok((audit, drawn, drain))
+    }
+
+    /// A draw's figures: before it, the entries counted (one `COUNT` query of the partition);
+    /// after it, the draw's own count and the late arrivals' counter, no query.
+    async fn drawn(&self, event: &EventId) -> Result<Option<Drawn>, crate::store::StoreError> {
+        let store = &self.auditor.store;
+        let state = store.ballot_state(event).await?;
+        Ok(Some(match state.draw {
+            Some(draw) => {
+                let late = store.late_joins(event).await?;
+                Drawn { entered: u64::from(draw.entrants) + late, late, drawn_at: Some(draw.drawn_at), done: draw.done }
+            }
+            None => Drawn { entered: store.entry_count(event).await?, late: 0, drawn_at: None, done: false },
+        }))
     }
 }
 
@@ -341,7 +388,8 @@ fn entries_now(event: &Event, drawn: &Drawn, now: OffsetDateTime) -> EntriesNow 
         admission_rate: None,
         all_admitted_at: None,
     };
-    if let (Some(terms), Some(at)) = (&event.queue, drawn.drawn_at) {
+    // The queue admits once the draw is complete (published).
+    if let (Some(terms), Some(at), true) = (&event.queue, drawn.drawn_at, drawn.done) {
         let rate = u64::from(terms.admission_rate.max(1));
         let waves = if now < at { 0 } else { (now - at).whole_seconds() as u64 + 1 };
         view.admitted = Some(drawn.entered.min(waves.saturating_mul(rate)));

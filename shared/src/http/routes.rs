@@ -259,7 +259,7 @@ pub const ROUTES: [Route; 22] = [
         method: "POST",
         path: "/admin/events/{id}/check-in",
         function: Function::Door,
-        limit: per_user("check-in", "RATE_LIMIT_CHECK_IN", 30),
+        limit: per_user("check-in", "RATE_LIMIT_CHECK_IN", 60),
     },
     Route {
         endpoint: Endpoint::DoorDesk,

@@ -160,6 +160,60 @@ impl Store {
         }))
     }
 
+    /// A ticket off the attendee list (cancelled, or rejected by a rebuild), by its number or its
+    /// order id: what the door tells staff of a pass that will not go in. Reads the event's
+    /// cancelled and rejected partitions (a few orders, usually none).
+    pub async fn off_list_holder(
+        &self,
+        event: &EventId,
+        ticket_no: Option<TicketNo>,
+        order_id: Option<&OrderId>,
+    ) -> Result<Option<Holder>, StoreError> {
+        for partition in [key::cancelled(event), key::rejected(event)] {
+            let mut start = None;
+            loop {
+                let mut query = self
+                    .client
+                    .query()
+                    .table_name(&self.table)
+                    .index_name(GSI2)
+                    .expression_attribute_names("#pk", attr::GSI2PK)
+                    .expression_attribute_values(":p", s(&partition))
+                    .set_exclusive_start_key(start);
+                query = match (ticket_no, order_id) {
+                    (Some(n), _) => query
+                        .key_condition_expression("#pk = :p AND #n = :n")
+                        .expression_attribute_names("#n", attr::GSI2SK)
+                        .expression_attribute_values(":n", AttributeValue::N(n.get().to_string())),
+                    (None, Some(o)) => query
+                        .key_condition_expression("#pk = :p")
+                        .filter_expression("order_id = :o")
+                        .expression_attribute_values(":o", s(o.as_str())),
+                    (None, None) => return Ok(None),
+                };
+                let out = query.send().await?;
+                // The latest order found (a number can be cancelled more than once over a sale).
+                if let Some(item) = out.items().iter().max_by_key(|i| get_s(i, "created_at").unwrap_or_default()) {
+                    let view = order_from_item(item)?;
+                    let email =
+                        Email::parse(&get_s(item, "email")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+                    return Ok(Some(Holder {
+                        ticket_no: view.ticket_no,
+                        order_id: view.order_id,
+                        status: view.status,
+                        checked_in_at: view.checked_in_at,
+                        email: email.masked(),
+                    }));
+                }
+                start = out.last_evaluated_key;
+                if start.is_none() {
+                    break;
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// The door's figures from the attendee list (every confirmed order, in its GSI2 shards):
     /// one read of each order's status, check-in and number.
     pub async fn door_counts(&self, event: &EventId) -> Result<DoorCounts, StoreError> {

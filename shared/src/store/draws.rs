@@ -253,35 +253,42 @@ impl Store {
         Ok(all.into_iter().filter(|e| e.late.is_none()).collect())
     }
 
-    /// How many entered (a ballot's entries, a fair open's queue), and of them how many came
-    /// after the draw (a fair open's late arrivals): counted, not read (`Select: COUNT`).
-    pub async fn entry_counts(&self, event: &EventId) -> Result<(u64, u64), StoreError> {
-        let count = |late: bool| async move {
-            let mut total = 0u64;
-            let mut start = None;
-            loop {
-                let mut query = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .key_condition_expression("#pk = :pk")
-                    .expression_attribute_names("#pk", attr::PK)
-                    .expression_attribute_values(":pk", s(key::entries(event)))
-                    .select(aws_sdk_dynamodb::types::Select::Count)
-                    .set_exclusive_start_key(start);
-                if late {
-                    query = query.filter_expression("attribute_exists(late)");
-                }
-                let out = query.send().await?;
-                total += out.count as u64;
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    return Ok::<_, StoreError>(total);
-                }
+    /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
+    /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
+    pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
+        let mut total = 0u64;
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", attr::PK)
+                .expression_attribute_values(":pk", s(key::entries(event)))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
+            total += out.count as u64;
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(total);
             }
-        };
-        let (all, late) = futures::future::try_join(count(false), count(true)).await?;
-        Ok((all, late))
+        }
+    }
+
+    /// How many joined a fair open's queue after its draw (the event item's counter).
+    pub async fn late_joins(&self, event: &EventId) -> Result<u64, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .projection_expression("late_joins")
+            .send()
+            .await?;
+        Ok(out.item.as_ref().map(|item| super::codec::opt_n(item, "late_joins")).transpose()?.flatten().unwrap_or(0))
     }
 
     /// The registration's close and the draw, from the event's item read consistently.
