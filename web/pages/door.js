@@ -435,6 +435,7 @@ function signedIn() {
   showDevice();
   sync();
   refreshSummary();
+  if (event && keysStale()) fetchKeys().catch(() => {});
 }
 
 /** Asks for the event's figures (and, with `query`, a holder) with `token` (the stored one by default). */
