@@ -391,6 +391,10 @@ def door(browser, event_id):
     page.press("#lookup", "Enter")
     expect(page.locator("#holder-checked-in")).to_contain_text("yes, at", timeout=15_000)
     expect(page.locator("#let-in")).to_be_hidden()
+    page.fill("#lookup", "99999")
+    page.press("#lookup", "Enter")
+    expect(page.locator("#lookup-status")).to_contain_text("No ticket or order", timeout=15_000)
+    expect(page.locator("#lookup-result")).to_be_hidden()
 
     # Another event: the last verdict goes with the event.
     page.click("#leave")

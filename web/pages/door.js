@@ -621,7 +621,7 @@ async function lookUp(query) {
     if (tokenRefused(reply.status, p.code)) needSignIn(reply, p);
     $('lookup-status').textContent = p.code === 'TICKET_NOT_FOUND'
       ? `No ticket or order "${query}" at this event.`
-      : `Not found: ${[p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`}`;
+      : `The lookup failed: ${[p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`}`;
     return;
   }
   store('summary', p);
