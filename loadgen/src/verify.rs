@@ -8,6 +8,8 @@
 //!   ticketgrab-verify draw <published.json>
 //!       a draw as published: the secret hashes to the commitment, the entrants to the root, and
 //!       the order is the one they derive
+//!   ticketgrab-verify vectors <fairness-v1.json>
+//!       docs/FAIRNESS.md's test vectors (tests/vectors/): every one recomputed
 //!
 //! Exit 0 when it checks out, 1 (with the reason) when it does not, 2 when the input is unreadable.
 
@@ -17,11 +19,12 @@ use clap::{Parser, Subcommand};
 use serde::Deserialize;
 use shared::domain::{
     draw::Published,
+    fairness_vectors::{self, Vectors},
     red_packet::{self, AmountSeed},
 };
 
 #[derive(Parser)]
-#[command(version, about = "Checks an event's published red-packet split or draw")]
+#[command(version, about = "Checks an event's published red-packet split or draw, or docs/FAIRNESS.md's vectors")]
 struct Cli {
     #[command(subcommand)]
     what: What,
@@ -41,6 +44,8 @@ enum What {
     },
     /// A published draw (ticket-draw/v1).
     Draw { published: PathBuf },
+    /// docs/FAIRNESS.md's test vectors, each recomputed.
+    Vectors { file: PathBuf },
 }
 
 #[derive(Deserialize)]
@@ -120,6 +125,13 @@ fn main() -> ExitCode {
                 )
             })
             .map_err(|e| e.to_string()),
+            Err(e) => {
+                eprintln!("unreadable: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        What::Vectors { file } => match read::<Vectors>(file) {
+            Ok(v) => fairness_vectors::check(&v).map(|n| format!("{n} vectors of {} agree", v.version)),
             Err(e) => {
                 eprintln!("unreadable: {e}");
                 return ExitCode::from(2);

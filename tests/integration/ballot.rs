@@ -332,13 +332,14 @@ async fn a_ballot_asking_for_work_enters_only_who_did_it() {
     let other = shared::domain::UserId::parse("idler").unwrap();
     let theirs = proof_of_work::solve(&id, &other, 12);
     assert!(!proof_of_work::verify(&id, &user, 12, &theirs), "the pair chosen so the nonce is not also ours");
-    // Three refusals and two entries: the route's limit is five a window.
-    for work in [None, Some(theirs), Some("not-a-number".to_owned())] {
+    // Three refusals and two entries: the route's limit is five a window. The third is this
+    // user's own solution with a leading zero: the same number, not its one canonical form.
+    let mine = proof_of_work::solve(&id, &user, 12);
+    for work in [None, Some(theirs), Some(format!("0{mine}"))] {
         let refused = enter("worker", work.clone()).await;
         assert_eq!((refused.status, refused.code()), (403, "BAD_PROOF_OF_WORK"), "{work:?}: {}", refused.body);
     }
     assert!(app.functions.store.entrants(&id).await.unwrap().is_empty(), "nothing entered");
-    let mine = proof_of_work::solve(&id, &user, 12);
     assert_eq!(enter("worker", Some(mine.clone())).await.status, 201);
     assert_eq!(enter("worker", Some(mine)).await.status, 200, "the same entry again");
 }

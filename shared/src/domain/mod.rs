@@ -7,6 +7,7 @@ pub mod beacon;
 pub mod confirmation;
 pub mod draw;
 pub mod event;
+pub mod fairness_vectors;
 pub mod hex;
 pub mod ids;
 pub mod key_rotation;

@@ -4,9 +4,12 @@
 //!
 //! # `ticket-pow/v1`
 //!
-//! The work is a decimal nonce `n` (at most 20 digits) such that
+//! The work is a nonce `n`, an unsigned 64-bit integer written in its one canonical form (decimal
+//! ASCII digits, no sign, no leading zero: `0`, `7`, `18446744073709551615`; `07`, `+7` and
+//! 2^64 are no nonce), such that
 //! `SHA-256("ticket-pow/v1|" || event id || "|" || user id || "|" || n)` begins with at least
-//! `bits` zero bits (read from the first byte, most significant bit first). The client tries
+//! `bits` zero bits (read from the first byte, most significant bit first). docs/FAIRNESS.md is
+//! the normative text, with test vectors. The client tries
 //! `n = 0, 1, 2, ...`: on average `2^bits` hashes; the server checks with one. The input names the
 //! event and the user, so a solution serves one user's one entry (an entry is once per user:
 //! it is single use by construction) and cannot be lent to another account.
@@ -45,10 +48,14 @@ fn zeros(hash: &[u8; 32]) -> u32 {
     bits
 }
 
+/// Whether `nonce` is a nonce in its canonical form: the decimal of a `u64`, no leading zero.
+pub fn canonical(nonce: &str) -> bool {
+    nonce.bytes().all(|b| b.is_ascii_digit()) && nonce.parse::<u64>().is_ok_and(|n| n.to_string() == nonce)
+}
+
 /// Whether `nonce` is work of `bits` for this user's entry in this event.
 pub fn verify(event: &EventId, user: &UserId, bits: u32, nonce: &str) -> bool {
-    let digits = !nonce.is_empty() && nonce.len() <= 20 && nonce.bytes().all(|b| b.is_ascii_digit());
-    digits && zeros(&digest(event, user, nonce)) >= bits
+    canonical(nonce) && zeros(&digest(event, user, nonce)) >= bits
 }
 
 /// The first nonce that is work of `bits` (what a client runs).
@@ -70,10 +77,12 @@ mod tests {
         let nonce = solve(&event, &user, 12);
         assert!(verify(&event, &user, 12, &nonce));
         assert!(verify(&event, &user, 0, "0"), "no work asked, any nonce");
+        assert!(verify(&event, &user, 0, "18446744073709551615"));
         let other = UserId::parse("u-2").unwrap();
         // A nonce of 12 bits for one user is 12 bits for another with chance 2^-12: this pair is not.
         assert!(!verify(&event, &other, 12, &nonce) || nonce != solve(&event, &other, 12));
-        for bad in ["", "-1", "1.0", "x", "123456789012345678901"] {
+        // One form per number: a leading zero, a sign, or a value past 2^64 - 1 is no nonce.
+        for bad in ["", "-1", "+1", "1.0", "x", "01", "00", "093", "18446744073709551616", "123456789012345678901"] {
             assert!(!verify(&event, &user, 0, bad), "{bad:?}");
         }
     }
