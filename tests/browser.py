@@ -2,9 +2,27 @@
 
 Headless Chromium from Debian, driven by Playwright:
 
-1. The organiser's page during a small sale (40 users for 12 tickets): once the report endpoint
-   says the sale has drained, the page's figures (read from its DOM) are the report's, its charts
-   have drawn the outcomes, and its audit is green. A screenshot goes to <out>/organiser.png.
+1. The organiser's page during a small sale (40 users for 12 tickets) and 20 forged grabs: once
+   the report endpoint says the sale has drained, the page's figures (read from its DOM) are the
+   report's, its audit is green, it says "Sold out at hh:mm:ss (in x s)", the forged grabs show
+   under "Bad hash", the legend is in words (no raw codes), each chart has a name saying what it
+   shows and a summary of it, and the live region says nothing new between two polls. Then:
+   - orders granted while the runner's mail consumer is held (`/_local/mail-consumer`, as
+     `loadgen --hold-mail`): on a page left open meanwhile, the oldest unstored order's age goes
+     amber, then red; the audit is not green and its check `orders_stored_in_time` failed; once
+     the consumer runs again the orders are stored;
+   - at a phone's width (390 px): the hosted sign-in link carries this tab's random state, a reply
+     with another state is refused (no token kept); a token without the admin group is told so
+     and signed out (that tab polls nothing more); "follow" shows the event on sale now, not one
+     whose sale starts later (its long title does not widen the page: no horizontal scroll); the
+     later one, picked, says "Opens in 59 min ...";
+   - a fair open: its queue (3 joined), its draw shown waiting, not passed; the draw run from the
+     page (a password field; a wrong secret's refusal shown; the right one sent once in the body,
+     kept in no storage, the field cleared), then admitted, the rate and when all are admitted; a
+     verify-hash without admission counted under "Not admitted";
+   - axe-core: no serious or critical violation on the sign-in, a sold-out sale, the phone's live
+     view, a fair open before and after its draw, and stuck orders.
+   Screenshots: <out>/organiser.png (the sale) and organiser-*.png.
 2. The door's page (a phone's width, 390 px) with real passes from real mail (the local SES):
    - a fan's token at setup is refused (the check-in route, not the public pass keys, decides);
      the heading shows the event's title and "checked in x of N";
@@ -28,7 +46,8 @@ Headless Chromium from Debian, driven by Playwright:
    segno from the pass in the mail); the page reads it (jsQR, or the browser's BarcodeDetector
    where it reads QR codes) and lets the ticket in, the preview above the field; the pass stays in
    view for 5 s more and the verdict stays "Let in" (never "Already in"); the stop button stops it.
-4. Both pages pass axe-core with no serious or critical violation.
+4. The API reference: its one server is the page's own origin ("Try it out" calls it, not the
+   spec's http://127.0.0.1:3000); its header links to the organiser's and the door's pages.
 
 Exits non-zero on the first failure, with what was expected and what was seen.
 """
@@ -213,6 +232,11 @@ def organiser(browser):
     results = sale(event_id, [f"{RUN}-fan-{i}" for i in range(crowd)])
     granted = sum(1 for _, (s, _) in results if s == 202)
     check(granted == capacity, f"the sale granted exactly {capacity} of {crowd} grabs ({granted}; {sorted(set(str(r) for _, r in results))[:3]})")
+    # Forged grabs: a hash the server never gave. Refused before the sale's gate; the page counts them.
+    with concurrent.futures.ThreadPoolExecutor(10) as pool:
+        forged = list(pool.map(lambda i: api("POST", f"/events/{event_id}/grab", token(f"{RUN}-forger-{i}"),
+                                             {"hash": "forged.0.AAAA"}), range(20)))
+    check(all(s == 403 and b.get("code") == "BAD_HASH" for s, b in forged), f"20 forged grabs are refused as BAD_HASH ({forged[:2]})")
     report = drained(event_id, capacity)
 
     # The page shows what the report says, once its audit is taken after the drain (at most 5 s).
@@ -226,15 +250,248 @@ def organiser(browser):
     shown = page.locator("#checks li").evaluate_all("els => els.map(e => [e.dataset.check, e.dataset.passed])")
     check(sorted(shown) == sorted([c["name"], "true"] for c in report["checks"]),
           f"the page lists the report's checks, each passed ({shown})")
-    # The rates: the tallies reach the page within a couple of seconds of the grabs.
-    expect(page.locator("#rates-legend")).to_contain_text("OK", timeout=15_000)
-    expect(page.locator("#rates-legend")).to_contain_text("SOLD_OUT")
+    # The sale's state at a glance: sold out, when, and how long it took.
+    expect(page.locator("#sale-state")).to_have_attribute("data-state", "sold_out", timeout=15_000)
+    expect(page.locator("#sale-state")).to_have_text(re.compile(r"^Sold out at \d\d:\d\d:\d\d \(in ([0-9.]+ s|[0-9]+ min( [0-9]+ s)?|under a second)\)$"))
+    check(True, f"the page says when the sale sold out: {page.locator('#sale-state').text_content()!r}")
+    # Blocked requests by reason, in words.
+    expect(page.locator("#blocked-bad-hash")).to_have_text("20", timeout=15_000)
+    expect(page.locator("#blocked li[data-blocked=BAD_HASH]")).to_contain_text("Bad hash")
+    check(True, "the 20 forged grabs show under bad hash")
+    # The rates: the tallies reach the page within a couple of seconds of the grabs; the legend in words.
+    expect(page.locator("#rates-legend li[data-outcome=OK]")).to_have_text("Got a ticket", timeout=15_000)
+    expect(page.locator("#rates-legend li[data-outcome=SOLD_OUT]")).to_have_text("Sold out")
+    legend = page.locator("#rates-legend").text_content()
+    check(not re.search(r"[A-Z]{2,}_[A-Z]", legend), f"the legend has no raw codes ({legend!r})")
     check(page.locator("#rates-chart polyline").count() >= 2, "the rates chart draws a line per outcome")
     check(page.locator("#stock-chart polyline").count() == 1, "the stock curve is drawn")
+    # Each chart: a name that says what it shows, and a summary of it (the axes' numbers are not its name).
+    expect(page.locator("#stock-chart")).to_have_accessible_name("Tickets left on sale over time")
+    expect(page.locator("#stock-chart")).to_have_accessible_description(re.compile(rf"of {capacity} tickets were left .*; 0 now"))
+    expect(page.locator("#rates-chart")).to_have_accessible_name("Grab requests a second, by answer")
+    expect(page.locator("#rates-chart")).to_have_accessible_description(re.compile(rf"^(?=.*\b{capacity} got a ticket\b)(?=.*\b20 bad hash\b)"))
+    expect(page.locator("#queue-chart")).to_have_accessible_name("Orders being stored, and the waitlist, over time")
+    expect(page.locator("#queue-chart")).to_have_accessible_description(re.compile(r"^Being stored: 0 now"))
+    check(True, "each chart has a name and a summary of what it shows")
+    quiet_between_polls(page, "a drained sale")
     page.screenshot(path=os.path.join(args.out, "organiser.png"), full_page=True)
-    axe(page, "the organiser's page")
+    axe(page, "the organiser's page (a sale sold out)")
     page.close()
     return event_id, results
+
+
+def quiet_between_polls(page, what):
+    """The live region says nothing new between two polls when nothing changed (the ticking time is elsewhere)."""
+    said = page.locator("#status").text_content()
+    for _ in range(2):
+        before = page.locator("#updated").text_content()
+        expect(page.locator("#updated")).not_to_have_text(before, timeout=10_000)
+    again = page.locator("#status").text_content()
+    check(said == again and "Live at" not in again,
+          f"{what}: the live region is quiet while nothing changes ({said!r}, then {again!r})")
+    check(page.locator("#updated").evaluate("e => !e.closest('[aria-live], [role=status], [role=alert]')"),
+          f"{what}: the ticking time is outside the live region")
+
+
+def release_event(suffix, capacity, start, title=None, **extra):
+    """An event of this run whose sale starts at `start` (a datetime), with any other release fields."""
+    event_id = f"{RUN}-{suffix}"
+    body = {"id": event_id, "title": title or f"Browser test {suffix}", "capacity": capacity,
+            "sale_start": start.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "sale_end": (datetime.now(timezone.utc) + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%SZ"), **extra}
+    status, reply = api("POST", "/admin/events", ADMIN, body)
+    check(status == 201, f"event {event_id} released ({status} {reply})")
+    return event_id
+
+
+def mail_consumer(enabled):
+    """The local runner's switch of the mail consumer (what `loadgen --hold-mail` uses)."""
+    status, body = api("PUT", "/_local/mail-consumer", ADMIN, {"enabled": enabled})
+    check(status == 200 and body.get("enabled") is enabled, f"the runner's mail consumer {'resumed' if enabled else 'held'} ({status} {body})")
+
+
+def hold_orders(browser):
+    """Orders granted while the mail consumer is held stay unstored: the page, left open, sees them age."""
+    mail_consumer(False)
+    event_id = release("stuck", 3)
+    results = sale(event_id, [f"{RUN}-stuck-fan-{i}" for i in range(3)])
+    check(all(s == 202 for _, (s, _) in results), f"three orders granted while the mail is held ({results[:1]})")
+    page = watch(browser.new_page(viewport={"width": 1280, "height": 1100}))
+    page.goto(f"{args.url}/pages/organiser.html#event={event_id}")
+    page.fill("#token", ADMIN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#oldest-order")).to_have_text(re.compile(r"^[0-9.]+ s"), timeout=15_000)
+    # Every level the figure passes through, kept by the page's own DOM (the other tests run meanwhile).
+    page.evaluate("""() => {
+        const figure = document.getElementById('oldest-figure');
+        window.levels = [figure.dataset.level];
+        new MutationObserver(() => window.levels.push(figure.dataset.level)).observe(figure, {attributes: true});
+    }""")
+    return event_id, page
+
+
+def organiser_stuck(held):
+    """The orders held since hold_orders: amber, then red, the audit failed; stored once the mail runs again."""
+    event_id, page = held
+    expect(page.locator("#oldest-figure")).to_have_attribute("data-level", "stuck", timeout=PATIENCE_S * 1000)
+    seen = page.evaluate("window.levels")
+    levels = [lv for i, lv in enumerate(seen) if i == 0 or lv != seen[i - 1]]
+    check("late" in levels and levels.index("late") < levels.index("stuck"),
+          f"the oldest unstored order's age went amber, then red ({levels}; {page.locator('#oldest-order').text_content()!r})")
+    expect(page.locator("#checks li[data-check=orders_stored_in_time]")).to_have_attribute("data-passed", "false", timeout=15_000)
+    expect(page.locator("#audit-state")).to_have_class("fail")
+    expect(page.locator("#audit-state")).to_contain_text("failed")
+    expect(page.locator("#status")).to_contain_text("stuck")
+    check(True, "stuck orders: the audit is not green, its check says why, and the live region said so")
+    page.screenshot(path=os.path.join(args.out, "organiser-stuck.png"), full_page=True)
+    axe(page, "the organiser's page (orders stuck, a check failed)")
+    mail_consumer(True)
+    expect(page.locator("#oldest-figure")).to_have_attribute("data-level", "none", timeout=30_000)
+    expect(page.locator("#in-flight")).to_have_text("0", timeout=15_000)
+    check(True, "the held orders are stored once the mail runs again")
+    # Check-ins by door: which entrances are busy.
+    for n, door_name in [(1, "Gate A"), (2, "Gate A"), (3, "Gate B")]:
+        status, body = api("POST", f"/admin/events/{event_id}/check-in", STAFF, {"ticket_no": n, "door": door_name})
+        check(status == 200, f"ticket {n} checked in at {door_name} ({status} {body})")
+    expect(page.locator("#doors-table tr")).to_have_count(2, timeout=15_000)
+    rows = page.locator("#doors-table tr").evaluate_all("rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    check(rows == [["Gate A", "2", "67%"], ["Gate B", "1", "33%"]], f"the page shows check-ins by door, the busiest first ({rows})")
+    expect(page.locator("#checked-in-help")).to_contain_text("100% of the 3 confirmed")
+    page.close()
+
+
+def organiser_phone(browser):
+    """A phone's width; the hosted sign-in's state; a token without the admin group; following the event on sale now."""
+    later = release_event("later", 5, datetime.now(timezone.utc) + timedelta(hours=1),
+                          title="Browser test later: the season's closing night, with the full orchestra, the choir and "
+                                "guests, in the large hall (doors open an hour before)")
+    now = release_event("now", 5, datetime.now(timezone.utc) + timedelta(seconds=1))
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = watch(context.new_page())
+    state_key = "ticket-grab.organiser.sign-in-state"
+
+    # The hosted UI's link carries a fresh state, kept for this tab.
+    page.route("**/pages/config.json", lambda route: route.fulfill(
+        json={"cognito": {"hosted_ui": "https://auth.example.test", "client_id": "browser-test"}}))
+    page.goto(f"{args.url}/pages/organiser.html")
+    expect(page.locator("#hosted-ui")).to_be_visible(timeout=15_000)
+    href = page.locator("#hosted-ui").get_attribute("href")
+    kept = page.evaluate(f"() => sessionStorage.getItem('{state_key}')")
+    check(kept and len(kept) >= 16 and f"state={kept}" in href, f"the hosted sign-in link carries this tab's random state ({href})")
+    axe(page, "the organiser's page (sign-in, 390 px)")
+    page.unroute("**/pages/config.json")
+
+    # A reply from the hosted UI whose state this tab did not send is refused.
+    page.goto("about:blank")
+    page.goto(f"{args.url}/pages/organiser.html#id_token={ADMIN}&state=wrong")
+    expect(page.locator("#sign-in")).to_be_visible(timeout=15_000)
+    expect(page.locator("#sign-in-message")).to_contain_text("refused")
+    stored = page.evaluate("() => sessionStorage.getItem('ticket-grab.organiser.token')")
+    check(stored is None and "id_token" not in page.url, f"a sign-in with a wrong state is refused: no token kept ({page.url})")
+
+    # A token without the admin group: told so, and signed out (no polling of a 403 every second).
+    staff = watch(context.new_page())
+    staff.goto(f"{args.url}/pages/organiser.html")
+    staff.fill("#token", STAFF)
+    staff.click("#token-form button[type=submit]")
+    expect(staff.locator("#sign-in-message")).to_contain_text("needs an admin token", timeout=15_000)
+    expect(staff.locator("#sign-in")).to_be_visible()
+    check(staff.evaluate("() => sessionStorage.getItem('ticket-grab.organiser.token')") is None,
+          "a token without the admin group is told so and signed out")
+    polled = []
+    staff.on("request", lambda r: polled.append(r.url) if "/live" in r.url else None)
+
+    # The hosted UI's reply with this tab's state signs in; following picks the event on sale now
+    # (not the later one, whose sale starts last).
+    page.evaluate(f"() => sessionStorage.setItem('{state_key}', 'browser-test-state')")
+    page.goto("about:blank")
+    page.goto(f"{args.url}/pages/organiser.html#id_token={ADMIN}&state=browser-test-state")
+    expect(page.locator("#live")).to_be_visible(timeout=15_000)
+    check("id_token" not in page.url, "the hosted sign-in with this tab's state signs in, and the token leaves the address")
+    expect(page.locator("#follow")).to_be_checked()
+    expect(page.locator("#event-title")).to_contain_text("Browser test now", timeout=15_000)
+    expect(page.locator("#sale-state")).to_have_attribute("data-state", "open", timeout=15_000)
+    check(page.locator(f"#event option[value='{later}']").count() == 1,
+          "following: the event on sale now is shown, not the one whose sale starts later")
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    check(width <= 390, f"at 390 px the page does not scroll sideways (scrollWidth {width})")
+    quiet_between_polls(page, "an open sale")
+    page.screenshot(path=os.path.join(args.out, "organiser-phone.png"), full_page=True)
+    axe(page, "the organiser's page (live, 390 px)")
+
+    # Picking the later event stops following and says when it opens.
+    page.select_option("#event", later)
+    expect(page.locator("#follow")).not_to_be_checked()
+    expect(page.locator("#sale-state")).to_have_attribute("data-state", "upcoming", timeout=15_000)
+    expect(page.locator("#sale-state")).to_have_text(re.compile(r"^Opens in (59 min( \d+ s)?|1 h)$"))
+    check(True, f"an event not yet on sale: {page.locator('#sale-state').text_content()!r}")
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    check(width <= 390, f"at 390 px, with the longest title picked, the page does not scroll sideways ({width})")
+    check(not polled, f"the signed-out tab polled nothing since ({polled[:3]})")
+    context.close()
+    return now
+
+
+def organiser_fair_open(browser):
+    """A fair open's queue on the page, its draw run from the page, and a request not admitted counted."""
+    secret = os.urandom(32).hex()
+    start = datetime.now(timezone.utc) + timedelta(seconds=3)
+    event_id = release_event("fair", 2, start, sale_mode="fair_open",
+                             draw_commitment=hashlib.sha256(bytes.fromhex(secret)).hexdigest(),
+                             queue_opens=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), admission_rate=1)
+    queued = [token(f"{RUN}-queued-{i}") for i in range(3)]
+    for t in queued:
+        status, body = api("POST", f"/events/{event_id}/queue", t)
+        check(status == 201, f"a fan joins the fair open's queue ({status} {body})")
+    page = watch(browser.new_page(viewport={"width": 1280, "height": 1100}))
+    sent = []
+    page.on("request", lambda r: sent.append(r.post_data or "") if r.url.endswith("/draw") and r.method == "POST" else None)
+    page.goto(f"{args.url}/pages/organiser.html#event={event_id}")
+    page.fill("#token", ADMIN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#entries")).to_be_visible(timeout=15_000)
+    expect(page.locator("#entries-title")).to_contain_text("Fair open")
+    expect(page.locator("#entered")).to_have_text("3")
+    expect(page.locator("#drawn-at")).to_have_text("Not yet")
+    pending = page.locator("#checks li[data-check=fair_open_draw]")
+    expect(pending).to_have_attribute("data-pending", "true", timeout=15_000)
+    expect(pending).to_have_class("pending")
+    expect(pending.locator(".badge")).to_have_text("waiting")
+    check(True, "the fair open's draw, not drawn yet, is shown waiting, not passed")
+    axe(page, "the organiser's page (a fair open before its draw)")
+
+    # A wrong secret: the server's refusal is shown, the field cleared.
+    expect(page.locator("#draw-secret")).to_have_attribute("type", "password")
+    page.fill("#draw-secret", "ab" * 32)
+    page.click("#draw-form button[type=submit]")
+    expect(page.locator("#draw-result")).to_contain_text("did not run", timeout=15_000)
+    check(page.input_value("#draw-secret") == "", f"a refused draw is shown ({page.locator('#draw-result').text_content()!r}), the field cleared")
+    # From the sale's start, the right secret runs it.
+    expect(page.locator("#sale-state")).to_have_attribute("data-state", "open", timeout=15_000)
+    page.fill("#draw-secret", secret)
+    page.click("#draw-form button[type=submit]")
+    expect(page.locator("#draw-result")).to_contain_text("Drawn at", timeout=15_000)
+    check(page.input_value("#draw-secret") == "", "the draw ran from the page, and the secret field is empty again")
+    stores = page.evaluate("() => JSON.stringify([Object.entries(sessionStorage), Object.entries(localStorage)])")
+    check(secret not in stores, "the secret is kept in no storage")
+    check(sum(secret in body for body in sent) == 1 and all(body.count(secret) <= 1 for body in sent),
+          f"the secret went once, in one POST body ({len(sent)} draw requests)")
+    expect(page.locator("#drawn-at")).not_to_have_text("Not yet", timeout=15_000)
+    expect(page.locator("#admission-rate")).to_have_text("1", timeout=15_000)
+    expect(page.locator("#admitted")).to_have_text("3", timeout=30_000)
+    expect(page.locator("#all-admitted")).to_have_text(re.compile(r"\d\d:\d\d:\d\d"))
+    expect(page.locator("#draw-form")).to_be_hidden()
+    check(True, f"the queue's admission is shown ({page.locator('#entries-summary').text_content()!r})")
+    # A fan who is not admitted asks for a hash: counted under not admitted.
+    status, body = api("GET", f"/events/{event_id}/verify-hash", token(f"{RUN}-not-queued"))
+    check(status == 403 and body.get("code") == "NOT_ADMITTED", f"verify-hash without an admission -> NOT_ADMITTED ({status} {body})")
+    expect(page.locator("#blocked-not-admitted")).to_have_text("1", timeout=15_000)
+    expect(page.locator("#checks li[data-check=fair_open_draw]")).to_have_attribute("data-passed", "true", timeout=15_000)
+    expect(page.locator("#checks li[data-check=fair_open_draw]")).not_to_have_attribute("data-pending", "true", timeout=15_000)
+    check(True, "the request not admitted is counted; the drawn queue's check passes")
+    page.screenshot(path=os.path.join(args.out, "organiser-fair-open.png"), full_page=True)
+    axe(page, "the organiser's page (a fair open, drawn)")
+    page.close()
 
 
 def door(browser, event_id):
@@ -547,6 +804,17 @@ def reference(browser):
     page.goto(f"{args.url}/pages/reference.html")
     expect(page.locator("#api")).to_contain_text("/admin/events/{id}/live", timeout=30_000)
     check(True, "the API reference renders openapi.yaml")
+    links = page.locator("header nav a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    check({"organiser.html", "door.html"} <= set(links), f"the reference links to the organiser's and the door's pages ({links})")
+    servers = page.locator(".servers select option").evaluate_all("els => els.map(e => e.value)")
+    check(servers == [args.url], f"the reference's one server is the page's own origin ({servers})")
+    # "Try it out" calls this origin, not the spec's http://127.0.0.1:3000.
+    operation = page.locator("#operations-sale-listEvents")
+    operation.locator(".opblock-summary-control").click()
+    operation.locator(".try-out__btn").click()
+    with page.expect_request(lambda r: "/events" in r.url and r.resource_type in ("fetch", "xhr")) as asked:
+        operation.locator(".execute").click()
+    check(asked.value.url.startswith(f"{args.url}/events"), f"'Try it out' calls the page's origin ({asked.value.url})")
     page.close()
 
 
@@ -554,8 +822,14 @@ with sync_playwright() as p:
     browser = launch(p)
     sale_event, _ = organiser(browser)
     camera_pass, camera_ticket = door(browser, sale_event)
+    # Orders held unstored (the mail consumer held: after the door, which needs the mail) age on a
+    # page left open while the tests that need no mail run: the wait for "stuck" is mostly theirs.
+    held = hold_orders(browser)
+    organiser_phone(browser)
+    organiser_fair_open(browser)
     reference(browser)
-    browser.close()
     camera(p, sale_event, camera_pass, camera_ticket)
+    organiser_stuck(held)
+    browser.close()
 check(not STRAYS, f"the pages asked nothing of anywhere but the runner ({STRAYS[:5]})")
 print("browser: every check passed")
