@@ -20,8 +20,11 @@ Headless Chromium from Debian, driven by Playwright:
      page (a password field; a wrong secret's refusal shown; the right one sent once in the body,
      kept in no storage, the field cleared), then admitted, the rate and when all are admitted; a
      verify-hash without admission counted under "Not admitted";
+   - a ballot naming a beacon round: its entries, a grab at it counted under "Ballot only", the
+     draw's form asking for the round's signature (a wrong one refused, the refusal shown);
+   - check-ins by door (Gate A, Gate B) listed busiest first;
    - axe-core: no serious or critical violation on the sign-in, a sold-out sale, the phone's live
-     view, a fair open before and after its draw, and stuck orders.
+     view, a fair open before and after its draw, a ballot, and stuck orders.
    Screenshots: <out>/organiser.png (the sale) and organiser-*.png.
 2. The door's page (a phone's width, 390 px) with real passes from real mail (the local SES):
    - a fan's token at setup is refused (the check-in route, not the public pass keys, decides);
@@ -799,6 +802,46 @@ def camera(p, event_id, pass_text, ticket_no):
     browser.close()
 
 
+# drand's quicknet (shared/src/domain/beacon.rs): a ballot may name one of its rounds, not yet signed.
+QUICKNET_KEY = ("83cf0f2896adee7eb8b5f01fcad3912212c437e0073e911fb90022d3e760183c8c4b450b6a0a6c3ac6a5776a2d1064510d1fec758c921cc22b0e17e"
+                "63aaf4bcb5ed66304de9cf809bd274ca73bab4af5a6e9c76a4bc09e76eae8991ef5ece45a")
+
+
+def organiser_ballot(browser):
+    """A ballot naming a beacon round: its entries, a grab at it counted under ballot only, and the
+    draw's form asking for the round's signature (a wrong one: the server's refusal shown)."""
+    secret = os.urandom(32).hex()
+    round_no = (int(time.time()) - 1_692_803_367) // 3 + 100_000
+    event_id = release_event("ballot", 1, datetime.now(timezone.utc), sale_mode="ballot",
+                             draw_commitment=hashlib.sha256(bytes.fromhex(secret)).hexdigest(),
+                             draw_beacon={"public_key": QUICKNET_KEY, "round": round_no})
+    for i in range(2):
+        status, body = api("POST", f"/events/{event_id}/entry", token(f"{RUN}-entrant-{i}"))
+        check(status == 201, f"a fan enters the ballot ({status} {body})")
+    grabber = token(f"{RUN}-ballot-grabber")
+    _, hashed = api("GET", f"/events/{event_id}/verify-hash", grabber)
+    status, body = api("POST", f"/events/{event_id}/grab", grabber, {"hash": hashed.get("hash", "")})
+    check(status == 409 and body.get("code") == "BALLOT_ONLY", f"a grab at a ballot -> BALLOT_ONLY ({status} {body})")
+    page = watch(browser.new_page(viewport={"width": 1280, "height": 1100}))
+    page.goto(f"{args.url}/pages/organiser.html#event={event_id}")
+    page.fill("#token", ADMIN)
+    page.click("#token-form button[type=submit]")
+    expect(page.locator("#entries-title")).to_contain_text("Ballot", timeout=15_000)
+    expect(page.locator("#entered")).to_have_text("2")
+    expect(page.locator("#admitted")).to_be_hidden()
+    expect(page.locator("#blocked-ballot-only")).to_have_text("1", timeout=15_000)
+    expect(page.locator("#beacon-field")).to_be_visible()
+    expect(page.locator("#beacon-round")).to_have_text(str(round_no))
+    check(True, "a ballot: its entries, the grab at it under ballot only, and the draw asking for the beacon round's signature")
+    axe(page, "the organiser's page (a ballot naming a beacon round)")
+    page.fill("#draw-secret", secret)
+    page.fill("#draw-beacon", "ab" * 48)
+    page.click("#draw-form button[type=submit]")
+    expect(page.locator("#draw-result")).to_contain_text("did not run", timeout=15_000)
+    check(page.input_value("#draw-secret") == "", f"a draw with a wrong signature is refused and said ({page.locator('#draw-result').text_content()!r})")
+    page.close()
+
+
 def reference(browser):
     page = watch(browser.new_page())
     page.goto(f"{args.url}/pages/reference.html")
@@ -827,6 +870,7 @@ with sync_playwright() as p:
     held = hold_orders(browser)
     organiser_phone(browser)
     organiser_fair_open(browser)
+    organiser_ballot(browser)
     reference(browser)
     camera(p, sale_event, camera_pass, camera_ticket)
     organiser_stuck(held)
