@@ -75,6 +75,7 @@ impl Functions {
                 rebuilder.clone(),
                 settings.user_limits.clone(),
                 PassKeyRingSource::ready(settings.pass.public().into()),
+                settings.order_stuck_after,
             ),
             verify_hash: VerifyHash::new(
                 EventBook::new(store.clone()),

@@ -66,6 +66,8 @@ pub struct LocalSettings {
     pub rebuild: shared::recovery::RebuildSettings,
     /// Reconcile's outbox ages (`RECONCILE_OUTBOX_*`), as the reconcile function reads them.
     pub reconcile: ReconcileSettings,
+    /// When the audit calls an order stuck (`ORDER_STUCK_AFTER_SECONDS`), as query reads it.
+    pub order_stuck_after: std::time::Duration,
 }
 
 impl LocalSettings {
@@ -104,6 +106,7 @@ impl LocalSettings {
             jwt_secret: text_or("LOCAL_JWT_SECRET", DEFAULT_JWT_SECRET),
             policy: GrabPolicy::from_env()?,
             user_limits: UserLimits::from_env(shared::http::routes::per_user_limits())?,
+            order_stuck_after: shared::config::order_stuck_after()?,
             rebuild: RebuildSettings::from_env()?,
             reconcile,
         })

@@ -25,6 +25,17 @@ pub enum ConfigError {
     SecretUnreadable { name: &'static str, reason: String },
 }
 
+/// How long an order may wait to be stored, nothing stored meanwhile, before the organiser's audit
+/// fails (`ORDER_STUCK_AFTER_SECONDS`, 60 by default: [`crate::domain::audit::ORDER_STUCK_AFTER`]).
+pub fn order_stuck_after() -> Result<Duration, ConfigError> {
+    let default = crate::domain::audit::ORDER_STUCK_AFTER.as_secs();
+    let seconds: u64 = parsed_or("ORDER_STUCK_AFTER_SECONDS", default)?;
+    if seconds == 0 {
+        return Err(ConfigError::Malformed { name: "ORDER_STUCK_AFTER_SECONDS", reason: "must be positive".into() });
+    }
+    Ok(Duration::from_secs(seconds))
+}
+
 /// A variable read as text, `default` when unset or blank.
 pub fn text_or(name: &'static str, default: &str) -> String {
     env::var(name).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_owned())

@@ -85,7 +85,8 @@ pub struct Check {
 pub const ORDER_LATE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// ... and this long, with nothing stored for as long, stuck: reconcile has sent it again by then
 /// (orders older than `RECONCILE_OUTBOX_AGE_SECONDS`, 30 s, each minute: 30 to 90 s), so the
-/// consumer or DynamoDB is failing. The audit's check fails.
+/// consumer or DynamoDB is failing. The audit's check fails. The default of
+/// `ORDER_STUCK_AFTER_SECONDS` (query).
 pub const ORDER_STUCK_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -257,11 +258,12 @@ impl Report {
         mut self,
         oldest: Option<std::time::Duration>,
         since_store: Option<std::time::Duration>,
+        stuck_after: std::time::Duration,
     ) -> Self {
-        let moving = since_store.is_some_and(|s| s < ORDER_STUCK_AFTER);
+        let moving = since_store.is_some_and(|s| s < stuck_after);
         let (passed, detail) = match oldest {
             None => (true, "no order waits to be stored".to_owned()),
-            Some(age) if age < ORDER_STUCK_AFTER => {
+            Some(age) if age < stuck_after => {
                 (true, format!("the oldest order waiting to be stored is {} s old", age.as_secs()))
             }
             Some(age) if moving => (
@@ -277,7 +279,7 @@ impl Report {
                 format!(
                     "an order has waited {} s to be stored and none was stored for over {} s: the mail consumer or DynamoDB is failing",
                     age.as_secs(),
-                    ORDER_STUCK_AFTER.as_secs()
+                    stuck_after.as_secs()
                 ),
             ),
         };

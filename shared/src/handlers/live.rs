@@ -26,7 +26,7 @@ use time::OffsetDateTime;
 use crate::{
     domain::{
         Event, EventId, UserId,
-        audit::{AuditRow, Ledger, ORDER_LATE_AFTER, ORDER_STUCK_AFTER, Report},
+        audit::{AuditRow, Ledger, ORDER_LATE_AFTER, Report},
         event::{SaleState, rfc3339},
         sale_mode::{self, SaleMode},
     },
@@ -49,13 +49,15 @@ pub const BLOCKED: [&str; 4] = ["BAD_HASH", "RATE_LIMITED", "NOT_ADMITTED", "BAL
 pub struct Auditor {
     store: Store,
     gate: Gate,
+    /// An order waiting this long, with nothing stored for as long, fails the audit.
+    stuck_after: Duration,
     /// A ballot's published draw, which its check recomputes against.
     draws: super::draws::DrawView,
 }
 
 impl Auditor {
-    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView) -> Self {
-        Self { store, gate, draws }
+    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView, stuck_after: Duration) -> Self {
+        Self { store, gate, draws, stuck_after }
     }
 
     /// The organiser's audit, computed from the durable record (every stored order and ticket
@@ -120,7 +122,7 @@ impl Auditor {
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
         report.check_ins_by_door = by_door;
-        report = report.with_orders_in_time(drain.oldest_age(), drain.since_last_store());
+        report = report.with_orders_in_time(drain.oldest_age(), drain.since_last_store(), self.stuck_after);
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
@@ -327,7 +329,7 @@ impl Live {
                 })
             }),
             order_late_after_s: ORDER_LATE_AFTER.as_secs(),
-            order_stuck_after_s: ORDER_STUCK_AFTER.as_secs(),
+            order_stuck_after_s: self.auditor.stuck_after.as_secs(),
             entries: drawn.map(|d| entries_now(event, &d, now)),
             audit,
         })

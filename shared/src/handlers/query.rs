@@ -83,10 +83,19 @@ pub enum StockSource {
 }
 
 impl Query {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, limits: UserLimits, pass: PassKeyRingSource) -> Self {
+    /// `stuck_after`: how long an order may wait to be stored, nothing stored meanwhile, before the
+    /// audit fails (`ORDER_STUCK_AFTER_SECONDS`).
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        rebuilder: Rebuilder,
+        limits: UserLimits,
+        pass: PassKeyRingSource,
+        stuck_after: std::time::Duration,
+    ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let draws = super::draws::DrawView::new(store.clone(), rebuilder.clone());
-        let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone());
+        let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone(), stuck_after);
         let live = Live::new(gate.clone(), auditor.clone());
         Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }
     }
@@ -97,7 +106,14 @@ impl Query {
         let gate = adapters.gate_from_env().await?;
         let rebuilder = adapters.rebuilder_from_env(&store, &gate)?;
         let pass = PassKeyRingSource::deployment(adapters.sdk().clone())?;
-        Ok(Self::new(store, gate, rebuilder, UserLimits::from_env(crate::http::routes::per_user_limits())?, pass))
+        Ok(Self::new(
+            store,
+            gate,
+            rebuilder,
+            UserLimits::from_env(crate::http::routes::per_user_limits())?,
+            pass,
+            crate::config::order_stuck_after()?,
+        ))
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
