@@ -570,7 +570,9 @@ def door(browser, event_id):
     door_scan(page, genuine, "already", "Already in", "at this door")
     page.screenshot(path=os.path.join(args.out, "door-already.png"), animations="disabled")
     door_dismiss(page)
-    checked_in(5, f"the server holds five check-ins: two at the other door, tickets {n[genuine]}, {n[wedge_a]}, {n[wedge_b]} here")
+    report = checked_in(5, f"the server holds five check-ins: two at the other door, tickets {n[genuine]}, {n[wedge_a]}, {n[wedge_b]} here")
+    check(report["check_ins_by_door"] == {"Gate A": 3, "(no door named)": 2},
+          f"the door set up as Gate A sent its name with each check-in ({report['check_ins_by_door']})")
     expect(page.locator("#scanned-count")).to_have_text("3")
 
     # The network cut: the page reopens from its service worker and keeps check-ins on the device.
@@ -669,10 +671,11 @@ def door(browser, event_id):
     return for_camera, n[for_camera]
 
 
-def set_up_door(page, event_id):
-    """Opens the door's page and sets it up for the event with a staff token."""
+def set_up_door(page, event_id, door_name="Gate A"):
+    """Opens the door's page and sets it up for the event with a staff token, as door `door_name`."""
     page.goto(f"{args.url}/pages/door.html")
     page.fill("#event", event_id)
+    page.fill("#door-name", door_name)
     page.fill("#token", STAFF)
     page.click("#setup-form button[type=submit]")
     expect(page.locator("#scanner")).to_be_visible(timeout=15_000)

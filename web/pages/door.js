@@ -18,6 +18,8 @@ import { session as open, problem } from './sign-in.js';
 const session = open(localStorage, 'door');
 const $ = (id) => document.getElementById(id);
 const EVENT = 'ticket-grab.door.event';
+// The door's name, as its staff set it up: sent with every check-in, so the organiser counts by door.
+const DOOR_NAME = 'ticket-grab.door.name';
 /** Check-ins waiting to be sent are tried this often. */
 const SYNC_EVERY_MS = 5000;
 /** The event's figures ("checked in x of N") are asked for this often while online. */
@@ -248,6 +250,8 @@ const transient = (status) => status === 408 || status === 429 || status >= 500;
 /** A check-in sent; the reply carries the token it was sent with (`usedToken`). */
 async function post(ev, body) {
   const token = session.token();
+  const door = localStorage.getItem(DOOR_NAME);
+  if (door) body = { ...body, door };
   try {
     const reply = await fetch(checkInPath(ev), {
       method: 'POST',
@@ -456,6 +460,9 @@ function showSummary(s) {
   $('event-checked-in').textContent = s.checked_in;
   $('event-tickets').textContent = s.tickets;
   $('counts-as-of').textContent = s.as_of ? `as of ${when(s.as_of)}` : '';
+  const door = localStorage.getItem(DOOR_NAME);
+  const atDoor = door && s.by_door ? s.by_door[door] || 0 : null;
+  $('door-total').textContent = door ? ` · ${door}: ${atDoor ?? '–'} on all its devices` : '';
 }
 
 async function refreshSummary() {
@@ -680,6 +687,10 @@ $('setup-form').addEventListener('submit', async (e) => {
   wakeAudio();
   const say = (text) => ($('setup-status').textContent = text);
   const candidate = $('event').value.trim();
+  const doorName = $('door-name').value.trim();
+  if (doorName && !/^[A-Za-z0-9 ._/#-]{1,40}$/.test(doorName)) {
+    return say("A door's name is up to 40 letters, digits, spaces and . _ / # -");
+  }
   const token = $('token').value.trim() || session.token();
   if (!token) return say('A staff token is needed.');
   say('Checking the sign-in…');
@@ -702,6 +713,8 @@ $('setup-form').addEventListener('submit', async (e) => {
   $('token').value = '';
   event = candidate;
   localStorage.setItem(EVENT, event);
+  if (doorName) localStorage.setItem(DOOR_NAME, doorName);
+  else localStorage.removeItem(DOOR_NAME);
   store('summary', p);
   try {
     await fetchKeys();
