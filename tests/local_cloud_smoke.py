@@ -496,7 +496,8 @@ secret = hashlib.sha256(f"ballot-{RUN}".encode()).hexdigest()
 ballot_id = f"ballot-{RUN}"
 ballot = {"id": ballot_id, "title": "Local cloud ballot", "capacity": 2, "sale_mode": "ballot",
           "draw_commitment": hashlib.sha256(bytes.fromhex(secret)).hexdigest(),
-          "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=4)),
+          # Entries close at sale_start: room for three entries through the emulated Lambda.
+          "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=12)),
           "sale_end": rfc3339(now + timedelta(hours=1))}
 status, body = call("POST", "/admin/events", admin_token, ballot)
 expect(status == 201, f"a ballot -> 201 (got {status} {body})")
@@ -534,7 +535,8 @@ fair_id = f"fair-{RUN}"
 fair = {"id": fair_id, "title": "Local cloud fair open", "capacity": 2, "sale_mode": "fair_open",
         "draw_commitment": hashlib.sha256(bytes.fromhex(fair_secret)).hexdigest(),
         "queue_opens": rfc3339(datetime.now(timezone.utc)), "admission_rate": 10,
-        "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=4)),
+        # The shuffle takes who queued before the open: room for two joins through emulated Lambda.
+        "sale_start": rfc3339(datetime.now(timezone.utc) + timedelta(seconds=10)),
         "sale_end": rfc3339(now + timedelta(hours=1))}
 status, body = call("POST", "/admin/events", admin_token, fair)
 expect(status == 201, f"a fair open -> 201 (got {status} {body})")

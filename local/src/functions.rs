@@ -63,6 +63,7 @@ impl Functions {
                 Courier::new(gate.clone(), queue.clone(), seal.clone()),
                 LimitsReader::new(adapters.sdk()),
                 DeploymentLimits::default(),
+                settings.beacon_chains.clone(),
             ),
             door: Door::new(
                 store.clone(),

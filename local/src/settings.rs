@@ -68,6 +68,9 @@ pub struct LocalSettings {
     pub reconcile: ReconcileSettings,
     /// When the audit calls an order stuck (`ORDER_STUCK_AFTER_SECONDS`), as query reads it.
     pub order_stuck_after: std::time::Duration,
+    /// The beacon chains a draw may name: quicknet, `BEACON_CHAIN` when set, and the runner's own
+    /// development chain (`LocalChain::development`: no drand server is reachable here).
+    pub beacon_chains: Vec<shared::domain::beacon::Chain>,
 }
 
 impl LocalSettings {
@@ -107,6 +110,11 @@ impl LocalSettings {
             policy: GrabPolicy::from_env()?,
             user_limits: UserLimits::from_env(shared::http::routes::per_user_limits())?,
             order_stuck_after: shared::config::order_stuck_after()?,
+            beacon_chains: {
+                let mut chains = shared::config::beacon_chains()?;
+                chains.push(shared::domain::beacon::LocalChain::development().chain("development"));
+                chains
+            },
             rebuild: RebuildSettings::from_env()?,
             reconcile,
         })

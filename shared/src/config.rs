@@ -36,6 +36,18 @@ pub fn order_stuck_after() -> Result<Duration, ConfigError> {
     Ok(Duration::from_secs(seconds))
 }
 
+/// The beacon chains a draw may name: drand's quicknet, pinned in the code, and the deployment's
+/// own when `BEACON_CHAIN` names one (`name,public key hex,genesis unix seconds,period seconds`).
+pub fn beacon_chains() -> Result<Vec<crate::domain::beacon::Chain>, ConfigError> {
+    let mut chains = vec![crate::domain::beacon::quicknet()];
+    if let Some(spec) = env::var("BEACON_CHAIN").ok().filter(|v| !v.trim().is_empty()) {
+        let chain = crate::domain::beacon::Chain::parse(&spec)
+            .map_err(|reason| ConfigError::Malformed { name: "BEACON_CHAIN", reason })?;
+        chains.push(chain);
+    }
+    Ok(chains)
+}
+
 /// A variable read as text, `default` when unset or blank.
 pub fn text_or(name: &'static str, default: &str) -> String {
     env::var(name).ok().filter(|v| !v.trim().is_empty()).unwrap_or_else(|| default.to_owned())

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use shared::{
     domain::{
         EventId,
-        beacon::LocalChain,
+        beacon::{self, LocalChain},
         draw::{self, ProofStep, Published},
         event::rfc3339,
         hex, proof_of_work,
@@ -84,7 +84,9 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let app = TestApp::for_mail(60).await;
     let id = fresh_event_id();
     let secret = secret();
-    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(4);
+    // Entries close at sale_start (fixed at release): room for 2,200 entries on a loaded machine
+    // (the emulator's transactions are shared with the tests beside this one).
+    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(30);
     let released = app.release_body(&ballot(&id, 100, draw_from, &draw::commitment(&secret))).await;
     assert_eq!(released.status, 201, "{}", released.body);
     assert_eq!(
@@ -112,10 +114,11 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
         assert_eq!(app.draw(&id, &reveal).await.code(), "DRAW_TOO_EARLY");
     }
     until(draw_from).await;
-    // A wrong secret draws nothing and closes nothing: a late entrant still gets in.
+    // A wrong secret draws nothing; entries closed at sale_start, as the release fixed: a late
+    // fan is refused, whatever the draw's state.
     let wrong = app.draw(&id, &json!({ "secret": hex::encode(&[1; 32]) })).await;
     assert_eq!((wrong.status, wrong.code()), (400, "BAD_REVEAL"), "{}", wrong.body);
-    assert_eq!(app.enter(&id, "late-fan").await.status, 201);
+    assert_eq!(app.enter(&id, "late-fan").await.code(), "REGISTRATION_CLOSED");
 
     let started = std::time::Instant::now();
     let drawn = app.draw(&id, &reveal).await;
@@ -123,7 +126,7 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     eprintln!("the draw of 2,001 entrants took {} ms", started.elapsed().as_millis());
     assert_eq!(
         (drawn.body["entrants"].as_u64(), drawn.body["winners"].as_u64(), drawn.body["waiting"].as_u64()),
-        (Some(2_001), Some(100), Some(1_901))
+        (Some(2_000), Some(100), Some(1_900))
     );
     assert_eq!(app.enter(&id, "too-late").await.code(), "REGISTRATION_CLOSED");
     let again = app.draw(&id, &reveal).await;
@@ -132,7 +135,7 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     // The published draw checks out, and a second implementation derives the same order.
     let published: Published = serde_json::from_value(app.published_draw(&id).await.body).expect("a draw");
     assert_eq!(published.verify(), Ok(()));
-    assert_eq!(published.entrants.len(), 2_001);
+    assert_eq!(published.entrants.len(), 2_000);
     let file = std::env::temp_dir().join(format!("ballot-{id}.json"));
     std::fs::write(&file, serde_json::to_vec(&published).unwrap()).unwrap();
     let out =
@@ -196,22 +199,34 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_round_is_required() {
     let app = TestApp::for_mail(60).await;
-    let chain = LocalChain::new(&[11; 32]);
+    // The runner's development chain (no drand server is reachable here), timed as quicknet.
+    let chain = LocalChain::development();
     let id = fresh_event_id();
     let secret = secret();
-    let draw_from = OffsetDateTime::now_utc();
+    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(3);
     let mut body = ballot(&id, 3, draw_from, &draw::commitment(&secret));
-    body["draw_beacon"] = json!({ "public_key": chain.public_key(), "round": 77 });
-    assert_eq!(app.release_body(&body).await.status, 201);
+    // The round left out: the release names the chain's first round after the entries close.
+    body["draw_beacon"] = json!({ "public_key": chain.public_key() });
+    let released = app.release_body(&body).await;
+    assert_eq!(released.status, 201, "{}", released.body);
+    let close = OffsetDateTime::parse(
+        released.body["draw"]["entries_close"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    assert_eq!(close.unix_timestamp(), draw_from.unix_timestamp(), "entries close at sale_start by default");
+    let round = released.body["draw"]["beacon"]["round"].as_u64().unwrap();
+    assert_eq!(round, chain.chain("development").first_round_after(close.unix_timestamp()));
     for i in 0..8 {
         assert_eq!(app.enter(&id, &format!("b-{i}")).await.status, 201);
     }
+    until(draw_from).await;
     let secret = hex::encode(&secret);
     for (reveal, why) in [
         (json!({ "secret": secret }), "the round's signature is missing"),
-        (json!({ "secret": secret, "beacon_signature": chain.round(78).signature }), "another round"),
+        (json!({ "secret": secret, "beacon_signature": chain.round(round + 1).signature }), "another round"),
         (
-            json!({ "secret": secret, "beacon_signature": LocalChain::new(&[12; 32]).round(77).signature }),
+            json!({ "secret": secret, "beacon_signature": LocalChain::new(&[12; 32]).round(round).signature }),
             "another chain",
         ),
         (json!({ "secret": secret, "extra": 1 }), "an unknown field"),
@@ -219,10 +234,10 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
         let refused = app.draw(&id, &reveal).await;
         assert_eq!(refused.status, 400, "{why}: {}", refused.body);
     }
-    let reveal = json!({ "secret": secret, "beacon_signature": chain.round(77).signature });
+    let reveal = json!({ "secret": secret, "beacon_signature": chain.round(round).signature });
     assert_eq!(app.draw(&id, &reveal).await.status, 200);
     let published: Published = serde_json::from_value(app.published_draw(&id).await.body).unwrap();
-    assert_eq!(published.beacon.as_ref().map(|b| b.round), Some(77));
+    assert_eq!(published.beacon.as_ref().map(|b| b.round), Some(round));
     assert_eq!(published.verify(), Ok(()));
 
     // A draw cut off before it counted a chunk laid: asking again lays it again, nothing twice.
@@ -252,6 +267,42 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
 }
 
 #[tokio::test]
+async fn entries_close_when_the_release_said_and_the_published_draw_says_when() {
+    let app = TestApp::for_mail(60).await;
+    let id = fresh_event_id();
+    let secret = secret();
+    let now = OffsetDateTime::now_utc();
+    let (close, draw_from) = (now + Duration::seconds(2), now + Duration::seconds(4));
+    let mut body = ballot(&id, 1, draw_from, &draw::commitment(&secret));
+    body["entries_close"] = json!(rfc3339(close));
+    let released = app.release_body(&body).await;
+    assert_eq!(released.status, 201, "{}", released.body);
+    assert_eq!(released.body["draw"]["entries_close"], rfc3339(close));
+    assert_eq!(app.enter(&id, "early").await.status, 201);
+    until(close).await;
+    let late = app.enter(&id, "late").await;
+    assert_eq!((late.status, late.code()), (410, "REGISTRATION_CLOSED"), "{}", late.body);
+    let reveal = json!({ "secret": hex::encode(&secret) });
+    assert_eq!(app.draw(&id, &reveal).await.code(), "DRAW_TOO_EARLY");
+    until(draw_from).await;
+    assert_eq!(app.draw(&id, &reveal).await.status, 200);
+    let published = app.published_draw(&id).await.body;
+    assert_eq!(published["entrants"], json!(["early"]), "nothing entered after the close");
+    assert_eq!(
+        (published["entries_close"].as_str(), published["capacity"].as_u64()),
+        (Some(rfc3339(close).as_str()), Some(1))
+    );
+    let drawn_at =
+        OffsetDateTime::parse(published["drawn_at"].as_str().unwrap(), &time::format_description::well_known::Rfc3339)
+            .unwrap();
+    assert!(drawn_at >= draw_from, "{drawn_at}");
+    let mut dated: Published = serde_json::from_value(published).unwrap();
+    assert_eq!(dated.verify(), Ok(()));
+    dated.drawn_at = Some(rfc3339(close - Duration::seconds(1)));
+    assert_eq!(dated.verify(), Err(draw::DrawFault::DrawnBeforeClose), "a draw dated before the close is caught");
+}
+
+#[tokio::test]
 async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing() {
     let app = TestApp::new().await;
     let opens = OffsetDateTime::now_utc() + Duration::minutes(5);
@@ -263,6 +314,14 @@ async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing()
         (json!({ "sale_mode": "first_come" }), "draw_commitment"),
         (json!({ "draw_beacon": { "public_key": "00", "round": 1 } }), "draw_beacon"),
         (json!({ "draw_beacon": { "round": "one" } }), "draw_beacon"),
+        // A chain this deployment does not know: a key of the organiser's own would let them know
+        // every round; a key that is no point of the group (no round could ever be signed).
+        (json!({ "draw_beacon": { "public_key": LocalChain::new(&[12; 32]).public_key() } }), "draw_beacon"),
+        (json!({ "draw_beacon": { "public_key": "11".repeat(96) } }), "draw_beacon"),
+        // Quicknet's round 1, of 2023: out long ago, its randomness known to all.
+        (json!({ "draw_beacon": { "public_key": beacon::quicknet().public_key, "round": 1 } }), "draw_beacon"),
+        (json!({ "entries_close": rfc3339(opens + Duration::minutes(1)) }), "entries_close"),
+        (json!({ "entries_close": rfc3339(OffsetDateTime::now_utc() - Duration::minutes(1)) }), "entries_close"),
         (json!({ "expected_rate": 1000 }), "expected_rate"),
     ] {
         let id = fresh_event_id();

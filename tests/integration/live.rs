@@ -233,6 +233,31 @@ async fn a_door_cannot_backdate_or_inflate_its_check_ins() {
 }
 
 #[tokio::test]
+async fn a_scan_whose_reply_was_lost_is_the_same_check_in_when_the_door_sends_it_again() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(2).await;
+    assert_eq!(app.grab(&event, "ada").await.status, 202);
+    app.deliver_all().await;
+    let ada = app.pass_of("ada").await;
+    // The door's scan reached the server, its reply did not: the door kept it and sends it again
+    // at its own (earlier) time, with the same scan id.
+    let first = app.check_in_body(&event, &json!({ "pass": ada, "scan": "scan-0001" })).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let earlier = (OffsetDateTime::now_utc() - Duration::seconds(2)).format(&Rfc3339).unwrap();
+    let again =
+        app.check_in_body(&event, &json!({ "pass": ada, "scan": "scan-0001", "admitted_offline_at": earlier })).await;
+    assert_eq!((again.status, &again.body["checked_in_at"]), (200, &first.body["checked_in_at"]), "{}", again.body);
+    // Another scan of the same pass is another door's: refused, and (offline) a conflict.
+    let other =
+        app.check_in_body(&event, &json!({ "pass": ada, "scan": "scan-0002", "admitted_offline_at": earlier })).await;
+    assert_eq!(other.code(), "ALREADY_CHECKED_IN");
+    let report = app.report(&event, None).await.body;
+    assert_eq!((report["checked_in"].as_u64(), report["check_in_conflicts"].as_u64()), (Some(1), Some(1)));
+    let bad = app.check_in_body(&event, &json!({ "pass": ada, "scan": "not a scan id!" })).await;
+    assert_eq!(bad.code(), "BAD_REQUEST");
+}
+
+#[tokio::test]
 async fn the_door_counts_its_tickets_finds_a_holder_and_lets_one_in_by_number() {
     let app = TestApp::for_mail(30).await;
     let event = app.open_event(3).await;

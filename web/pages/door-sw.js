@@ -1,7 +1,9 @@
 // The door's service worker: the page's own files are kept in the cache, so the scanner opens
-// without the network. Served from the cache at once and refreshed behind (stale while
-// revalidate); the API's routes are never cached.
-const SHELL = 'door-shell-v2';
+// without the network. Network first: online, every page of its scope (the organiser's too, which
+// shares sign-in.js and pages.css) gets today's files; the cache answers when the network fails
+// or hangs past 3 s. The API's routes are never cached.
+const SHELL = 'door-shell-v3';
+const NETWORK_PATIENCE_MS = 3000;
 const FILES = ['door.html', 'door.js', 'sign-in.js', 'pages.css', 'jsQR.js', 'door.webmanifest', 'door-icon.svg'];
 
 self.addEventListener('install', (event) => {
@@ -22,14 +24,16 @@ self.addEventListener('fetch', (event) => {
   if (event.request.method !== 'GET' || url.origin !== self.location.origin || !FILES.includes(name)) return;
   event.respondWith(
     caches.open(SHELL).then(async (cache) => {
-      const kept = await cache.match(name);
-      const fresh = fetch(event.request)
-        .then((reply) => {
-          if (reply.ok) cache.put(name, reply.clone());
+      try {
+        const reply = await fetch(event.request, { signal: AbortSignal.timeout(NETWORK_PATIENCE_MS) });
+        if (reply.ok) {
+          cache.put(name, reply.clone());
           return reply;
-        })
-        .catch(() => kept);
-      return kept || fresh;
+        }
+        return (await cache.match(name)) || reply;
+      } catch {
+        return (await cache.match(name)) || Response.error();
+      }
     }),
   );
 });

@@ -29,7 +29,7 @@ const KEYS_FRESH_MS = 24 * 3600 * 1000;
 /** A pass naming a key this device lacks fetches the keys again, at most this often (forged key ids). */
 const UNKNOWN_KEY_REFETCH_MS = 10000;
 /** The same pass read again within this, with no other pass between, repeats its verdict. */
-const REPEAT_MS = 8000;
+const REPEAT_MS = 2000;
 /** The camera sees a code "still in view" when it read it again within this. */
 const IN_VIEW_MS = 1500;
 /** How long a verdict stays on screen (a tap or the next scan dismisses it sooner). */
@@ -40,7 +40,11 @@ let syncing = false;
 /** Sending waits until then (the server said 429 or was busy). */
 let syncAfter = 0;
 /** The token the server refused (sending waits for another), and why. */
-let refusedToken = null;
+// The token each event's server refused (401, 403 FORBIDDEN): that event's check-ins wait for a
+// sign-in; other events' still sync.
+const refusedFor = new Map();
+// How long a request may take before the scan is kept on the device (venue Wi-Fi can hang).
+const REQUEST_TIMEOUT_MS = 5000;
 let lastUnknownKeyFetch = 0;
 /** The last pass read and its verdict, for a repeat read. */
 let lastRead = null;
@@ -242,22 +246,31 @@ async function check(text) {
   lastRead = v.result === 'notice' ? null : { text, verdict: v, at: Date.now() };
 }
 
-/** The staff token is what the server refused: 401, or 403 other than a refused pass. */
-const tokenRefused = (status, code) => status === 401 || (status === 403 && code !== 'BAD_PASS');
-/** Worth sending again later: no network, busy, limited. */
-const transient = (status) => status === 408 || status === 429 || status >= 500;
+/** The staff token is what the server refused: 401, or 403 FORBIDDEN (not staff of this event). */
+const tokenRefused = (status, code) => status === 401 || (status === 403 && code === 'FORBIDDEN');
+/**
+ * Worth sending again later: no network, busy, limited; or a 403 that is not the API's (no
+ * problem code: a firewall's block of the venue's address, which lifts).
+ */
+const transient = (status, code) => status === 408 || status === 429 || status >= 500 || (status === 403 && !code);
 
-/** A check-in sent; the reply carries the token it was sent with (`usedToken`). */
+/**
+ * A check-in sent; the reply carries the token it was sent with (`usedToken`). `body.scan` names
+ * the scan (sent again on a retry, so a reply lost on its way is no conflict); `body.door` is the
+ * door's name when the scan was made (this door's by default).
+ */
 async function post(ev, body) {
   const token = session.token();
-  const door = localStorage.getItem(DOOR_NAME);
-  if (door) body = { ...body, door };
+  const door = body.door === undefined ? localStorage.getItem(DOOR_NAME) : body.door;
+  body = { ...body, door: door || undefined };
   try {
     const reply = await fetch(checkInPath(ev), {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
       body: JSON.stringify(body),
       cache: 'no-store',
+      redirect: 'error',
+      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
     });
     return Object.assign(reply, { usedToken: token });
   } catch {
@@ -292,25 +305,30 @@ async function decide(text) {
     return verdict('notice', 'Cannot check', pass.ticketNo,
       'signed with a key this door does not hold yet (the keys were rotated?): connect to the network, or look the ticket up');
   }
+  // The event this scan is for, whatever the page turns to while it is on its way.
+  const ev = event;
   if (!pass.ok) return verdict('refused', 'Refused', '', pass.why);
-  if (pass.event !== event) return verdict('refused', 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
-  const mine = stored('scans', '{}')[pass.order];
+  if (pass.event !== ev) return verdict('refused', 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
+  const mine = get(ev, 'scans', '{}')[pass.order];
   if (mine) return verdict('already', 'Already in', pass.ticketNo, `let in at this door at ${when(mine.at)}`);
 
-  const reply = await post(event, { pass: text });
-  const p = reply && !reply.ok ? await reply.clone().json().catch(() => ({})) : {};
-  const waiting = reply === null ? 'network' : transient(reply.status) ? 'server' : tokenRefused(reply.status, p.code) ? 'sign-in' : null;
+  // The scan's own id and time: a retry of it (its reply lost) is the same check-in, no conflict.
+  const scan = { id: crypto.randomUUID(), at: new Date().toISOString(), door: localStorage.getItem(DOOR_NAME) || null };
+  const reply = await post(ev, { pass: text, scan: scan.id, door: scan.door });
+  const p = reply ? await reply.clone().json().catch(() => ({})) : {};
+  const recorded = reply && reply.ok && p.checked_in_at;
+  const waiting = reply === null || (reply.ok && !recorded) ? 'network'
+    : transient(reply.status, p.code) ? 'server' : tokenRefused(reply.status, p.code) ? 'sign-in' : null;
   if (waiting) {
     // The signature holds and this device has not let the pass in: in, and sent later.
-    keepScan(event, pass.order, { ticketNo: pass.ticketNo, pass: text, at: new Date().toISOString(), synced: false, waiting });
-    if (waiting === 'sign-in') needSignIn(reply, p);
+    keepScan(ev, pass.order, { ticketNo: pass.ticketNo, pass: text, at: scan.at, scan: scan.id, door: scan.door, synced: false, waiting });
+    if (waiting === 'sign-in') needSignIn(reply, p, ev);
     if (waiting === 'server') syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
     showDevice();
     return verdict('admitted', 'Let in', pass.ticketNo, WAITING[waiting]);
   }
   if (reply.ok) {
-    const body = await reply.json();
-    keepScan(event, pass.order, { ticketNo: pass.ticketNo, at: body.checked_in_at, synced: true });
+    keepScan(ev, pass.order, { ticketNo: pass.ticketNo, at: p.checked_in_at, synced: true });
     showDevice();
     return verdict('admitted', 'Let in', pass.ticketNo, '');
   }
@@ -374,14 +392,17 @@ function markWaiting(ev, waiting) {
  */
 async function sync() {
   if (syncing || Date.now() < syncAfter || !session.token()) return;
-  if (refusedToken && refusedToken === session.token()) return; // waits for a sign-in
   syncing = true;
   let again = false;
   try {
     outer: for (const ev of eventsWaiting()) {
+      // This event's server refused this very token: its check-ins wait for a sign-in, and the
+      // other events' go on.
+      if (refusedFor.get(ev) === session.token()) continue;
       const pending = Object.entries(get(ev, 'scans', '{}')).filter(([, s]) => !s.synced).sort((a, b) => (a[1].at < b[1].at ? -1 : 1));
       for (const [order, scan] of pending) {
-        const reply = await post(ev, { pass: scan.pass, admitted_offline_at: scan.at });
+        // The scan's own door name (null: none), not the one this device has now.
+        const reply = await post(ev, { pass: scan.pass, admitted_offline_at: scan.at, scan: scan.scan, door: scan.door ?? null });
         if (reply === null) {
           markWaiting(ev, 'network');
           break outer;
@@ -389,11 +410,12 @@ async function sync() {
         const p = await reply.json().catch(() => ({}));
         if (tokenRefused(reply.status, p.code)) {
           // (A sign-in made while this was on its way: sent again with it, at once.)
-          if (needSignIn(reply, p)) markWaiting(ev, 'sign-in');
+          if (needSignIn(reply, p, ev)) markWaiting(ev, 'sign-in');
           else again = true;
-          break outer;
+          continue outer;
         }
-        if (transient(reply.status)) {
+        // A 2xx that is not the API's record of it (a captive portal, a proxy): not settled.
+        if (transient(reply.status, p.code) || (reply.ok && !p.checked_in_at)) {
           markWaiting(ev, 'server');
           syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
           break outer;
@@ -418,13 +440,13 @@ async function sync() {
  * The server refused the token `reply` was sent with: keep scanning, keep every check-in, and
  * offer a sign-in here. False when another token was signed in meanwhile (that one is not refused).
  */
-function needSignIn(reply, p) {
+function needSignIn(reply, p, ev = event) {
   if (reply.usedToken !== session.token()) return false;
   const status = reply.status;
-  refusedToken = session.token();
+  refusedFor.set(ev, session.token());
   const why = status === 401
     ? 'The server refused this door\'s sign-in (expired, or not from this deployment).'
-    : `This sign-in is not staff of this event${p?.detail ? ` (${p.detail})` : ''}.`;
+    : `This sign-in is not staff of ${ev}${p?.detail ? ` (${p.detail})` : ''}.`;
   $('sign-in-why').textContent = `${why} Passes are still checked here and kept on this device; sign in again to send them.`;
   $('sign-in').classList.remove('hidden');
   if (event) showDevice();
@@ -432,7 +454,7 @@ function needSignIn(reply, p) {
 }
 
 function signedIn() {
-  refusedToken = null;
+  refusedFor.clear();
   $('sign-in').classList.add('hidden');
   $('sign-in-why').textContent = '';
   for (const ev of eventsWaiting()) markWaiting(ev, 'network');
@@ -444,7 +466,11 @@ function signedIn() {
 
 /** Asks for the event's figures (and, with `query`, a holder) with `token` (the stored one by default). */
 async function summary(ev, query = '', token = session.token()) {
-  const reply = await fetch(checkInPath(ev) + query, { headers: { authorization: `Bearer ${token}` }, cache: 'no-store' });
+  const reply = await fetch(checkInPath(ev) + query, {
+    headers: { authorization: `Bearer ${token}` },
+    cache: 'no-store',
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  });
   return Object.assign(reply, { usedToken: token });
 }
 
@@ -475,12 +501,17 @@ async function refreshSummary() {
     return; // offline: the figures last seen stay
   }
   const p = reply.ok ? await reply.json() : await reply.json().catch(() => ({}));
+  if (reply.ok && refusedFor.get(ev) === reply.usedToken) {
+    // This event's server takes this token again (a refusal that was not the token's): go on.
+    refusedFor.delete(ev);
+    sync();
+  }
   if (ev !== event) return;
   if (reply.ok) {
     store('summary', p);
     showSummary(p);
   } else if (tokenRefused(reply.status, p.code)) {
-    needSignIn(reply, p);
+    needSignIn(reply, p, ev);
   }
 }
 
@@ -615,17 +646,19 @@ let holder = null;
 async function lookUp(query) {
   $('lookup-result').classList.add('hidden');
   holder = null;
+  const ev = event;
   const param = /^\d+$/.test(query) ? `?ticket=${query}` : `?order=${encodeURIComponent(query)}`;
   let reply;
   try {
-    reply = await summary(event, param);
+    reply = await summary(ev, param);
   } catch {
     $('lookup-status').textContent = 'A lookup needs the network.';
     return;
   }
   const p = await reply.json().catch(() => ({}));
+  if (ev !== event) return;
   if (!reply.ok) {
-    if (tokenRefused(reply.status, p.code)) needSignIn(reply, p);
+    if (tokenRefused(reply.status, p.code)) needSignIn(reply, p, ev);
     $('lookup-status').textContent = p.code === 'TICKET_NOT_FOUND'
       ? `No ticket or order "${query}" at this event.`
       : `The lookup failed: ${[p.title, p.detail].filter(Boolean).join(': ') || `HTTP ${reply.status}`}`;
@@ -633,7 +666,7 @@ async function lookUp(query) {
   }
   store('summary', p);
   showSummary(p);
-  holder = p.holder;
+  holder = { ...p.holder, event: ev };
   const here = stored('scans', '{}')[holder.order_id];
   const status = { CONFIRMED: 'Confirmed', CANCELLED: 'Cancelled', REJECTED: 'Rejected' }[holder.status] || holder.status;
   $('holder-ticket').textContent = `${holder.ticket_no} (order ${holder.order_id})`;
@@ -651,12 +684,12 @@ async function lookUp(query) {
 
 async function letInByNumber() {
   if (!holder) return;
-  const { ticket_no: ticketNo, order_id: order } = holder;
-  const reply = await post(event, { ticket_no: ticketNo });
+  const { ticket_no: ticketNo, order_id: order, event: ev } = holder;
+  const reply = await post(ev, { ticket_no: ticketNo });
   if (reply === null) return verdict('notice', 'Not let in', ticketNo, 'a check-in by ticket number needs the network');
   const p = await reply.json().catch(() => ({}));
-  if (reply.ok) {
-    keepScan(event, p.order_id || order, { ticketNo, at: p.checked_in_at, synced: true, manual: true });
+  if (reply.ok && p.checked_in_at) {
+    keepScan(ev, p.order_id || order, { ticketNo, at: p.checked_in_at, synced: true, manual: true });
     $('lookup-result').classList.add('hidden');
     $('lookup-status').textContent = `Ticket ${ticketNo} let in by number.`;
     holder = null;
@@ -664,10 +697,10 @@ async function letInByNumber() {
     return verdict('admitted', 'Let in', ticketNo, 'by ticket number, after a lookup');
   }
   if (tokenRefused(reply.status, p.code)) {
-    needSignIn(reply, p);
+    needSignIn(reply, p, ev);
     return verdict('notice', 'Sign in again', ticketNo, 'the server refused this door\'s sign-in');
   }
-  if (transient(reply.status)) return verdict('notice', 'Not let in', ticketNo, 'the server is busy: try again in a moment');
+  if (reply.ok || transient(reply.status, p.code)) return verdict('notice', 'Not let in', ticketNo, 'the server is busy: try again in a moment');
   return refusal(reply, p, ticketNo);
 }
 
@@ -721,9 +754,20 @@ $('setup-form').addEventListener('submit', async (e) => {
   } catch (err) {
     return say(`The event's public keys could not be fetched: ${err.message}`);
   }
-  refusedToken = null;
+  refusedFor.delete(event);
+  // Pending check-ins live in this device's storage: ask the browser not to evict it.
+  navigator.storage?.persist?.().catch(() => {});
   say('');
   startScanner();
+});
+
+// A keyboard-wedge scanner types wherever the focus is (on a button just pressed, on the page):
+// its keys go to the pass field unless staff are typing in another field.
+document.addEventListener('keydown', (e) => {
+  if ($('scanner').classList.contains('hidden') || e.ctrlKey || e.metaKey || e.altKey || e.key.length !== 1) return;
+  const t = e.target;
+  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement) return;
+  $('pass').focus();
 });
 
 $('pass-form').addEventListener('submit', (e) => {

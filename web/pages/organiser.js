@@ -159,6 +159,9 @@ function choose(id) {
   if (id === eventId) return;
   eventId = id;
   samples = [];
+  // A secret pasted for one event is never sent to another.
+  $('draw-secret').value = '';
+  $('draw-result').textContent = '';
   told = { trouble: told.trouble };
   history.replaceState(null, '', `#event=${encodeURIComponent(id)}`);
 }
@@ -277,18 +280,22 @@ function render(view) {
   charts(view, now);
 }
 
-/** The oldest granted order not yet stored: its age, amber from `order_late_after_s`, red from `order_stuck_after_s`. */
+/**
+ * The oldest granted order not yet stored: its age, amber from `order_late_after_s`, red when the
+ * server says stuck (that old, and nothing stored for as long: a big sale's long drain that keeps
+ * storing stays amber).
+ */
 function oldest(view) {
   const o = view.oldest_unconfirmed;
   const lateAfter = view.order_late_after_s ?? 10;
   const stuckAfter = view.order_stuck_after_s ?? 60;
-  set('oldest-help', `How long the oldest granted order has waited to be stored: amber from ${lateAfter} s, red from ${stuckAfter} s.`);
+  set('oldest-help', `How long the oldest granted order has waited to be stored: amber from ${lateAfter} s; red from ${stuckAfter} s if no order was stored meanwhile either.`);
   let level = 'none', text = 'None', said = '';
   if (view.oldest_unconfirmed === undefined) text = null;
   else if (o) {
-    level = o.age_s >= stuckAfter ? 'stuck' : o.age_s >= lateAfter ? 'late' : 'ok';
+    level = o.stuck ? 'stuck' : o.age_s >= lateAfter ? 'late' : 'ok';
     text = `${span(o.age_s)}${level === 'stuck' ? ': stuck' : level === 'late' ? ': late' : ''}`;
-    if (level === 'stuck') said = `Orders are stuck: the oldest has waited over ${stuckAfter} s to be stored.`;
+    if (level === 'stuck') said = `Orders are stuck: the oldest has waited over ${stuckAfter} s to be stored, and none was stored meanwhile.`;
     if (level === 'late') said = `Orders are running late: the oldest has waited over ${lateAfter} s to be stored.`;
   }
   set('oldest-order', text);
@@ -537,6 +544,7 @@ function chart(svg, series, from, to, yMax) {
 /** Runs the draw with the secret pasted here: sent once in the body, never kept, cleared at once. */
 async function draw(e) {
   e.preventDefault();
+  const ev = eventId;
   const secret = $('draw-secret').value.trim().toLowerCase();
   const signature = $('draw-beacon').value.trim().toLowerCase();
   $('draw-secret').value = '';
@@ -553,7 +561,9 @@ async function draw(e) {
   button.disabled = true;
   result.textContent = 'Running the draw…';
   try {
-    const reply = await session.api(`/admin/events/${encodeURIComponent(eventId)}/draw`, {
+    // A draw may take release's whole 15 s: more patience than a poll's.
+    const reply = await session.api(`/admin/events/${encodeURIComponent(ev)}/draw`, {
+      signal: AbortSignal.timeout(30_000),
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),

@@ -21,7 +21,8 @@ export function session(storage, page) {
     const sent = sessionStorage.getItem(STATE_KEY(page));
     sessionStorage.removeItem(STATE_KEY(page));
     if (fragment.get('error')) {
-      refused = `The sign-in did not complete: ${fragment.get('error_description') || fragment.get('error')}.`;
+      // The reply's own words are not shown: anyone can put text in a link to this page.
+      refused = 'The sign-in did not complete: try again.';
     } else if (!sent || fragment.get('state') !== sent) {
       refused = 'That sign-in was refused: it did not come from a sign-in this page started. Sign in again.';
     } else {
@@ -50,7 +51,8 @@ export function session(storage, page) {
     api(path, init = {}) {
       const headers = new Headers(init.headers || {});
       headers.set('authorization', `Bearer ${storage.getItem(key)}`);
-      return fetch(path, { ...init, headers, cache: 'no-store' });
+      // A hung request (weak venue Wi-Fi) fails after 10 s rather than freezing the page.
+      return fetch(path, { signal: AbortSignal.timeout(10_000), ...init, headers, cache: 'no-store' });
     },
     /**
      * The hosted UI's sign-in address, when this deployment has one, with a fresh `state` kept

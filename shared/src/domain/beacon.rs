@@ -22,6 +22,66 @@ use super::hex::{decode, encode as hex};
 pub const SCHEME: &str = "bls-unchained-g1-rfc9380";
 const DOMAIN: &[u8] = b"BLS_SIG_BLS12381G1_XMD:SHA-256_SSWU_RO_NUL_";
 
+/// A chain a draw may name: its key, when its round 1 was out, and how often a round follows.
+/// drand's quicknet ([`QUICKNET`]) is pinned here; another chain only by the deployment's
+/// configuration (`BEACON_CHAIN`), never by a release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    pub name: String,
+    /// `bls-unchained-g1-rfc9380`: a G2 point, 96 bytes compressed, hex.
+    pub public_key: String,
+    /// Unix seconds of round 1.
+    pub genesis: i64,
+    /// Seconds between rounds.
+    pub period: i64,
+}
+
+/// The League of Entropy's quicknet (`52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971`):
+/// a round every 3 s since 2023-08-23 15:09:27 UTC.
+pub fn quicknet() -> Chain {
+    Chain {
+        name: "quicknet".into(),
+        public_key: "83cf0f2896adee7eb8b5f01fcad3912212c437e0073e911fb90022d3e760183c8c4b450b6a0a6c3ac6a5776a2d1064510d1fec758c921cc22b0e17e63aaf4bcb5ed66304de9cf809bd274ca73bab4af5a6e9c76a4bc09e76eae8991ef5ece45a".into(),
+        genesis: 1_692_803_367,
+        period: 3,
+    }
+}
+
+/// Whether `key` (hex) is a point of the scheme's group: a key that is not can sign nothing, and a
+/// draw naming it could never be made.
+pub fn is_point(key: &str) -> bool {
+    decode::<96>(key).is_some_and(|k| G2PubkeyRfc::from_fixed(k).is_ok())
+}
+
+impl Chain {
+    /// `name,public key hex,genesis unix seconds,period seconds` (the deployment's `BEACON_CHAIN`).
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = spec.split(',').map(str::trim).collect();
+        let [name, key, genesis, period] = parts[..] else {
+            return Err("a chain is name,public key,genesis,period".into());
+        };
+        let number = |v: &str| v.parse::<i64>().ok().filter(|n| *n > 0);
+        let (Some(genesis), Some(period)) = (number(genesis), number(period)) else {
+            return Err("a chain's genesis and period are positive whole seconds".into());
+        };
+        if !is_point(key) {
+            return Err(format!("the chain's key is not a {SCHEME} key (a G2 point)"));
+        }
+        Ok(Self { name: name.to_owned(), public_key: key.to_owned(), genesis, period })
+    }
+
+    /// When round `round` (from 1) is out, unix seconds.
+    pub fn time_of(&self, round: u64) -> i64 {
+        self.genesis + (round.max(1) as i64 - 1) * self.period
+    }
+
+    /// The first round out strictly after `at` (unix seconds): nobody knows its randomness until
+    /// then.
+    pub fn first_round_after(&self, at: i64) -> u64 {
+        if at < self.genesis { 1 } else { ((at - self.genesis) / self.period) as u64 + 2 }
+    }
+}
+
 /// One round of a chain, as a draw publishes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Beacon {
@@ -73,6 +133,18 @@ pub struct LocalChain {
 }
 
 impl LocalChain {
+    /// The local runner's own chain (tests, a laptop): a key from a fixed seed, rounds timed as
+    /// quicknet's. A deployment never knows it.
+    pub fn development() -> Self {
+        Self::new(&[11; 32])
+    }
+
+    /// This chain as a draw names it, timed as quicknet's rounds.
+    pub fn chain(&self, name: &str) -> Chain {
+        let timing = quicknet();
+        Chain { name: name.to_owned(), public_key: self.public_key(), genesis: timing.genesis, period: timing.period }
+    }
+
     /// A chain whose key derives from `seed`.
     pub fn new(seed: &[u8; 32]) -> Self {
         let wide: [u8; 64] = std::array::from_fn(|i| Sha256::digest([&[i as u8 / 32][..], seed].concat())[i % 32]);
@@ -107,6 +179,33 @@ mod tests {
         };
         assert!(beacon.verify().is_ok());
         assert_eq!(Beacon { round: 4, ..beacon }.verify(), Err(BeaconFault::Signature(4)));
+    }
+
+    /// Quicknet's own round 123 (api.drand.sh, as drand-verify's tests carry it) verifies under the
+    /// pinned key; the rounds' times are genesis plus 3 s each.
+    #[test]
+    fn quicknet_is_pinned_and_its_rounds_are_timed() {
+        let chain = quicknet();
+        let round = Beacon {
+            scheme: SCHEME.into(),
+            public_key: chain.public_key.clone(),
+            round: 123,
+            signature:
+                "b75c69d0b72a5d906e854e808ba7e2accb1542ac355ae486d591aa9d43765482e26cd02df835d3546d23c4b13e0dfc92"
+                    .into(),
+        };
+        assert!(round.verify().is_ok());
+        assert_eq!(chain.time_of(1), 1_692_803_367);
+        assert_eq!(chain.time_of(123), 1_692_803_367 + 122 * 3);
+        let at = chain.time_of(123);
+        assert_eq!(chain.first_round_after(at), 124, "round 123 is out at that second: not after it");
+        assert_eq!(chain.first_round_after(at - 1), 123);
+        assert_eq!(chain.first_round_after(0), 1);
+        assert!(is_point(&chain.public_key));
+        assert!(!is_point(&"11".repeat(96)), "96 bytes that are no point");
+        assert!(Chain::parse(&format!("local,{},1700000000,3", LocalChain::new(&[9; 32]).public_key())).is_ok());
+        assert!(Chain::parse(&format!("bad,{},1700000000,3", "11".repeat(96))).is_err());
+        assert!(Chain::parse("short").is_err());
     }
 
     #[test]

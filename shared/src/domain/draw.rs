@@ -148,6 +148,18 @@ pub struct Published {
     pub beacon: Option<Beacon>,
     pub entrants: Vec<String>,
     pub order: Vec<String>,
+    /// The sale's terms the draw ran under, as its event fixed them at release: when entries
+    /// closed (RFC 3339), when it was drawn, how many places win, and a fair open's admission
+    /// rate. Checked against each other and the beacon round; absent from a draw published before
+    /// they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entries_close: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drawn_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_rate: Option<u32>,
 }
 
 /// What is wrong with a published draw, the first fault found.
@@ -167,6 +179,10 @@ pub enum DrawFault {
     Root,
     #[error("the order is not the draw's: first difference at place {0}")]
     Order(usize),
+    #[error("the draw is dated before its entries closed, or a date is not RFC 3339")]
+    DrawnBeforeClose,
+    #[error("the beacon round is not quicknet's first round after the entries closed ({0})")]
+    NotTheFirstRound(u64),
 }
 
 impl Published {
@@ -183,6 +199,10 @@ impl Published {
             beacon,
             entrants,
             order,
+            entries_close: None,
+            drawn_at: None,
+            capacity: None,
+            admission_rate: None,
         })
     }
 
@@ -207,10 +227,36 @@ impl Published {
             return Err(DrawFault::Root);
         }
         let wanted = order(&self.entrants, &seed(&secret, &root, &beacon));
-        match (0..wanted.len().max(self.order.len())).find(|i| wanted.get(*i) != self.order.get(*i)) {
-            Some(place) => Err(DrawFault::Order(place + 1)),
-            None => Ok(()),
+        if let Some(place) = (0..wanted.len().max(self.order.len())).find(|i| wanted.get(*i) != self.order.get(*i)) {
+            return Err(DrawFault::Order(place + 1));
         }
+        self.verify_terms()
+    }
+
+    /// The terms against each other: drawn after the entries closed, and a quicknet round the
+    /// first after the close (another chain's timing is the deployment's, not known here).
+    fn verify_terms(&self) -> Result<(), DrawFault> {
+        let Some(close) = &self.entries_close else { return Ok(()) };
+        let time = |t: &str| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
+                .map_err(|_| DrawFault::DrawnBeforeClose)
+        };
+        let close = time(close)?;
+        if let Some(drawn) = &self.drawn_at
+            && time(drawn)? < close
+        {
+            return Err(DrawFault::DrawnBeforeClose);
+        }
+        let quicknet = super::beacon::quicknet();
+        if let Some(b) = &self.beacon
+            && b.public_key == quicknet.public_key
+        {
+            let first = quicknet.first_round_after(close.unix_timestamp());
+            if b.round != first {
+                return Err(DrawFault::NotTheFirstRound(first));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -115,6 +115,12 @@ impl Event {
         }
     }
 
+    /// When a draw's entries close: fixed at release (`sale_start` for an event released before
+    /// it was kept). `None` for a sale that does not draw.
+    pub fn entries_close(&self) -> Option<OffsetDateTime> {
+        self.draw.as_ref().map(|d| d.entries_close.unwrap_or(self.sale_start))
+    }
+
     /// Whether `other` is this event released again: the same definition, whatever its release
     /// time and its red packets' seed (a retry draws a new one; the first is kept).
     pub fn same_release(&self, other: &Event) -> bool {
@@ -217,7 +223,7 @@ pub struct EventDraft {
     pub queue: Option<QueueTerms>,
 }
 
-const FIELDS: [&str; 22] = [
+const FIELDS: [&str; 23] = [
     "id",
     "title",
     "capacity",
@@ -237,6 +243,7 @@ const FIELDS: [&str; 22] = [
     "sale_mode",
     "draw_commitment",
     "draw_beacon",
+    "entries_close",
     "queue_opens",
     "admission_rate",
     "proof_of_work_bits",
@@ -358,7 +365,7 @@ impl<'a> Fields<'a> {
             },
         };
         if !draws {
-            for field in ["draw_commitment", "draw_beacon", "proof_of_work_bits"] {
+            for field in ["draw_commitment", "draw_beacon", "entries_close", "proof_of_work_bits"] {
                 if self.object.get(field).is_some_and(|v| !v.is_null()) {
                     self.problem(field, "is for a sale that draws only (sale_mode: ballot or fair_open)");
                 }
@@ -366,9 +373,10 @@ impl<'a> Fields<'a> {
             return (mode, None);
         }
         let work = self.whole("proof_of_work_bits", 1, super::proof_of_work::MAX_BITS, false);
+        let close = self.instant("entries_close", false);
         let Some(commitment) = commitment else { return (mode, None) };
         match DrawTerms::new(&commitment, beacon) {
-            Ok(terms) => (mode, Some(DrawTerms { proof_of_work_bits: work, ..terms })),
+            Ok(terms) => (mode, Some(DrawTerms { proof_of_work_bits: work, entries_close: close, ..terms })),
             Err((field, problem)) => {
                 self.problem(field, problem);
                 (mode, None)
@@ -531,6 +539,20 @@ impl EventDraft {
         {
             problems.push(FieldProblem { field: "queue_opens".into(), problem: "must be before sale_start".into() });
         }
+        if let Some(close) = self.draw.as_ref().and_then(|d| d.entries_close) {
+            let problem = if close > self.sale_start {
+                Some("must be at or before sale_start: the draw is not before it")
+            } else if self.sale_mode == SaleMode::FairOpen && close != self.sale_start {
+                Some("is sale_start for a fair open: its queue is shuffled at the open, later joins queue behind")
+            } else if close <= now {
+                Some("is already in the past: nobody could enter")
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                problems.push(FieldProblem { field: "entries_close".into(), problem: problem.into() });
+            }
+        }
         if self.sale_mode == SaleMode::Ballot && self.expected_rate.is_some() {
             problems.push(FieldProblem {
                 field: "expected_rate".into(),
@@ -578,7 +600,8 @@ impl EventDraft {
                 seed: AmountSeed::generate(),
             }),
             sale_mode: self.sale_mode,
-            draw: self.draw,
+            // Fixed here: entries close at sale_start unless the organiser closed them earlier.
+            draw: self.draw.map(|d| DrawTerms { entries_close: Some(d.entries_close.unwrap_or(self.sale_start)), ..d }),
             queue: self.queue,
             created_at: now,
         })

@@ -101,6 +101,11 @@ string_id!(
     Email
 );
 string_id!(
+    /// One scan at a door, named by the door (a UUID it draws): sent again with a retried
+    /// check-in, so a reply lost on its way is the same check-in, not a second door's.
+    ScanId
+);
+string_id!(
     /// The door a check-in was made at, as its staff named it at set-up ("Gate A", "North 2"):
     /// ASCII letters, digits, spaces and `-` `_` `.` `/` `#`. The organiser counts check-ins by it.
     DoorName
@@ -156,6 +161,15 @@ impl EventId {
     /// A fresh id for an event released without one.
     pub fn generate() -> Self {
         Self(format!("ev-{}", uuid::Uuid::now_v7().simple()))
+    }
+}
+
+impl ScanId {
+    pub const MAX_LEN: usize = 64;
+
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        check(value, "scan id", Self::MAX_LEN, "A-Z a-z 0-9 -", |c| c.is_ascii_alphanumeric() || c == '-')?;
+        Ok(Self(value.to_owned()))
     }
 }
 

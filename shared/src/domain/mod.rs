@@ -23,7 +23,7 @@ pub mod warm_fleet;
 pub mod window_count;
 
 pub use event::{Event, EventDraft, InvalidEvent};
-pub use ids::{DoorName, Email, EventId, InvalidId, OrderId, TicketNo, UserId};
+pub use ids::{DoorName, Email, EventId, InvalidId, OrderId, ScanId, TicketNo, UserId};
 pub use order::{
     Buyer, Cancelled, ClosedNotice, Holding, Holdings, MailStatus, OrderMessage, OrderStatus, QueueMessage, Waiter,
 };

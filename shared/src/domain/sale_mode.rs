@@ -68,11 +68,13 @@ pub fn admitted_at(from: time::OffsetDateTime, rate: u32, position: u64) -> time
 }
 
 /// A beacon round named at release: its chain's key and the round, whose signature nobody knows
-/// yet (the organiser gives it at the draw).
+/// yet (the organiser gives it at the draw). The round is the chain's first after the entries
+/// close ([`DrawTerms::check_round`]); a release may leave it out (0) and have it filled in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BeaconRound {
     /// The chain's public key (`bls-unchained-g1-rfc9380`), hex.
     pub public_key: String,
+    #[serde(default)]
     pub round: u64,
 }
 
@@ -86,6 +88,11 @@ pub struct DrawTerms {
     /// The work each entry costs (`super::proof_of_work`, in bits); none by default.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub proof_of_work_bits: Option<u32>,
+    /// When entries close, fixed at release (`sale_start` unless the organiser sets it earlier):
+    /// no entry after it, no draw before it, and the named beacon round is the first after it.
+    /// `None` only for an event released before this was kept (its close is its `sale_start`).
+    #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
+    pub entries_close: Option<time::OffsetDateTime>,
 }
 
 impl DrawTerms {
@@ -103,7 +110,33 @@ impl DrawTerms {
                 format!("public_key must be a {} chain's key: 192 lowercase hex digits", beacon::SCHEME),
             ));
         }
-        Ok(Self { commitment: commitment.to_owned(), beacon, proof_of_work_bits: None })
+        Ok(Self { commitment: commitment.to_owned(), beacon, proof_of_work_bits: None, entries_close: None })
+    }
+
+    /// The named beacon round against the chains this deployment knows, at release (`now`, unix
+    /// seconds), with the entries closing at `close`: the chain must be one of `chains`, the round
+    /// the chain's first after `close` (filled in when the release left it out), and not out yet.
+    /// The round, or the problem.
+    pub fn check_round(&self, chains: &[beacon::Chain], close: i64, now: i64) -> Result<Option<u64>, String> {
+        let Some(named) = &self.beacon else { return Ok(None) };
+        let Some(chain) = chains.iter().find(|c| c.public_key == named.public_key) else {
+            let known: Vec<&str> = chains.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!(
+                "names a chain this deployment does not know (it knows {}): a chain whose key the organiser holds would let them know every round",
+                known.join(", ")
+            ));
+        };
+        let first = chain.first_round_after(close);
+        if named.round != 0 && named.round != first {
+            return Err(format!(
+                "round must be {first}, {}'s first round after the entries close (leave it out to have it filled in)",
+                chain.name
+            ));
+        }
+        if chain.time_of(first) <= now {
+            return Err(format!("round {first} of {} is out already: its randomness is known", chain.name));
+        }
+        Ok(Some(first))
     }
 
     /// The draw of `entrants` with the revealed `secret` (and the named round's signature): the

@@ -28,7 +28,7 @@ use time::OffsetDateTime;
 use crate::{
     adapters::Adapters,
     config::{PassKeyRingSource, UserLimits},
-    domain::{DoorName, Event, EventId, OrderId, TicketNo, event::rfc3339},
+    domain::{DoorName, Event, EventId, OrderId, ScanId, TicketNo, event::rfc3339},
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, json_body, query_param},
@@ -37,7 +37,7 @@ use crate::{
     },
     store::{
         EventBook, Store,
-        check_in::{Admitted, CheckIn, DOOR_CLOCK_SKEW, DoorCounts},
+        check_in::{Admitted, CheckIn, DOOR_CLOCK_SKEW, DoorCounts, Scanned},
     },
 };
 
@@ -72,6 +72,9 @@ struct CheckInBody {
     /// The door's name, as its staff set it up ("Gate A"): the organiser counts check-ins by it.
     #[serde(default)]
     door: Option<DoorName>,
+    /// The scan's own id, drawn by the door: the same scan sent again is answered as it was.
+    #[serde(default)]
+    scan: Option<ScanId>,
 }
 
 impl Door {
@@ -209,7 +212,8 @@ impl Door {
                 other => other,
             })?,
         }
-        match self.store.check_in_ticket(event, ticket_no, &order_id, admitted, body.door.as_ref()).await? {
+        let scanned = Scanned { door: body.door.as_ref(), scan: body.scan.as_ref() };
+        match self.store.check_in_ticket(event, ticket_no, &order_id, admitted, scanned).await? {
             CheckIn::Admitted { at } => Ok((
                 json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "checked_in_at": at })),
                 "CHECKED_IN",

@@ -149,7 +149,9 @@ impl Entries {
         let email = caller.verified_email()?;
         work.check(&event, &caller.user)?;
         let now = OffsetDateTime::now_utc();
-        if now >= event.sale_end {
+        // Entries close when the release fixed (the draw closes the registration in DynamoDB
+        // too, before it reads the list).
+        if now >= event.entries_close().unwrap_or(event.sale_end) {
             return Err(ApiError::RegistrationClosed);
         }
         let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
@@ -217,7 +219,12 @@ impl DrawView {
             _ => return Ok(None),
         };
         let entrants = self.store.entrants(&event.id).await?;
-        let drawn = Arc::new(Drawn::new(republish(event, &record, entrants)?, record.drawn_at));
+        let mut published = republish(event, &record, entrants)?;
+        published.entries_close = event.entries_close().map(rfc3339);
+        published.drawn_at = Some(rfc3339(record.drawn_at));
+        published.capacity = Some(event.capacity);
+        published.admission_rate = event.queue.as_ref().map(|q| q.admission_rate);
+        let drawn = Arc::new(Drawn::new(published, record.drawn_at));
         let mut book = self.book.drawn.lock().expect("draws");
         if book.len() >= DRAWS_KEPT {
             book.clear();
@@ -506,6 +513,11 @@ impl Queue {
             return Err(ApiError::SaleEnded);
         }
         let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
+        // The shuffle takes the places joined before the entries closed (the open, fixed at
+        // release), however late the draw runs: a join after it queues behind, as after the draw.
+        if event.entries_close().is_some_and(|close| now >= close) {
+            self.store.close_registration(id, now).await?;
+        }
         let new = match self.store.register(id, &entrant, now).await? {
             Registered::Entered | Registered::Late(_) => true,
             Registered::Already { .. } => false,

@@ -16,6 +16,7 @@ use crate::{
     delivery::Courier,
     domain::{
         Event, EventDraft, InvalidEvent,
+        event::FieldProblem,
         warm_fleet::{self, DeploymentLimits, WarmFleet, Warning},
     },
     fleet::{LimitsReader, deployment_limits_from_env},
@@ -70,6 +71,8 @@ pub struct Release {
     /// What an open's expected rate is checked against.
     limits: LimitsReader,
     deployment: DeploymentLimits,
+    /// The beacon chains a draw may name (quicknet; the deployment's own, configured).
+    chains: Vec<crate::domain::beacon::Chain>,
     /// A ballot's draw (`POST /admin/events/{id}/draw`).
     draw: Draw,
 }
@@ -83,9 +86,10 @@ impl Release {
         courier: Courier,
         limits: LimitsReader,
         deployment: DeploymentLimits,
+        chains: Vec<crate::domain::beacon::Chain>,
     ) -> Self {
         let draw = Draw::new(store.clone(), gate.clone(), rebuilder.clone(), courier);
-        Self { store, gate, rebuilder, limits, deployment, draw }
+        Self { store, gate, rebuilder, limits, deployment, chains, draw }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -96,7 +100,15 @@ impl Release {
         let queue = adapters.orders_queue(&crate::config::QueueSettings::from_env()?);
         let courier = Courier::new(gate.clone(), queue, crate::config::seal_keys(adapters.sdk()).await?);
         let limits = LimitsReader::new(adapters.sdk());
-        Ok(Self::new(store, gate, rebuilder, courier, limits, deployment_limits_from_env()?))
+        Ok(Self::new(
+            store,
+            gate,
+            rebuilder,
+            courier,
+            limits,
+            deployment_limits_from_env()?,
+            crate::config::beacon_chains()?,
+        ))
     }
 
     /// What the caller is answered: the event, and for an open with an expected rate its warm fleet
@@ -129,7 +141,23 @@ impl Release {
     /// held stay held and the outbox is kept, so an organiser's retry never sells a ticket twice
     /// or loses an order, and never leaves an event that cannot sell.
     pub async fn release(&self, draft: EventDraft, now: OffsetDateTime) -> Result<Event, ReleaseError> {
-        let event = draft.into_event(now)?;
+        let mut event = draft.into_event(now)?;
+        // A named beacon round: a chain this deployment knows, its first round after the entries
+        // close, not out yet (filled in when the release left it out).
+        let close = event.entries_close();
+        if let (Some(terms), Some(close)) = (event.draw.as_mut(), close) {
+            match terms.check_round(&self.chains, close.unix_timestamp(), now.unix_timestamp()) {
+                Ok(Some(round)) => {
+                    if let Some(named) = &mut terms.beacon {
+                        named.round = round;
+                    }
+                }
+                Ok(None) => {}
+                Err(problem) => {
+                    return Err(InvalidEvent(vec![FieldProblem { field: "draw_beacon".into(), problem }]).into());
+                }
+            }
+        }
         match self.store.put_event(&event).await {
             Ok(()) => {}
             Err(PutEventError::Exists) => {

@@ -12,11 +12,11 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
 use super::{
     Store, StoreError,
-    codec::{get_n, get_s, s},
+    codec::{get_n, get_s, opt_s, s},
     orders::{CHECK_IN_CONFLICTS, order_from_item},
     schema::{GSI2, GSI2_SHARDS, attr, key},
 };
-use crate::domain::{DoorName, Email, EventId, OrderId, OrderStatus, TicketNo, UserId, event::rfc3339};
+use crate::domain::{DoorName, Email, EventId, OrderId, OrderStatus, ScanId, TicketNo, UserId, event::rfc3339};
 
 /// When the door let the pass in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,6 +51,14 @@ pub enum CheckIn {
     Unknown,
     /// An offline time before the order existed (by more than the door's clock may drift).
     BeforeTheOrder { created_at: String },
+}
+
+/// What a door says of its scan: its name (the organiser counts by it), and the scan's own id (a
+/// retry of the scan is the same check-in: answered as it was, no conflict).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scanned<'a> {
+    pub door: Option<&'a DoorName>,
+    pub scan: Option<&'a ScanId>,
 }
 
 /// One ticket's holder, as the door looks it up (by number, or by order id).
@@ -91,7 +99,7 @@ impl Store {
         ticket_no: TicketNo,
         order_id: &OrderId,
         admitted: Admitted,
-        door: Option<&DoorName>,
+        scanned: Scanned<'_>,
     ) -> Result<CheckIn, StoreError> {
         let Some((held_by, user)) = self.ticket_holder(event, ticket_no).await? else {
             return Ok(CheckIn::Void(OrderStatus::Cancelled));
@@ -110,7 +118,7 @@ impl Store {
         {
             return Ok(CheckIn::BeforeTheOrder { created_at: rfc3339(created) });
         }
-        match self.check_in(event, &user, order_id, at, door).await? {
+        match self.check_in(event, &user, order_id, at, scanned).await? {
             // The same scan synced again (its reply was lost) finds its own time: no conflict.
             CheckIn::AlreadyCheckedIn { at: first } if offline && first != rfc3339(at) => {
                 self.record_two_doors(event, &user, order_id, &rfc3339(at)).await?;
@@ -296,29 +304,34 @@ impl Store {
     }
 
     /// Marks the ticket used, exactly once: a conditional write on the order, so two doors scanning
-    /// the same pass let one person in. The door's name, when it gave one, is kept beside the time.
+    /// the same pass let one person in. The door's name and the scan's id, when it gave them, are
+    /// kept beside the time; the same scan sent again (its reply lost) is answered as it was.
     pub async fn check_in(
         &self,
         event: &EventId,
         user: &UserId,
         order_id: &OrderId,
         now: OffsetDateTime,
-        door: Option<&DoorName>,
+        scanned: Scanned<'_>,
     ) -> Result<CheckIn, StoreError> {
         let at = rfc3339(now);
+        let mut set = vec!["checked_in_at = :now"];
         let mut update = self
             .client
             .update_item()
             .table_name(&self.table)
             .key(attr::PK, s(key::order(event, user)))
             .key(attr::SK, s(key::ORDER_SK));
-        update = match door {
-            Some(door) => update
-                .update_expression("SET checked_in_at = :now, checked_in_door = :door")
-                .expression_attribute_values(":door", s(door.as_str())),
-            None => update.update_expression("SET checked_in_at = :now"),
-        };
+        if let Some(door) = scanned.door {
+            set.push("checked_in_door = :door");
+            update = update.expression_attribute_values(":door", s(door.as_str()));
+        }
+        if let Some(scan) = scanned.scan {
+            set.push("checked_in_scan = :scan");
+            update = update.expression_attribute_values(":scan", s(scan.as_str()));
+        }
         let result = update
+            .update_expression(format!("SET {}", set.join(", ")))
             .condition_expression("order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)")
             .expression_attribute_names("#status", "status")
             .expression_attribute_values(":order", s(order_id))
@@ -343,7 +356,10 @@ impl Store {
         if view.order_id != *order_id {
             return Ok(CheckIn::Unknown);
         }
+        let same_scan =
+            scanned.scan.is_some_and(|scan| opt_s(&old, "checked_in_scan").as_deref() == Some(scan.as_str()));
         Ok(match (view.status, view.checked_in_at) {
+            (OrderStatus::Confirmed, Some(at)) if same_scan => CheckIn::Admitted { at },
             (OrderStatus::Confirmed, Some(at)) => CheckIn::AlreadyCheckedIn { at },
             (status, _) => CheckIn::Void(status),
         })

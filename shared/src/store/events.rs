@@ -213,6 +213,9 @@ pub(super) fn event_item(event: &Event) -> Item {
             item.insert("beacon_key".into(), s(&beacon.public_key));
             item.insert("beacon_round".into(), n(beacon.round));
         }
+        if let Some(close) = terms.entries_close {
+            item.insert("entries_close".into(), s(rfc3339(close)));
+        }
     }
     for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
         if let Some(v) = at {
@@ -275,7 +278,11 @@ fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
         None => None,
     };
     let terms = DrawTerms::new(&commitment, beacon).map_err(|(_, e)| StoreError::Malformed(format!("draw: {e}")))?;
-    Ok(Some(DrawTerms { proof_of_work_bits: opt_n(item, "pow_bits")?, ..terms }))
+    let entries_close = match opt_s(item, "entries_close") {
+        Some(_) => Some(get_time(item, "entries_close")?),
+        None => None,
+    };
+    Ok(Some(DrawTerms { proof_of_work_bits: opt_n(item, "pow_bits")?, entries_close, ..terms }))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {
