@@ -7,6 +7,7 @@ use std::{env, str::FromStr, time::Duration};
 
 use crate::{
     domain::{
+        entry_receipt::ReceiptKey,
         key_rotation::Staged,
         order_seal::SealKey,
         ticket_pass::{PassKey, PassKeyRing, PublicPassKey},
@@ -266,10 +267,14 @@ impl Default for GrabPolicy {
 }
 
 /// The verify hash: its key (issued with the current one, any staged one accepted), lifetime and
-/// how early before the sale it can be had.
+/// how early before the sale it can be had; and the entry receipts' key
+/// (`domain::entry_receipt`), a key pair of its own derived from the same deployment secret under
+/// its own label, so it rotates with it and no other right is needed to hold it.
 #[derive(Clone)]
 pub struct HashSettings {
     pub keys: StagedSecret<crate::domain::verify_hash::HashKey>,
+    /// Read when first asked for (an entry): verify-hash, which never signs one, never reads it.
+    pub receipts: StagedSecret<ReceiptKey>,
     pub ttl: Duration,
     pub open_margin: Duration,
 }
@@ -278,23 +283,36 @@ impl HashSettings {
     /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets, its stages read
     /// again within [`secrets_kept`]) or else from `HASH_SECRET` (a development value).
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        Self::with_keys(rotating(sdk, "HASH_SECRET_ARN", "HASH_SECRET", |s| HashKey::new(s.as_bytes())).await?)
+        let keys = rotating(sdk, "HASH_SECRET_ARN", "HASH_SECRET", |s| HashKey::new(s.as_bytes())).await?;
+        let receipts = match env::var("HASH_SECRET_ARN") {
+            Ok(arn) if !arn.trim().is_empty() => {
+                StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?)
+            }
+            _ => StagedSecret::fixed(Staged::only(receipt_key(&required("HASH_SECRET")?)?)),
+        };
+        Self::with_keys(keys, receipts)
     }
 
     /// The settings around a key already in hand (the local runner's development secret).
     pub fn with_secret(secret: &str) -> Result<Self, ConfigError> {
         let key = HashKey::new(secret.as_bytes())
             .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })?;
-        Self::with_keys(StagedSecret::fixed(Staged::only(key)))
+        Self::with_keys(StagedSecret::fixed(Staged::only(key)), StagedSecret::fixed(Staged::only(receipt_key(secret)?)))
     }
 
-    fn with_keys(keys: StagedSecret<HashKey>) -> Result<Self, ConfigError> {
+    fn with_keys(keys: StagedSecret<HashKey>, receipts: StagedSecret<ReceiptKey>) -> Result<Self, ConfigError> {
         Ok(Self {
             keys,
+            receipts,
             ttl: Duration::from_secs(parsed_or("HASH_TTL_SECONDS", 600)?),
             open_margin: Duration::from_secs(parsed_or("HASH_OPEN_MARGIN_SECONDS", 5)?),
         })
     }
+}
+
+fn receipt_key(secret: &str) -> Result<ReceiptKey, ConfigError> {
+    ReceiptKey::new(secret.as_bytes())
+        .map_err(|reason| ConfigError::Malformed { name: "HASH_SECRET", reason: reason.into() })
 }
 
 impl std::fmt::Debug for HashSettings {

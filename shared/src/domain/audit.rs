@@ -175,15 +175,16 @@ impl Report {
     /// waits. Every order not from the waitlist belongs to one of the first `capacity` of the
     /// draw's order, every order from the waitlist to one after them; every winner's order is
     /// stored or still on its way (orders in the outbox `ledger` read); every durable waiting place
-    /// `p` is the entrant at `capacity + p` in the draw's order.
+    /// `p` is the entrant at `capacity + p` in the draw's order. `drawn` comes with its users in
+    /// draw order (a private draw publishes leaves, not users).
     pub fn with_draw(
         mut self,
-        drawn: Option<&Published>,
+        drawn: Option<(&Published, &[UserId])>,
         rows: &[AuditRow],
         places: &[(UserId, u64)],
         ledger: &Ledger,
     ) -> Self {
-        let Some(drawn) = drawn else {
+        let Some((drawn, users)) = drawn else {
             self.checks.push(Check {
                 name: "ballot_draw",
                 passed: true,
@@ -192,8 +193,8 @@ impl Report {
             });
             return self;
         };
-        let capacity = (self.capacity as usize).min(drawn.order.len());
-        let position: HashMap<&str, usize> = drawn.order.iter().enumerate().map(|(i, u)| (u.as_str(), i)).collect();
+        let capacity = (self.capacity as usize).min(users.len());
+        let position: HashMap<&str, usize> = users.iter().enumerate().map(|(i, u)| (u.as_str(), i)).collect();
         let won = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i < capacity);
         let lost = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i >= capacity);
         let (promoted, drawn_orders): (Vec<&AuditRow>, Vec<&AuditRow>) = rows.iter().partition(|r| r.promoted);
@@ -206,10 +207,10 @@ impl Report {
             .iter()
             .filter(|(user, place)| {
                 let at = (capacity + *place as usize).checked_sub(1);
-                at.and_then(|i| drawn.order.get(i)).map(String::as_str) != Some(user.as_str())
+                at.and_then(|i| users.get(i)).map(UserId::as_str) != Some(user.as_str())
             })
             .count();
-        let recomputed = drawn.verify().is_ok();
+        let recomputed = drawn.verify().is_ok() && drawn.order.len() == users.len();
         let passed = recomputed && strangers == 0 && missing <= in_flight && misplaced == 0;
         self.checks.push(Check {
             name: "ballot_draw",
@@ -218,7 +219,7 @@ impl Report {
                 "{} entrants, {capacity} drawn to win ({} recomputes: {recomputed}): {} hold a stored order, {missing} \
                  not stored yet ({in_flight} orders on their way); {strangers} orders outside the draw's outcome; \
                  {} waiting places, {misplaced} out of draw order",
-                drawn.entrants.len(),
+                users.len(),
                 drawn.algorithm,
                 winners_stored.len(),
                 places.len()
@@ -238,7 +239,7 @@ impl Report {
         let (passed, detail) = match drawn {
             None => (true, "not drawn yet".to_owned()),
             Some(d) => match d.verify() {
-                Ok(()) => (true, format!("{} entrants shuffled by {}; it recomputes", d.entrants.len(), d.algorithm)),
+                Ok(()) => (true, format!("{} entrants shuffled by {}; it recomputes", d.order.len(), d.algorithm)),
                 Err(fault) => (false, fault.to_string()),
             },
         };
@@ -522,13 +523,15 @@ mod tests {
     fn a_ballots_outcome_is_checked_against_its_draw() {
         let e = EventId::parse("ev1").unwrap();
         let entrants = super::super::draw::entrants(["a", "b", "c", "d", "f"].map(String::from));
-        let drawn = Published::new(entrants, &[4; 32], None).unwrap();
+        let drawn = Published::new(super::super::draw::Algorithm::V1, entrants, &[4; 32], None).unwrap();
+        let users: Vec<UserId> = drawn.order.iter().map(|u| UserId::parse(u).unwrap()).collect();
+        let drawn_with = Some((&drawn, &users[..]));
         let ord = |i: usize| drawn.order[i].as_str();
         let u = |i: usize| UserId::parse(ord(i)).unwrap();
         let rows = vec![row(1, ord(0), OrderStatus::Confirmed, true), row(2, ord(1), OrderStatus::Confirmed, true)];
         let places = [(u(2), 1), (u(3), 2), (u(4), 3)];
         let check = |r: Report| r.checks.into_iter().find(|c| c.name == "ballot_draw").unwrap();
-        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &places, &ledger(&rows, 2));
+        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(drawn_with, &rows, &places, &ledger(&rows, 2));
         assert!(clean.passed, "{:?}", clean.checks);
 
         // A loser holding an order, a waiting place out of draw order, a winner's order missing.
@@ -536,7 +539,7 @@ mod tests {
         stranger[1] = row(2, ord(2), OrderStatus::Confirmed, true);
         assert!(
             !check(report(&e, 2, &stranger, &ledger(&stranger, 2)).with_draw(
-                Some(&drawn),
+                drawn_with,
                 &stranger,
                 &places,
                 &ledger(&stranger, 2)
@@ -545,7 +548,7 @@ mod tests {
         );
         let swapped = [(u(3), 1), (u(2), 2), (u(4), 3)];
         assert!(
-            !check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(Some(&drawn), &rows, &swapped, &ledger(&rows, 2)))
+            !check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(drawn_with, &rows, &swapped, &ledger(&rows, 2)))
                 .passed
         );
         let one = &rows[..1];
@@ -555,10 +558,10 @@ mod tests {
             cache.outbox.push((o(ord(1)), t(2)));
         }
         assert!(
-            !check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, &ledger(one, 2))).passed
+            !check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with, one, &places, &ledger(one, 2))).passed
         );
         assert!(
-            check(report(&e, 2, one, &ledger(one, 2)).with_draw(Some(&drawn), one, &places, &on_its_way)).passed,
+            check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with, one, &places, &on_its_way)).passed,
             "on its way"
         );
         // A winner who cancelled, their number promoted to the first who waited.
@@ -567,7 +570,7 @@ mod tests {
         promoted.push(AuditRow { promoted: true, ..row(1, ord(2), OrderStatus::Confirmed, true) });
         assert!(
             check(report(&e, 2, &promoted, &ledger(&promoted, 2)).with_draw(
-                Some(&drawn),
+                drawn_with,
                 &promoted,
                 &places,
                 &ledger(&promoted, 2)

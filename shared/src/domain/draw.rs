@@ -1,26 +1,13 @@
 //! A draw anyone can check (issue 27's ballot and fair open): the order of a list of entrants,
 //! derived from a secret the organiser committed to before the list was known, the list itself,
-//! and optionally a public randomness beacon's round.
+//! and optionally a public randomness beacon's round. docs/FAIRNESS.md is the normative text of
+//! every byte (sections 2, 2a and 3); this module is its implementation.
 //!
-//! # `ticket-draw/v1`, precisely enough to write again
-//!
-//! 1. **Entrants.** User ids (UTF-8), each once, sorted by their bytes: the order they registered in
-//!    plays no part.
-//! 2. **Root.** A Merkle tree over the sorted list: a leaf is `SHA-256(0x00 || id)`, a node
-//!    `SHA-256(0x01 || left || right)`; at each level a last node without a partner is carried up
-//!    unchanged. The root of an empty list is `SHA-256()` of nothing.
-//! 3. **Seed.** `SHA-256("ticket-draw/v1" || 0x00 || secret || root || beacon)`: the secret's 32
-//!    bytes, the root's 32, and the beacon round's randomness, `SHA-256` of its signature's bytes
-//!    (32 bytes; nothing without a beacon). The round's signature is checked against its chain's
-//!    key first (`super::beacon`).
-//! 4. **Order.** Fisher-Yates over the sorted list, driven by the stream of `super::stream` keyed
-//!    by the seed (ChaCha20 of RFC 8439, zero nonce, little-endian words, draws by rejection): for
-//!    `i` from `n - 1` down to 1, `j` = a draw below `i + 1`, swap positions `i` and `j`. The list
-//!    as it then stands is the draw's order, first place first.
-//!
-//! Published after the draw: the algorithm's name, the commitment (`SHA-256(secret)`, published
-//! before the list was fixed), the secret, the root, the beacon (if any), the sorted entrants and
-//! the order. [`Published::verify`] recomputes everything and names the first fault.
+//! Two versions: `ticket-draw/v1` shuffles the users' ids themselves (the draws released before
+//! private entrants), `ticket-draw/v2` shuffles per-event leaves that reveal no user id, each
+//! `SHA-256(0x00 || event || 0x00 || entry key)` with a random key only the entrant is given
+//! ([`entry_leaf`]). An event's draw terms name the version it was released with, and
+//! [`Published::verify`] checks either.
 //!
 //! What it does not stop: an organiser who knows the secret and can register accounts could try
 //! many entrant lists (add or drop accounts of their own) until one gives an order they like. A
@@ -30,24 +17,107 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::{
+    EventId,
     beacon::{Beacon, BeaconFault},
     hex::{decode as from_hex, encode as hex},
     stream::Stream,
 };
 
-pub const ALGORITHM: &str = "ticket-draw/v1";
-
 type Hash = [u8; 32];
 
-fn leaf(id: &str) -> Hash {
-    Sha256::new().chain_update([0u8]).chain_update(id.as_bytes()).finalize().into()
+/// Which bytes a draw is made of (docs/FAIRNESS.md: a new name wherever a byte changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Algorithm {
+    /// The entrants are user ids (draws released before private entrants).
+    #[serde(rename = "ticket-draw/v1")]
+    V1,
+    /// The entrants are per-event leaves of random entry keys ([`entry_leaf`]).
+    #[serde(rename = "ticket-draw/v2")]
+    V2,
+}
+
+impl Algorithm {
+    /// What a release names from now on.
+    pub const CURRENT: Self = Self::V2;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::V1 => "ticket-draw/v1",
+            Self::V2 => "ticket-draw/v2",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::V1, Self::V2].into_iter().find(|a| a.name() == name)
+    }
+
+    /// An entrant's leaf: v1 hashes the user id, v2's entrant is its leaf already (hex); `None`
+    /// for a v2 entrant that is not 64 lowercase hex digits.
+    fn leaf(self, entrant: &str) -> Option<Hash> {
+        match self {
+            Self::V1 => Some(Sha256::new().chain_update([0u8]).chain_update(entrant.as_bytes()).finalize().into()),
+            Self::V2 => from_hex::<32>(entrant),
+        }
+    }
+}
+
+impl std::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An entry's key: 32 random bytes given to the entrant alone (docs/FAIRNESS.md section 2a).
+#[derive(Clone, PartialEq, Eq)]
+pub struct EntryKey([u8; 32]);
+
+impl std::fmt::Debug for EntryKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EntryKey(<redacted>)")
+    }
+}
+
+impl EntryKey {
+    pub fn generate() -> Self {
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).expect("the system's random source");
+        Self(key)
+    }
+
+    pub fn from_hex(text: &str) -> Option<Self> {
+        from_hex::<32>(text).map(Self)
+    }
+
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex(&self.0)
+    }
+
+    /// This entry's leaf in `event`'s draw, hex.
+    pub fn leaf(&self, event: &EventId) -> String {
+        hex(&entry_leaf(event, &self.0))
+    }
+}
+
+/// A `ticket-draw/v2` leaf: `SHA-256(0x00 || event id || 0x00 || key)`.
+pub fn entry_leaf(event: &EventId, key: &[u8; 32]) -> Hash {
+    Sha256::new()
+        .chain_update([0u8])
+        .chain_update(event.as_str().as_bytes())
+        .chain_update([0u8])
+        .chain_update(key)
+        .finalize()
+        .into()
 }
 
 fn node(left: &Hash, right: &Hash) -> Hash {
     Sha256::new().chain_update([1u8]).chain_update(left).chain_update(right).finalize().into()
 }
 
-/// Step 1: each id once, sorted by its bytes.
+/// Step 1: each entrant once, sorted by its bytes (v2's hex leaves sort as their bytes do).
 pub fn entrants<I: IntoIterator<Item = String>>(ids: I) -> Vec<String> {
     let mut ids: Vec<String> = ids.into_iter().collect();
     ids.sort_unstable();
@@ -55,9 +125,10 @@ pub fn entrants<I: IntoIterator<Item = String>>(ids: I) -> Vec<String> {
     ids
 }
 
-/// Step 2: the tree's levels, leaves first, root last.
-fn levels(sorted: &[String]) -> Vec<Vec<Hash>> {
-    let mut levels = vec![sorted.iter().map(|id| leaf(id)).collect::<Vec<_>>()];
+/// Step 2: the tree's levels, leaves first, root last. A v2 entrant that is no leaf hashes as
+/// none (zeros): its list fails the check of its entrants first.
+fn levels(algorithm: Algorithm, sorted: &[String]) -> Vec<Vec<Hash>> {
+    let mut levels = vec![sorted.iter().map(|e| algorithm.leaf(e).unwrap_or_default()).collect::<Vec<_>>()];
     while levels.last().map_or(0, Vec::len) > 1 {
         let below = levels.last().expect("a level");
         let up = below.chunks(2).map(|pair| if pair.len() == 2 { node(&pair[0], &pair[1]) } else { pair[0] }).collect();
@@ -66,17 +137,17 @@ fn levels(sorted: &[String]) -> Vec<Vec<Hash>> {
     levels
 }
 
-pub fn root(sorted: &[String]) -> Hash {
-    match levels(sorted).last().and_then(|l| l.first()) {
+pub fn root(algorithm: Algorithm, sorted: &[String]) -> Hash {
+    match levels(algorithm, sorted).last().and_then(|l| l.first()) {
         Some(root) => *root,
         None => Sha256::digest([]).into(),
     }
 }
 
 /// Step 3.
-pub fn seed(secret: &Hash, root: &Hash, beacon: &[u8]) -> Hash {
+pub fn seed(algorithm: Algorithm, secret: &Hash, root: &Hash, beacon: &[u8]) -> Hash {
     Sha256::new()
-        .chain_update(ALGORITHM.as_bytes())
+        .chain_update(algorithm.name().as_bytes())
         .chain_update([0u8])
         .chain_update(secret)
         .chain_update(root)
@@ -97,8 +168,8 @@ pub fn order(sorted: &[String], seed: &Hash) -> Vec<String> {
 }
 
 /// The whole draw: the sorted entrants' order for this secret and beacon.
-pub fn draw(sorted: &[String], secret: &Hash, beacon: &[u8]) -> Vec<String> {
-    order(sorted, &seed(secret, &root(sorted), beacon))
+pub fn draw(algorithm: Algorithm, sorted: &[String], secret: &Hash, beacon: &[u8]) -> Vec<String> {
+    order(sorted, &seed(algorithm, secret, &root(algorithm, sorted), beacon))
 }
 
 /// The commitment to a secret, published before the list is fixed.
@@ -113,11 +184,11 @@ pub struct ProofStep {
     pub left: bool,
 }
 
-/// That `id` is in the list whose root is published: the path from its leaf to the root.
-pub fn proof(sorted: &[String], id: &str) -> Option<Vec<ProofStep>> {
-    let mut index = sorted.binary_search_by(|e| e.as_str().cmp(id)).ok()?;
+/// That `entrant` is in the list whose root is published: the path from its leaf to the root.
+pub fn proof(algorithm: Algorithm, sorted: &[String], entrant: &str) -> Option<Vec<ProofStep>> {
+    let mut index = sorted.binary_search_by(|e| e.as_str().cmp(entrant)).ok()?;
     let mut steps = Vec::new();
-    for level in levels(sorted).iter().take_while(|l| l.len() > 1) {
+    for level in levels(algorithm, sorted).iter().take_while(|l| l.len() > 1) {
         let sibling = index ^ 1;
         if sibling < level.len() {
             steps.push(ProofStep { sibling: hex(&level[sibling]), left: sibling < index });
@@ -127,9 +198,9 @@ pub fn proof(sorted: &[String], id: &str) -> Option<Vec<ProofStep>> {
     Some(steps)
 }
 
-/// Whether `proof` leads from `id` to `root` (hex).
-pub fn proves(id: &str, proof: &[ProofStep], root: &str) -> bool {
-    let mut at = leaf(id);
+/// Whether `proof` leads from `entrant` (a v1 user id, a v2 leaf) to `root` (hex).
+pub fn proves(algorithm: Algorithm, entrant: &str, proof: &[ProofStep], root: &str) -> bool {
+    let Some(mut at) = algorithm.leaf(entrant) else { return false };
     for step in proof {
         let Some(sibling) = from_hex::<32>(&step.sibling) else { return false };
         at = if step.left { node(&sibling, &at) } else { node(&at, &sibling) };
@@ -137,7 +208,13 @@ pub fn proves(id: &str, proof: &[ProofStep], root: &str) -> bool {
     hex(&at) == root
 }
 
-/// What an event publishes of its draw, for anyone to check.
+/// The most places one page of a published draw holds (docs/FAIRNESS.md section 2a): 10,000
+/// leaves are some 670 KB of JSON, far below a Lambda reply's 6 MB.
+pub const PAGE_PLACES: usize = 10_000;
+
+/// What an event publishes of its draw, for anyone to check. A `ticket-draw/v1` draw is one
+/// document with its entrants (user ids); a `ticket-draw/v2` draw is published in pages of
+/// [`PAGE_PLACES`] places of its order (leaves), its entrants being those leaves sorted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Published {
     pub algorithm: String,
@@ -146,7 +223,18 @@ pub struct Published {
     pub root: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beacon: Option<Beacon>,
+    /// v1's entrants, sorted; v2 publishes none (they are the order's leaves sorted).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub entrants: Vec<String>,
+    /// How many entered (v2: the length of the whole order, over every page).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entrant_count: Option<u64>,
+    /// A page's first place (an index from 0) and the next page's; absent when the document is
+    /// the whole draw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
     pub order: Vec<String>,
     /// The sale's terms the draw ran under, as its event fixed them at release: when entries
     /// closed (RFC 3339), when it was drawn, how many places win, and a fair open's admission
@@ -165,7 +253,7 @@ pub struct Published {
 /// What is wrong with a published draw, the first fault found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DrawFault {
-    #[error("the algorithm is {0}, not {ALGORITHM}")]
+    #[error("the algorithm is {0}, not ticket-draw/v1 or ticket-draw/v2")]
     Algorithm(String),
     #[error("the secret is not 64 lowercase hex digits")]
     BadSecret,
@@ -173,7 +261,7 @@ pub enum DrawFault {
     Beacon(#[from] BeaconFault),
     #[error("the secret does not hash to the commitment")]
     Commitment,
-    #[error("the entrants are not each once, in byte order")]
+    #[error("the entrants are not each once, in byte order (v2: each a leaf of 64 lowercase hex digits)")]
     Entrants,
     #[error("the entrants do not hash to the published root")]
     Root,
@@ -183,21 +271,34 @@ pub enum DrawFault {
     DrawnBeforeClose,
     #[error("the beacon round is not quicknet's first round after the entries closed ({0})")]
     NotTheFirstRound(u64),
+    #[error("the pages do not make one draw: {0}")]
+    Pages(String),
 }
 
 impl Published {
-    /// The draw of `entrants` with `secret` (and a beacon round, checked), as an event publishes it.
-    pub fn new(entrants: Vec<String>, secret: &Hash, beacon: Option<Beacon>) -> Result<Self, BeaconFault> {
+    /// The draw of `entrants` (sorted, each once) with `secret` (and a beacon round, checked), as
+    /// an event publishes it whole; v2's entrants are left out of what it shows
+    /// ([`Published::page`]).
+    pub fn new(
+        algorithm: Algorithm,
+        entrants: Vec<String>,
+        secret: &Hash,
+        beacon: Option<Beacon>,
+    ) -> Result<Self, BeaconFault> {
         let randomness = beacon.as_ref().map(Beacon::verify).transpose()?;
-        let root = root(&entrants);
-        let order = order(&entrants, &seed(secret, &root, randomness.as_ref().map_or(&[][..], |r| &r[..])));
+        let root = root(algorithm, &entrants);
+        let seed = seed(algorithm, secret, &root, randomness.as_ref().map_or(&[][..], |r| &r[..]));
+        let order = order(&entrants, &seed);
         Ok(Self {
-            algorithm: ALGORITHM.to_owned(),
+            algorithm: algorithm.name().to_owned(),
             commitment: commitment(secret),
             secret: hex(secret),
             root: hex(&root),
             beacon,
+            entrant_count: Some(entrants.len() as u64),
             entrants,
+            from: None,
+            next: None,
             order,
             entries_close: None,
             drawn_at: None,
@@ -206,11 +307,70 @@ impl Published {
         })
     }
 
-    /// Recomputes the draw from what is published.
-    pub fn verify(&self) -> Result<(), DrawFault> {
-        if self.algorithm != ALGORITHM {
-            return Err(DrawFault::Algorithm(self.algorithm.clone()));
+    /// The draw's algorithm, if it is one this code knows.
+    pub fn algorithm(&self) -> Result<Algorithm, DrawFault> {
+        Algorithm::parse(&self.algorithm).ok_or_else(|| DrawFault::Algorithm(self.algorithm.clone()))
+    }
+
+    /// What is published of a whole draw from place `from` (an index from 0): v1 whole, as it
+    /// always was; v2 the page of up to [`PAGE_PLACES`] places there, without the entrants.
+    pub fn page(&self, from: usize) -> Self {
+        if self.algorithm() != Ok(Algorithm::V2) {
+            return self.clone();
         }
+        let from = from.min(self.order.len());
+        let to = (from + PAGE_PLACES).min(self.order.len());
+        Self {
+            entrants: Vec::new(),
+            entrant_count: Some(self.order.len() as u64),
+            from: Some(from as u64),
+            next: (to < self.order.len()).then_some(to as u64),
+            order: self.order[from..to].to_vec(),
+            ..self.clone()
+        }
+    }
+
+    /// Pages read back (in any order) joined into the whole draw: each page's terms the same, the
+    /// places contiguous from 0 to `entrant_count`.
+    pub fn join(mut pages: Vec<Self>) -> Result<Self, DrawFault> {
+        let fault = |why: String| Err(DrawFault::Pages(why));
+        pages.sort_by_key(|p| p.from.unwrap_or(0));
+        let Some(first) = pages.first() else { return fault("no page".into()) };
+        let terms = |p: &Self| Self { order: Vec::new(), from: None, next: None, ..p.clone() };
+        let head = terms(first);
+        let mut whole = Vec::new();
+        for page in &pages {
+            if terms(page) != head {
+                return fault(format!("the page from place {} has other terms", page.from.unwrap_or(0)));
+            }
+            if page.from.unwrap_or(0) != whole.len() as u64 {
+                return fault(format!("a page starts at {}, where {} was due", page.from.unwrap_or(0), whole.len()));
+            }
+            whole.extend(page.order.iter().cloned());
+        }
+        if let Some(count) = head.entrant_count
+            && count != whole.len() as u64
+        {
+            return fault(format!("{} places of the {count} entrants it names", whole.len()));
+        }
+        Ok(Self { order: whole, ..head })
+    }
+
+    /// The entrants, sorted: v1's as published, v2's the order's leaves sorted.
+    pub fn sorted_entrants(&self) -> Result<Vec<String>, DrawFault> {
+        Ok(match self.algorithm()? {
+            Algorithm::V1 => self.entrants.clone(),
+            Algorithm::V2 => {
+                let mut leaves = self.order.clone();
+                leaves.sort_unstable();
+                leaves
+            }
+        })
+    }
+
+    /// Recomputes the draw from what is published (a whole draw: pages [`Published::join`]ed).
+    pub fn verify(&self) -> Result<(), DrawFault> {
+        let algorithm = self.algorithm()?;
         let secret = from_hex::<32>(&self.secret).ok_or(DrawFault::BadSecret)?;
         let beacon = match &self.beacon {
             Some(round) => round.verify()?.to_vec(),
@@ -219,14 +379,18 @@ impl Published {
         if commitment(&secret) != self.commitment {
             return Err(DrawFault::Commitment);
         }
-        if self.entrants.windows(2).any(|w| w[0] >= w[1]) {
+        let entrants = self.sorted_entrants()?;
+        if entrants.windows(2).any(|w| w[0] >= w[1])
+            || (algorithm == Algorithm::V2 && entrants.iter().any(|e| algorithm.leaf(e).is_none()))
+            || self.entrant_count.is_some_and(|n| n != entrants.len() as u64)
+        {
             return Err(DrawFault::Entrants);
         }
-        let root = root(&self.entrants);
+        let root = root(algorithm, &entrants);
         if hex(&root) != self.root {
             return Err(DrawFault::Root);
         }
-        let wanted = order(&self.entrants, &seed(&secret, &root, &beacon));
+        let wanted = order(&entrants, &seed(algorithm, &secret, &root, &beacon));
         if let Some(place) = (0..wanted.len().max(self.order.len())).find(|i| wanted.get(*i) != self.order.get(*i)) {
             return Err(DrawFault::Order(place + 1));
         }
@@ -272,7 +436,7 @@ mod tests {
 
     #[test]
     fn a_published_draw_checks_out_and_every_tampering_is_named() {
-        let published = Published::new(ids(40), &[9; 32], None).unwrap();
+        let published = Published::new(Algorithm::V1, ids(40), &[9; 32], None).unwrap();
         assert_eq!(published.verify(), Ok(()));
         assert_eq!(published.order.len(), 40);
 
@@ -287,6 +451,8 @@ mod tests {
         assert_eq!(changed.verify(), Err(DrawFault::Root));
         let mut dropped = published.clone();
         dropped.entrants.remove(0);
+        assert_eq!(dropped.verify(), Err(DrawFault::Entrants), "the count names the drop");
+        dropped.entrant_count = None;
         assert_eq!(dropped.verify(), Err(DrawFault::Root));
         let mut twice = published.clone();
         twice.entrants.insert(1, twice.entrants[0].clone());
@@ -304,8 +470,8 @@ mod tests {
     #[test]
     fn a_beacon_round_changes_the_order_and_is_checked() {
         let chain = crate::domain::beacon::LocalChain::new(&[2; 32]);
-        let plain = Published::new(ids(30), &[1; 32], None).unwrap();
-        let beaconed = Published::new(ids(30), &[1; 32], Some(chain.round(77))).unwrap();
+        let plain = Published::new(Algorithm::V1, ids(30), &[1; 32], None).unwrap();
+        let beaconed = Published::new(Algorithm::V1, ids(30), &[1; 32], Some(chain.round(77))).unwrap();
         assert_ne!(plain.order, beaconed.order);
         assert_eq!(beaconed.verify(), Ok(()));
         let mut other = beaconed.clone();
@@ -316,20 +482,23 @@ mod tests {
         assert_eq!(forged.verify(), Err(DrawFault::Beacon(BeaconFault::Signature(78))));
         let mut unsigned = chain.round(77);
         unsigned.round = 78;
-        assert!(Published::new(ids(30), &[1; 32], Some(unsigned)).is_err(), "a round that does not verify is refused");
+        assert!(
+            Published::new(Algorithm::V1, ids(30), &[1; 32], Some(unsigned)).is_err(),
+            "a round that does not verify is refused"
+        );
     }
 
     #[test]
     fn every_entrant_proves_membership_and_no_one_else_can() {
         for n in 1..=33 {
             let list = ids(n);
-            let root = hex(&root(&list));
+            let root = hex(&root(Algorithm::V1, &list));
             for id in &list {
-                let path = proof(&list, id).expect("a member");
-                assert!(proves(id, &path, &root), "{id} of {n}");
-                assert!(!proves("intruder", &path, &root));
+                let path = proof(Algorithm::V1, &list, id).expect("a member");
+                assert!(proves(Algorithm::V1, id, &path, &root), "{id} of {n}");
+                assert!(!proves(Algorithm::V1, "intruder", &path, &root));
             }
-            assert_eq!(proof(&list, "intruder"), None);
+            assert_eq!(proof(Algorithm::V1, &list, "intruder"), None);
         }
     }
 
@@ -341,7 +510,7 @@ mod tests {
         for run in 0..runs {
             let mut secret = [0u8; 32];
             secret[..4].copy_from_slice(&run.to_le_bytes());
-            *seen.entry(draw(&list, &secret, b"")).or_default() += 1;
+            *seen.entry(draw(Algorithm::V1, &list, &secret, b"")).or_default() += 1;
         }
         assert_eq!(seen.len(), 6);
         for (order, count) in seen {
@@ -354,6 +523,74 @@ mod tests {
     fn registration_order_and_duplicates_play_no_part() {
         let a = entrants(["b".to_string(), "a".into(), "c".into(), "a".into()]);
         assert_eq!(a, ["a", "b", "c"]);
-        assert_eq!(root(&[]), <[u8; 32]>::from(Sha256::digest([])));
+        assert_eq!(root(Algorithm::V1, &[]), <[u8; 32]>::from(Sha256::digest([])));
+        assert_eq!(root(Algorithm::V2, &[]), <[u8; 32]>::from(Sha256::digest([])));
+    }
+
+    fn leaves(n: usize) -> Vec<String> {
+        let event = EventId::parse("evt-private").unwrap();
+        entrants((0..n).map(|i| EntryKey::from_bytes([i as u8; 32]).leaf(&event)))
+    }
+
+    #[test]
+    fn a_v2_draw_publishes_leaves_in_pages_that_join_and_check_out() {
+        let whole = Published::new(Algorithm::V2, leaves(25), &[7; 32], None).unwrap();
+        assert_eq!(whole.verify(), Ok(()));
+        // Pages of PAGE_PLACES: one here; its entrants are not shown twice.
+        let page = whole.page(0);
+        assert!(page.entrants.is_empty() && page.next.is_none() && page.order.len() == 25);
+        let joined = Published::join(vec![page.clone()]).unwrap();
+        assert_eq!(joined.verify(), Ok(()));
+        let mut swapped = joined.clone();
+        swapped.order.swap(0, 1);
+        assert!(matches!(swapped.verify(), Err(DrawFault::Order(_))));
+        let mut dropped = joined.clone();
+        dropped.order.pop();
+        assert_eq!(dropped.verify(), Err(DrawFault::Entrants), "the count names the drop");
+        dropped.entrant_count = Some(24);
+        assert_eq!(dropped.verify(), Err(DrawFault::Root));
+        let mut not_a_leaf = joined.clone();
+        not_a_leaf.order[3] = "user-3".into();
+        assert_eq!(not_a_leaf.verify(), Err(DrawFault::Entrants));
+        // The same list drawn as v1 is another order: the version is in the seed.
+        let v1 = Published::new(Algorithm::V1, leaves(25), &[7; 32], None).unwrap();
+        assert_ne!(v1.order, whole.order);
+    }
+
+    #[test]
+    fn pages_must_be_whole_contiguous_and_of_one_draw() {
+        let whole = Published::new(Algorithm::V2, leaves(3), &[7; 32], None).unwrap();
+        let mut pages: Vec<Published> = (0..3)
+            .map(|i| Published {
+                from: Some(i),
+                next: (i < 2).then_some(i + 1),
+                order: vec![whole.order[i as usize].clone()],
+                ..whole.page(0)
+            })
+            .collect();
+        pages.reverse();
+        assert_eq!(Published::join(pages.clone()).unwrap().verify(), Ok(()));
+        let mut missing = pages.clone();
+        missing.remove(1);
+        assert!(matches!(Published::join(missing), Err(DrawFault::Pages(_))));
+        let mut other = pages.clone();
+        other[0].secret = hex(&[8; 32]);
+        assert!(matches!(Published::join(other), Err(DrawFault::Pages(_))));
+    }
+
+    #[test]
+    fn a_v2_leaf_proves_its_place_and_reveals_no_user() {
+        let event = EventId::parse("evt-private").unwrap();
+        let key = EntryKey::generate();
+        let mine = key.leaf(&event);
+        let mut list = leaves(9);
+        list.push(mine.clone());
+        let list = entrants(list);
+        let root = hex(&root(Algorithm::V2, &list));
+        let path = proof(Algorithm::V2, &list, &mine).unwrap();
+        assert!(proves(Algorithm::V2, &mine, &path, &root));
+        assert!(!proves(Algorithm::V2, &leaves(1)[0], &path, &root));
+        // One key, two events: two unrelated leaves.
+        assert_ne!(key.leaf(&EventId::parse("evt-other").unwrap()), mine);
     }
 }

@@ -18,6 +18,8 @@ use super::{
     stream::Stream,
 };
 
+const V1: draw::Algorithm = draw::Algorithm::V1;
+
 /// The file's name for this version of the algorithms.
 pub const VERSION: &str = "fairness-vectors/v1";
 
@@ -129,9 +131,9 @@ fn leaf(id: &str) -> String {
 
 fn draw_vector(registered: &[&str], secret: [u8; 32], signature: Option<&str>) -> DrawVector {
     let entrants = draw::entrants(registered.iter().map(|s| (*s).to_owned()));
-    let root = draw::root(&entrants);
+    let root = draw::root(V1, &entrants);
     let randomness = signature.map(|s| sha(&decode::<48>(s).expect("a signature's 48 bytes")));
-    let seed = draw::seed(&secret, &root, randomness.as_ref().map_or(&[][..], |r| &r[..]));
+    let seed = draw::seed(V1, &secret, &root, randomness.as_ref().map_or(&[][..], |r| &r[..]));
     let mut stream = Stream::new(&seed);
     let swaps = (1..entrants.len() as u64).rev().map(|i| stream.below(i + 1)).collect();
     DrawVector {
@@ -212,13 +214,13 @@ pub fn generate() -> Vectors {
         draw_vector(&ten, [0xab; 32], Some(DRAND_ROUND_3)),
     ];
     let sorted = draw::entrants(ten.iter().map(|s| (*s).to_owned()));
-    let root = hex(&draw::root(&sorted));
+    let root = hex(&draw::root(V1, &sorted));
     let proof = ["user-1", "user-10", "user-9", "user-5"]
         .into_iter()
         .map(|id| ProofVector {
             entrants: sorted.clone(),
             id: id.into(),
-            proof: draw::proof(&sorted, id).expect("an entrant"),
+            proof: draw::proof(V1, &sorted, id).expect("an entrant"),
             root: root.clone(),
         })
         .collect();
@@ -291,9 +293,9 @@ pub fn check(given: &Vectors) -> Result<usize, String> {
         agree(format!("draw {i}"), &ours == v)?;
     }
     for (i, v) in given.proof.iter().enumerate() {
-        let ok = draw::proof(&v.entrants, &v.id).as_ref() == Some(&v.proof)
-            && hex(&draw::root(&v.entrants)) == v.root
-            && draw::proves(&v.id, &v.proof, &v.root);
+        let ok = draw::proof(V1, &v.entrants, &v.id).as_ref() == Some(&v.proof)
+            && hex(&draw::root(V1, &v.entrants)) == v.root
+            && draw::proves(V1, &v.id, &v.proof, &v.root);
         agree(format!("proof {i}"), ok)?;
     }
     for (i, v) in given.split.iter().enumerate() {

@@ -7,9 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Email, UserId,
+    Email, EventId, UserId,
     beacon::{self, Beacon},
-    draw::{self, Published},
+    draw::{self, Algorithm, EntryKey, Published},
     hex,
 };
 
@@ -81,6 +81,9 @@ pub struct BeaconRound {
 /// What a ballot or a fair open commits to at release: the draw's secret, and a beacon round.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DrawTerms {
+    /// The draw's version, fixed at release (`ticket-draw/v2` from private entrants on; an event
+    /// released before them keeps `ticket-draw/v1`).
+    pub algorithm: Algorithm,
     /// `SHA-256(secret)`, hex: the organiser's secret, revealed at the draw.
     pub commitment: String,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -110,7 +113,13 @@ impl DrawTerms {
                 format!("public_key must be a {} chain's key: 192 lowercase hex digits", beacon::SCHEME),
             ));
         }
-        Ok(Self { commitment: commitment.to_owned(), beacon, proof_of_work_bits: None, entries_close: None })
+        Ok(Self {
+            algorithm: Algorithm::CURRENT,
+            commitment: commitment.to_owned(),
+            beacon,
+            proof_of_work_bits: None,
+            entries_close: None,
+        })
     }
 
     /// The named beacon round against the chains this deployment knows, at release (`now`, unix
@@ -139,7 +148,7 @@ impl DrawTerms {
         Ok(Some(first))
     }
 
-    /// The draw of `entrants` with the revealed `secret` (and the named round's signature): the
+    /// The draw of `entrants` (v1: user ids, v2: leaves: [`Entrant::drawn_as`]) with the revealed `secret` (and the named round's signature): the
     /// secret must hash to the commitment, the signature be the named round's on the named chain.
     pub fn draw(&self, entrants: Vec<String>, secret: &str, signature: Option<&str>) -> Result<Published, DrawRefused> {
         let secret = hex::decode::<32>(secret).ok_or(DrawRefused::BadSecret)?;
@@ -157,7 +166,8 @@ impl DrawTerms {
                 signature: signature.to_owned(),
             }),
         };
-        Published::new(draw::entrants(entrants), &secret, beacon).map_err(|e| DrawRefused::Beacon(e.to_string()))
+        Published::new(self.algorithm, draw::entrants(entrants), &secret, beacon)
+            .map_err(|e| DrawRefused::Beacon(e.to_string()))
     }
 }
 
@@ -184,6 +194,22 @@ pub struct Entrant {
     /// A fair open's late arrival (joined after the draw): its rank among them, 1 first. `None`
     /// for the entrants the draw shuffled.
     pub late: Option<u64>,
+    /// The entry's key (`ticket-draw/v2`), given to the entrant alone; `None` for an entry made
+    /// before private entrants.
+    pub key: Option<EntryKey>,
+    /// The entry's signed receipt, as given when it was accepted.
+    pub receipt: Option<String>,
+}
+
+impl Entrant {
+    /// What the draw shuffles of this entrant: v1 its user id, v2 its leaf (`None`: an entry
+    /// without a key, which a v2 draw cannot place).
+    pub fn drawn_as(&self, algorithm: Algorithm, event: &EventId) -> Option<String> {
+        match algorithm {
+            Algorithm::V1 => Some(self.user.as_str().to_owned()),
+            Algorithm::V2 => self.key.as_ref().map(|k| k.leaf(event)),
+        }
+    }
 }
 
 /// How a draw's order splits: the first `capacity` win, the rest wait, in that order.
@@ -198,7 +224,7 @@ mod tests {
     #[test]
     fn the_terms_and_the_reveal_are_checked() {
         let secret = [7u8; 32];
-        let terms = DrawTerms::new(&draw::commitment(&secret), None).unwrap();
+        let terms = DrawTerms { algorithm: Algorithm::V1, ..DrawTerms::new(&draw::commitment(&secret), None).unwrap() };
         assert_eq!(DrawTerms::new("ABC", None).unwrap_err().0, "draw_commitment");
         let bad_key = BeaconRound { public_key: "00".into(), round: 1 };
         assert_eq!(DrawTerms::new(&terms.commitment, Some(bad_key)).unwrap_err().0, "draw_beacon");
@@ -217,7 +243,8 @@ mod tests {
         let chain = beacon::LocalChain::new(&[3; 32]);
         let secret = [1u8; 32];
         let named = BeaconRound { public_key: chain.public_key(), round: 42 };
-        let terms = DrawTerms::new(&draw::commitment(&secret), Some(named)).unwrap();
+        let terms =
+            DrawTerms { algorithm: Algorithm::V1, ..DrawTerms::new(&draw::commitment(&secret), Some(named)).unwrap() };
         let entrants = vec!["x".to_owned(), "y".to_owned()];
         let secret = hex::encode(&secret);
         assert_eq!(terms.draw(entrants.clone(), &secret, None), Err(DrawRefused::BeaconMissing));

@@ -68,8 +68,9 @@ impl CancelAndWait {
         limits: UserLimits,
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        let entries = super::draws::Entries::new(store.clone(), rebuilder.clone());
-        let queue = super::draws::Queue::new(store.clone(), rebuilder.clone(), hash.keys.clone());
+        let entries = super::draws::Entries::new(store.clone(), rebuilder.clone(), hash.receipts.clone());
+        let queue =
+            super::draws::Queue::new(store.clone(), rebuilder.clone(), hash.keys.clone(), hash.receipts.clone());
         Self { store, gate, courier, returns, rebuilder, hash, limiter, entries, queue }
     }
 
@@ -106,6 +107,11 @@ impl CancelAndWait {
                 Ok((json(status, &place), code))
             }
             Some(Endpoint::QueuePlace) => Ok((json(StatusCode::OK, &self.queue.place(&event, &caller).await?), "OK")),
+            Some(Endpoint::ReceiptKey) => {
+                self.known(&event).await?;
+                let ring = crate::domain::entry_receipt::ReceiptKeyRing::of(&*self.hash.receipts.get().await?);
+                Ok((json(StatusCode::OK, &ring.published(&event)), "OK"))
+            }
             _ => Err(ApiError::RouteNotFound),
         }
     }

@@ -25,7 +25,8 @@ use crate::{
     delivery::{Courier, Delivery},
     domain::{
         Event, EventId, OrderId, UserId, Waiter,
-        draw::{self, ProofStep, Published},
+        draw::{self, Algorithm, EntryKey, ProofStep, Published},
+        entry_receipt::ReceiptKey,
         event::{epoch_ms, rfc3339},
         order::{MessageHead, WaitHead},
         proof_of_work,
@@ -38,7 +39,7 @@ use crate::{
     secrets::StagedSecret,
     store::{
         Store,
-        draws::{DrawRecord, Registered},
+        draws::{DrawRecord, Registered, StoredEntry},
     },
 };
 
@@ -103,6 +104,7 @@ async fn drawing_event(rebuilder: &Rebuilder, id: &EventId) -> Result<Event, Api
 pub struct Entries {
     store: Store,
     rebuilder: Rebuilder,
+    receipts: StagedSecret<ReceiptKey>,
 }
 
 /// A user's entry, as the entry routes show it.
@@ -111,6 +113,18 @@ pub struct EntryView {
     pub event_id: EventId,
     pub status: &'static str,
     pub entered_at: String,
+    /// The entry's key, its leaf in the draw and its signed receipt (docs/FAIRNESS.md sections 2a
+    /// and 6a): shown to the entrant alone; absent for an event released before private entrants.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaf: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+    /// A fair open's place taken after its entries closed: its rank behind the shuffled places
+    /// (it has no place in the draw to prove).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub late: Option<u64>,
     /// After the draw: the entrant's place in its order (1 is first), and the path from their
     /// leaf to the published root.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -125,11 +139,15 @@ pub struct EntryView {
 
 impl EntryView {
     /// An entry before its draw.
-    fn entered(event: &EventId, entered_at: String) -> Self {
+    fn entered(event: &EventId, entry: StoredEntry) -> Self {
         Self {
             event_id: event.clone(),
             status: "ENTERED",
-            entered_at,
+            leaf: entry.key.as_ref().map(|k| k.leaf(event)),
+            entry_key: entry.key.as_ref().map(EntryKey::to_hex),
+            receipt: entry.receipt,
+            late: entry.late,
+            entered_at: entry.entered_at,
             draw_position: None,
             won: None,
             root: None,
@@ -138,9 +156,29 @@ impl EntryView {
     }
 }
 
+/// A new entry of `entrant` in `event` at `now`: for a draw of private entrants, a fresh key and
+/// its receipt (a fair open's late place is signed with its rank once it has one).
+async fn new_entry(
+    receipts: &StagedSecret<ReceiptKey>,
+    event: &Event,
+    user: &UserId,
+    email: &crate::domain::Email,
+    now: OffsetDateTime,
+) -> Result<(Entrant, Option<Arc<crate::domain::key_rotation::Staged<ReceiptKey>>>), ApiError> {
+    let mut entrant = Entrant { user: user.clone(), email: email.clone(), late: None, key: None, receipt: None };
+    if event.draw.as_ref().map(|d| d.algorithm) != Some(Algorithm::V2) {
+        return Ok((entrant, None));
+    }
+    let signer = receipts.get().await?;
+    let key = EntryKey::generate();
+    entrant.receipt = Some(signer.current.issue(&event.id, &key.leaf(&event.id), &rfc3339(now), None));
+    entrant.key = Some(key);
+    Ok((entrant, Some(signer)))
+}
+
 impl Entries {
-    pub fn new(store: Store, rebuilder: Rebuilder) -> Self {
-        Self { store, rebuilder }
+    pub fn new(store: Store, rebuilder: Rebuilder, receipts: StagedSecret<ReceiptKey>) -> Self {
+        Self { store, rebuilder, receipts }
     }
 
     /// Enters the caller: `201` the first time, `200` with the same entry after.
@@ -154,28 +192,57 @@ impl Entries {
         if now >= event.entries_close().unwrap_or(event.sale_end) {
             return Err(ApiError::RegistrationClosed);
         }
-        let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
-        let (entered_at, new) = match self.store.register(id, &entrant, now).await? {
-            Registered::Entered => (rfc3339(now), true),
-            Registered::Already { entered_at, .. } => (entered_at, false),
+        let (entrant, _) = new_entry(&self.receipts, &event, &caller.user, email, now).await?;
+        let (entry, new) = match self.store.register(id, &entrant, now).await? {
+            Registered::Entered => {
+                (StoredEntry { entered_at: rfc3339(now), late: None, key: entrant.key, receipt: entrant.receipt }, true)
+            }
+            Registered::Already(entry) => (entry, false),
             Registered::Closed | Registered::Late(_) => return Err(ApiError::RegistrationClosed),
         };
-        Ok((EntryView::entered(id, entered_at), new))
+        Ok((EntryView::entered(id, entry), new))
     }
 }
 
-/// A complete draw, and each entrant's place in its order (1 is first).
+/// A complete draw: what it publishes (whole: [`Published::page`] gives what a page shows), its
+/// users in draw order (never published: the audit and the lay-down need them), and each user's
+/// place in it (1 is first).
 pub struct Drawn {
     pub published: Published,
-    pub positions: HashMap<String, usize>,
+    pub users: Vec<UserId>,
+    pub positions: HashMap<UserId, usize>,
     pub drawn_at: OffsetDateTime,
 }
 
 impl Drawn {
-    fn new(published: Published, drawn_at: OffsetDateTime) -> Self {
-        let positions = published.order.iter().enumerate().map(|(i, u)| (u.clone(), i + 1)).collect();
-        Self { published, positions, drawn_at }
+    fn new(published: Published, users: Vec<UserId>, drawn_at: OffsetDateTime) -> Self {
+        let positions = users.iter().enumerate().map(|(i, u)| (u.clone(), i + 1)).collect();
+        Self { published, users, positions, drawn_at }
     }
+}
+
+/// The draw of the stored entrants with the revealed secret and round: the published draw of what
+/// each entrant is drawn as (v1 its user id, v2 its leaf), and its users in draw order.
+fn draw_of(
+    event: &Event,
+    entrants: Vec<Entrant>,
+    secret: &str,
+    signature: Option<&str>,
+) -> Result<(Published, Vec<UserId>), ApiError> {
+    let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
+    let mut users = HashMap::with_capacity(entrants.len());
+    for entrant in entrants {
+        let Some(drawn_as) = entrant.drawn_as(terms.algorithm, &event.id) else {
+            tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
+            return Err(ApiError::Busy);
+        };
+        users.insert(drawn_as, entrant.user);
+    }
+    let published = terms
+        .draw(users.keys().cloned().collect(), secret, signature)
+        .map_err(|e| ApiError::BadReveal(e.to_string()))?;
+    let in_order = published.order.iter().map(|d| users.remove(d).ok_or(ApiError::Busy)).collect::<Result<_, _>>()?;
+    Ok((published, in_order))
 }
 
 /// The draws this environment has recomputed: a draw never changes once complete.
@@ -219,12 +286,16 @@ impl DrawView {
             _ => return Ok(None),
         };
         let entrants = self.store.entrants(&event.id).await?;
-        let mut published = republish(event, &record, entrants)?;
+        let (mut published, users) = draw_of(event, entrants, &record.secret, record.beacon_signature.as_deref())
+            .map_err(|e| {
+                tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
+                ApiError::Busy
+            })?;
         published.entries_close = event.entries_close().map(rfc3339);
         published.drawn_at = Some(rfc3339(record.drawn_at));
         published.capacity = Some(event.capacity);
         published.admission_rate = event.queue.as_ref().map(|q| q.admission_rate);
-        let drawn = Arc::new(Drawn::new(published, record.drawn_at));
+        let drawn = Arc::new(Drawn::new(published, users, record.drawn_at));
         let mut book = self.book.drawn.lock().expect("draws");
         if book.len() >= DRAWS_KEPT {
             book.clear();
@@ -233,36 +304,32 @@ impl DrawView {
         Ok(Some(drawn))
     }
 
-    /// The caller's entry, and after the draw their position and inclusion proof.
+    /// The caller's entry (a ballot's, a fair open's place), and after the draw their position
+    /// and inclusion proof: the path from what they are drawn as (v2: their leaf) to the root.
     pub async fn entry(&self, id: &EventId, caller: &Caller) -> Result<EntryView, ApiError> {
-        let event = event_in(&self.rebuilder, id, SaleMode::Ballot).await?;
-        let (entered_at, _) = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
-        let mut view = EntryView::entered(id, entered_at);
+        let event = drawing_event(&self.rebuilder, id).await?;
+        let algorithm = event.draw.as_ref().map_or(Algorithm::V1, |d| d.algorithm);
+        let entry = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
+        let drawn_as = match algorithm {
+            Algorithm::V1 => Some(caller.user.as_str().to_owned()),
+            Algorithm::V2 => entry.key.as_ref().map(|k| k.leaf(id)),
+        };
+        let mut view = EntryView::entered(id, entry);
         let drawn = match self.published(id).await {
             Ok(drawn) => drawn,
             Err(ApiError::NotDrawn) => return Ok(view),
             Err(e) => return Err(e),
         };
-        let me = caller.user.as_str();
-        let position = drawn.positions.get(me).copied();
+        let position = drawn.positions.get(&caller.user).copied();
         view.status = "DRAWN";
-        view.won = position.map(|p| p <= event.capacity as usize);
+        if event.sale_mode == SaleMode::Ballot {
+            view.won = position.map(|p| p <= event.capacity as usize);
+        }
         view.draw_position = position;
         view.root = Some(drawn.published.root.clone());
-        view.proof = draw::proof(&drawn.published.entrants, me);
+        view.proof = drawn_as.and_then(|d| draw::proof(algorithm, &drawn.published.entrants, &d));
         Ok(view)
     }
-}
-
-/// The draw again from what is stored: the entries, the revealed secret and the round's
-/// signature (checked once more against the commitment and the chain).
-fn republish(event: &Event, record: &DrawRecord, entrants: Vec<Entrant>) -> Result<Published, ApiError> {
-    let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
-    let ids = entrants.into_iter().map(|e| e.user.as_str().to_owned()).collect();
-    terms.draw(ids, &record.secret, record.beacon_signature.as_deref()).map_err(|e| {
-        tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
-        ApiError::Busy
-    })
 }
 
 /// The organiser's reveal: the secret committed to at release, and the named beacon round's
@@ -318,9 +385,7 @@ impl Draw {
             return Err(ApiError::DrawTooEarly { from: rfc3339(event.sale_start) });
         }
         // The reveal is checked before anything changes: a wrong secret closes nothing.
-        terms
-            .draw(Vec::new(), &reveal.secret, reveal.beacon_signature.as_deref())
-            .map_err(|e| ApiError::BadReveal(e.to_string()))?;
+        draw_of(&event, Vec::new(), &reveal.secret, reveal.beacon_signature.as_deref())?;
         let state = self.store.ballot_state(id).await?;
         if state.draw.is_none() {
             self.store.close_registration(id, now).await?;
@@ -328,10 +393,9 @@ impl Draw {
         // Once the registration is closed the entries are all there will be; the secret the
         // commitment fixes and the named round's one signature give the recorded draw again.
         let entrants = self.store.entrants(id).await?;
-        let ids: Vec<String> = entrants.iter().map(|e| e.user.as_str().to_owned()).collect();
-        let drawn = terms
-            .draw(ids, &reveal.secret, reveal.beacon_signature.as_deref())
-            .map_err(|e| ApiError::BadReveal(e.to_string()))?;
+        let emails: HashMap<UserId, crate::domain::Email> =
+            entrants.iter().map(|e| (e.user.clone(), e.email.clone())).collect();
+        let (drawn, users) = draw_of(&event, entrants, &reveal.secret, reveal.beacon_signature.as_deref())?;
         let record = match state.draw {
             Some(record) => record,
             None => {
@@ -339,7 +403,7 @@ impl Draw {
                     secret: drawn.secret.clone(),
                     beacon_signature: reveal.beacon_signature.clone(),
                     root: drawn.root.clone(),
-                    entrants: drawn.entrants.len() as u32,
+                    entrants: users.len() as u32,
                     drawn_at: now,
                     done: false,
                     chunks_laid: 0,
@@ -349,21 +413,20 @@ impl Draw {
                 self.store.record_draw(id, &record).await?
             }
         };
-        let emails: HashMap<UserId, crate::domain::Email> = entrants.into_iter().map(|e| (e.user, e.email)).collect();
-        let (winners, waiting) = sale_mode::split(&drawn.order, event.capacity);
+        let (winners, waiting) = users.split_at(users.len().min(event.capacity as usize));
         let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
             if ballot {
-                self.lay_down(&event, &drawn.order, &emails, &record).await?;
+                self.lay_down(&event, &users, &emails, &record).await?;
             }
             self.store.draw_done(id, now).await?;
-            tracing::info!(event_id = %id, entrants = drawn.entrants.len(), mode = event.sale_mode.as_str(), "drawn");
+            tracing::info!(event_id = %id, entrants = users.len(), mode = event.sale_mode.as_str(), "drawn");
         }
         Ok(DrawSummary {
             event_id: id.clone(),
             sale_mode: event.sale_mode,
-            algorithm: draw::ALGORITHM,
+            algorithm: terms.algorithm.name(),
             commitment: drawn.commitment,
             root: drawn.root,
             entrants: record.entrants,
@@ -380,7 +443,7 @@ impl Draw {
     async fn lay_down(
         &self,
         event: &Event,
-        order: &[String],
+        order: &[UserId],
         emails: &HashMap<UserId, crate::domain::Email>,
         record: &DrawRecord,
     ) -> Result<(), ApiError> {
@@ -390,12 +453,7 @@ impl Draw {
         let capacity = event.capacity as usize;
         for (chunk_no, chunk) in order.chunks(DRAW_CHUNK).enumerate().skip(record.chunks_laid as usize) {
             let first = chunk_no * DRAW_CHUNK;
-            let users: Vec<UserId> = chunk
-                .iter()
-                .map(|u| {
-                    UserId::parse(u).map_err(|e| ApiError::from(crate::store::StoreError::Malformed(e.to_string())))
-                })
-                .collect::<Result<_, _>>()?;
+            let users = chunk;
             let email = |u: &UserId| emails.get(u).ok_or(ApiError::Busy);
             let mut orders = Vec::new();
             let mut waits = Vec::new();
@@ -464,6 +522,7 @@ pub struct Queue {
     rebuilder: Rebuilder,
     draws: DrawView,
     key: StagedSecret<HashKey>,
+    receipts: StagedSecret<ReceiptKey>,
 }
 
 /// A user's place in a fair open's queue.
@@ -474,6 +533,14 @@ pub struct QueueView {
     /// `admitted_at`) or `ADMITTED` (with a token for verify-hash).
     pub status: &'static str,
     pub entered_at: String,
+    /// The place's key, its leaf in the draw and its signed receipt, as an entry's
+    /// ([`EntryView`]); its inclusion proof is on `GET /events/{id}/entry` after the draw.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub entry_key: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leaf: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
     /// Before the draw: when the places taken so far are shuffled.
     #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub shuffle_at: Option<OffsetDateTime>,
@@ -493,9 +560,14 @@ pub struct QueueView {
 }
 
 impl Queue {
-    pub fn new(store: Store, rebuilder: Rebuilder, key: StagedSecret<HashKey>) -> Self {
+    pub fn new(
+        store: Store,
+        rebuilder: Rebuilder,
+        key: StagedSecret<HashKey>,
+        receipts: StagedSecret<ReceiptKey>,
+    ) -> Self {
         let draws = DrawView::new(store.clone(), rebuilder.clone());
-        Self { store, rebuilder, draws, key }
+        Self { store, rebuilder, draws, key, receipts }
     }
 
     /// Joins the caller: `201` the first time, `200` with the same place after. Before the draw
@@ -512,7 +584,7 @@ impl Queue {
         if now >= event.sale_end {
             return Err(ApiError::SaleEnded);
         }
-        let entrant = Entrant { user: caller.user.clone(), email: email.clone(), late: None };
+        let (entrant, signer) = new_entry(&self.receipts, &event, &caller.user, email, now).await?;
         // The shuffle takes the places joined before the entries closed (the open, fixed at
         // release), however late the draw runs: a join after it queues behind, as after the draw.
         if event.entries_close().is_some_and(|close| now >= close) {
@@ -520,9 +592,17 @@ impl Queue {
         }
         let new = match self.store.register(id, &entrant, now).await? {
             Registered::Entered | Registered::Late(_) => true,
-            Registered::Already { .. } => false,
+            Registered::Already(_) => false,
             Registered::Closed => {
-                matches!(self.store.join_late(id, &entrant, now).await?, Registered::Late(_) | Registered::Entered)
+                // Behind the shuffled places: the receipt names the rank it got.
+                let leaf = entrant.key.as_ref().map(|k| k.leaf(id));
+                let at = rfc3339(now);
+                let late = Entrant { receipt: None, ..entrant };
+                let sign = |rank| match (&signer, &leaf) {
+                    (Some(s), Some(leaf)) => Some(s.current.issue(id, leaf, &at, Some(rank))),
+                    _ => None,
+                };
+                matches!(self.store.join_late(id, &late, now, sign).await?, Registered::Late(_) | Registered::Entered)
             }
         };
         Ok((self.place_in(&event, caller, now).await?, new))
@@ -536,11 +616,15 @@ impl Queue {
 
     async fn place_in(&self, event: &Event, caller: &Caller, now: OffsetDateTime) -> Result<QueueView, ApiError> {
         let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
-        let (entered_at, late) = self.store.entry(&event.id, &caller.user).await?.ok_or(ApiError::NotQueued)?;
+        let entry = self.store.entry(&event.id, &caller.user).await?.ok_or(ApiError::NotQueued)?;
+        let late = entry.late;
         let mut view = QueueView {
             event_id: event.id.clone(),
             status: "QUEUED",
-            entered_at,
+            leaf: entry.key.as_ref().map(|k| k.leaf(&event.id)),
+            entry_key: entry.key.as_ref().map(EntryKey::to_hex),
+            receipt: entry.receipt,
+            entered_at: entry.entered_at,
             shuffle_at: Some(event.sale_start),
             position: None,
             late: None,
@@ -552,7 +636,7 @@ impl Queue {
         let shuffled = drawn.published.order.len() as u64;
         let position = match late {
             Some(rank) => shuffled + rank,
-            None => drawn.positions.get(caller.user.as_str()).copied().ok_or(ApiError::Busy)? as u64,
+            None => drawn.positions.get(&caller.user).copied().ok_or(ApiError::Busy)? as u64,
         };
         let admitted_at = sale_mode::admitted_at(drawn.drawn_at, terms.admission_rate, position);
         view.shuffle_at = None;

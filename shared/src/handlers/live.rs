@@ -128,13 +128,12 @@ impl Auditor {
         }
         if whole.draw.is_some() {
             let drawn = self.draws.published_of(whole).await?;
-            let drawn = drawn.as_deref().map(|d| &d.published);
             report = if whole.sale_mode == SaleMode::Ballot {
                 let places: Vec<(UserId, u64)> =
                     self.store.waiters(event).await?.into_iter().map(|w| (w.user, w.place)).collect();
-                report.with_draw(drawn, &rows, &places, &ledger)
+                report.with_draw(drawn.as_deref().map(|d| (&d.published, &d.users[..])), &rows, &places, &ledger)
             } else {
-                report.with_queue_draw(drawn)
+                report.with_queue_draw(drawn.as_deref().map(|d| &d.published))
             };
         }
         Ok((report, drain))

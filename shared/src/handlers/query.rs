@@ -181,7 +181,13 @@ impl Query {
                 }
                 Some(Endpoint::Entry) => json(StatusCode::OK, &self.draws.entry(&event_id(&req)?, &caller).await?),
                 Some(Endpoint::PublishedDraw) => {
-                    json(StatusCode::OK, &self.draws.published(&event_id(&req)?).await?.published)
+                    let from = match query_param(&req, "from") {
+                        None => 0,
+                        Some(v) => v.parse::<usize>().map_err(|_| {
+                            ApiError::BadRequest("from must be a place's index, a whole number from 0".into())
+                        })?,
+                    };
+                    json(StatusCode::OK, &self.draws.published(&event_id(&req)?).await?.published.page(from))
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };

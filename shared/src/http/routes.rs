@@ -115,6 +115,8 @@ pub enum Endpoint {
     JoinQueue,
     /// `GET /events/{id}/queue`: one's place, and once admitted the admission token
     QueuePlace,
+    /// `GET /events/{id}/receipt-key`: the public keys that check an entry's receipt
+    ReceiptKey,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +165,7 @@ const fn per_user(name: &'static str, setting: &'static str, default: u32) -> Li
     Limit::PerUser { name, setting, default }
 }
 
-pub const ROUTES: [Route; 22] = [
+pub const ROUTES: [Route; 23] = [
     Route {
         endpoint: Endpoint::Release,
         method: "POST",
@@ -299,7 +301,8 @@ pub const ROUTES: [Route; 22] = [
         function: Function::Query,
         limit: per_user("entry", "RATE_LIMIT_ENTRY", 20),
     },
-    // The whole draw, recomputed once per environment and then served from memory.
+    // The whole draw, recomputed once per environment and then served from memory, a page of
+    // 10,000 places at a time (`?from=`).
     Route {
         endpoint: Endpoint::PublishedDraw,
         method: "GET",
@@ -329,6 +332,14 @@ pub const ROUTES: [Route; 22] = [
         path: "/events/{id}/queue",
         function: Function::Grab,
         limit: per_user("queue", "RATE_LIMIT_QUEUE", 20),
+    },
+    // Served by grab, which holds the receipt key: its public halves need no other right.
+    Route {
+        endpoint: Endpoint::ReceiptKey,
+        method: "GET",
+        path: "/events/{id}/receipt-key",
+        function: Function::Grab,
+        limit: per_user("receipt-key", "RATE_LIMIT_RECEIPT_KEY", 20),
     },
 ];
 

@@ -18,16 +18,27 @@ use super::{
     codec::{Item, get_n, get_s, get_time, n, opt_s, s},
     schema::{attr, key},
 };
-use crate::domain::{Email, EventId, UserId, event::rfc3339, sale_mode::Entrant};
+use crate::domain::{Email, EventId, UserId, draw::EntryKey, event::rfc3339, sale_mode::Entrant};
+
+/// An entry as stored, as its entrant sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    pub entered_at: String,
+    /// A fair open's late arrival's rank.
+    pub late: Option<u64>,
+    /// The entry's key and receipt (`None` for an entry made before private entrants).
+    pub key: Option<EntryKey>,
+    pub receipt: Option<String>,
+}
 
 /// What a registration found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Registered {
     /// Entered now.
     Entered,
-    /// Entered before (a retry or a duplicate): the first entry stands, with its late rank if it
-    /// is a fair open's late arrival.
-    Already { entered_at: String, late: Option<u64> },
+    /// Entered before (a retry or a duplicate): the first entry stands, with its key, receipt and
+    /// late rank.
+    Already(StoredEntry),
     /// The registration is closed: the draw has begun.
     Closed,
     /// A fair open's late arrival, queued behind the shuffled ones at this rank.
@@ -73,7 +84,29 @@ fn entry_item(event: &EventId, entrant: &Entrant, now: OffsetDateTime, late: Opt
     if let Some(rank) = late {
         item.insert("late".into(), n(rank));
     }
+    if let Some(key) = &entrant.key {
+        item.insert("entry_key".into(), s(key.to_hex()));
+    }
+    if let Some(receipt) = &entrant.receipt {
+        item.insert("receipt".into(), s(receipt));
+    }
     item
+}
+
+fn stored_entry(item: &Item) -> Result<Option<StoredEntry>, StoreError> {
+    let Some(entered_at) = opt_s(item, "entered_at") else { return Ok(None) };
+    Ok(Some(StoredEntry {
+        entered_at,
+        late: super::codec::opt_n(item, "late")?,
+        key: entry_key_of(item)?,
+        receipt: opt_s(item, "receipt"),
+    }))
+}
+
+fn entry_key_of(item: &Item) -> Result<Option<EntryKey>, StoreError> {
+    opt_s(item, "entry_key")
+        .map(|k| EntryKey::from_hex(&k).ok_or_else(|| StoreError::Malformed("entry_key".into())))
+        .transpose()
 }
 
 fn event_key(event: &EventId) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
@@ -89,6 +122,8 @@ fn entrant_from(item: &Item) -> Result<Entrant, StoreError> {
         user: UserId::parse(&get_s(item, "user_id")?).map_err(malformed)?,
         email: Email::parse(&get_s(item, "email")?).map_err(malformed)?,
         late: super::codec::opt_n(item, "late")?,
+        key: entry_key_of(item)?,
+        receipt: opt_s(item, "receipt"),
     })
 }
 
@@ -147,14 +182,14 @@ impl Store {
     /// The entry a duplicate found in its way.
     async fn already(&self, event: &EventId, user: &UserId) -> Result<Registered, StoreError> {
         match self.entry(event, user).await? {
-            Some((entered_at, late)) => Ok(Registered::Already { entered_at, late }),
+            Some(entry) => Ok(Registered::Already(entry)),
             None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
         }
     }
 
-    /// When the user entered the event's ballot or queue, if they did, and their late rank if
-    /// they joined a fair open after its draw.
-    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<(String, Option<u64>)>, StoreError> {
+    /// The user's entry in the event's ballot or queue, if they entered: when, their key and
+    /// receipt, and their late rank if they joined a fair open after its draw.
+    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<StoredEntry>, StoreError> {
         let out = self
             .client
             .get_item()
@@ -164,20 +199,22 @@ impl Store {
             .send()
             .await?;
         let Some(item) = out.item else { return Ok(None) };
-        Ok(opt_s(&item, "entered_at").map(|at| (at, super::codec::opt_n(&item, "late").ok().flatten())))
+        stored_entry(&item)
     }
 
     /// A fair open's late arrival (after its draw): the next rank from the event's counter, then
-    /// the entry with it, once. A retry finds the first entry; a rank taken by a request that then
-    /// found the entry there is skipped (the queue admits by position, a gap costs nothing).
+    /// the entry with it (and the receipt `receipt_for` signs for that rank), once. A retry finds
+    /// the first entry; a rank taken by a request that then found the entry there is skipped (the
+    /// queue admits by position, a gap costs nothing).
     pub async fn join_late(
         &self,
         event: &EventId,
         entrant: &Entrant,
         now: OffsetDateTime,
+        receipt_for: impl Fn(u64) -> Option<String>,
     ) -> Result<Registered, StoreError> {
-        if let Some((entered_at, late)) = self.entry(event, &entrant.user).await? {
-            return Ok(Registered::Already { entered_at, late });
+        if let Some(entry) = self.entry(event, &entrant.user).await? {
+            return Ok(Registered::Already(entry));
         }
         let counted = self
             .client
@@ -199,7 +236,12 @@ impl Store {
             .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(entry_item(event, entrant, now, Some(rank))))
+            .set_item(Some(entry_item(
+                event,
+                &Entrant { receipt: receipt_for(rank), ..entrant.clone() },
+                now,
+                Some(rank),
+            )))
             .condition_expression("attribute_not_exists(#pk)")
             .expression_attribute_names("#pk", attr::PK)
             .send()

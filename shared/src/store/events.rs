@@ -14,6 +14,7 @@ use super::{
 };
 use crate::domain::{
     Event, EventId,
+    draw::Algorithm,
     event::rfc3339,
     red_packet::{AmountSeed, Currency, RedPacket},
     sale_mode::{BeaconRound, DrawTerms, QueueTerms, SaleMode},
@@ -206,6 +207,7 @@ pub(super) fn event_item(event: &Event) -> Item {
     if let Some(terms) = &event.draw {
         item.insert("sale_mode".into(), s(event.sale_mode.as_str()));
         item.insert("draw_commitment".into(), s(&terms.commitment));
+        item.insert("draw_algorithm".into(), s(terms.algorithm.name()));
         if let Some(bits) = terms.proof_of_work_bits {
             item.insert("pow_bits".into(), n(bits));
         }
@@ -282,7 +284,12 @@ fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
         Some(_) => Some(get_time(item, "entries_close")?),
         None => None,
     };
-    Ok(Some(DrawTerms { proof_of_work_bits: opt_n(item, "pow_bits")?, entries_close, ..terms }))
+    // An event released before private entrants names no algorithm: its draw is v1's.
+    let algorithm = match opt_s(item, "draw_algorithm") {
+        Some(name) => Algorithm::parse(&name).ok_or_else(|| StoreError::Malformed(format!("draw_algorithm {name}")))?,
+        None => Algorithm::V1,
+    };
+    Ok(Some(DrawTerms { algorithm, proof_of_work_bits: opt_n(item, "pow_bits")?, entries_close, ..terms }))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {
