@@ -218,6 +218,9 @@ pub const PAGE_PLACES: usize = 10_000;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Published {
     pub algorithm: String,
+    /// The event drawn (v2: a receipt names it; absent from a draw published before it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<String>,
     pub commitment: String,
     pub secret: String,
     pub root: String,
@@ -291,6 +294,7 @@ impl Published {
         let order = order(&entrants, &seed);
         Ok(Self {
             algorithm: algorithm.name().to_owned(),
+            event_id: None,
             commitment: commitment(secret),
             secret: hex(secret),
             root: hex(&root),

@@ -291,6 +291,7 @@ impl DrawView {
                 tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
                 ApiError::Busy
             })?;
+        published.event_id = Some(event.id.as_str().to_owned());
         published.entries_close = event.entries_close().map(rfc3339);
         published.drawn_at = Some(rfc3339(record.drawn_at));
         published.capacity = Some(event.capacity);
