@@ -502,11 +502,19 @@ ballot = {"id": ballot_id, "title": "Local cloud ballot", "capacity": 2, "sale_m
 status, body = call("POST", "/admin/events", admin_token, ballot)
 expect(status == 201, f"a ballot -> 201 (got {status} {body})")
 entrants = [user(f"entrant{i}") for i in range(3)]
+leaves = {}
 for email, token in entrants:
     status, body = call("POST", f"/events/{ballot_id}/entry", token)
     expect(status == 201 and body.get("status") == "ENTERED", f"{email.split('-')[0]} enters (got {status} {body})")
+    leaves[email] = body.get("leaf")
+    expect(str(body.get("receipt", "")).startswith("TR1.") and len(body.get("entry_key", "")) == 64,
+           f"{email.split('-')[0]}'s entry comes with its key and a signed receipt")
 status, body = call("GET", f"/events/{ballot_id}/entry", entrants[0][1])
 expect(status == 200 and body.get("status") == "ENTERED", f"GET entry -> ENTERED (got {status} {body})")
+# The receipts' public keys: grab serves them under its own role (it holds the key).
+status, body = call("GET", f"/events/{ballot_id}/receipt-key", student_token)
+expect(status == 200 and body.get("signature") == "Ed25519" and body.get("key_id"),
+       f"receipt-key -> 200 Ed25519 (got {status} {body})")
 status, body = call("POST", f"/admin/events/{ballot_id}/draw", student_token, {"secret": secret})
 expect(status == 403, f"a student cannot draw (got {status})")
 
@@ -519,8 +527,16 @@ def drawn():
 result = eventually("the ballot drawn from sale_start", drawn, 30)
 expect(result.get("entrants") == 3 and result.get("winners") == 2, f"the draw: 3 entrants, 2 winners ({result})")
 status, body = call("GET", f"/events/{ballot_id}/draw", student_token)
-expect(status == 200 and body.get("secret") == secret and len(body.get("order", [])) == 3,
-       f"GET draw -> the published draw (got {status})")
+expect(status == 200 and body.get("secret") == secret and sorted(body.get("order", [])) == sorted(leaves.values()),
+       f"GET draw -> the published draw, the entries' leaves (got {status})")
+
+def sub_of(token):
+    claims = token.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))["sub"]
+
+
+expect(not any(sub_of(tok) in json.dumps(body) for _, tok in entrants) and "entrants" not in body,
+       "the published draw names no entrant's user id")
 winners = [e for e in entrants if (call("GET", f"/events/{ballot_id}/entry", e[1])[1] or {}).get("won")]
 expect(len(winners) == 2, f"two entries say won ({len(winners)})")
 for email, token in winners:

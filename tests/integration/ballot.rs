@@ -3,7 +3,7 @@
 //! ordinary path (queue, consumer, mail with the pass), the rest wait in draw order; anyone
 //! recomputes the published draw, and a second implementation agrees.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use futures::StreamExt;
 use redis::AsyncCommands;
@@ -12,7 +12,8 @@ use shared::{
     domain::{
         EventId,
         beacon::{self, LocalChain},
-        draw::{self, ProofStep, Published},
+        draw::{self, Algorithm, EntryKey, ProofStep, Published},
+        entry_receipt::ReceiptKeyRing,
         event::rfc3339,
         hex, proof_of_work,
     },
@@ -57,12 +58,35 @@ impl TestApp {
         }
     }
 
-    async fn entry(&self, event: &EventId, user: &str) -> Reply {
+    pub(crate) async fn entry(&self, event: &EventId, user: &str) -> Reply {
         self.call(Function::Query, for_user(for_event(fixture("entry-status.json"), event), user)).await
     }
 
     async fn published_draw(&self, event: &EventId) -> Reply {
         self.call(Function::Query, for_user(for_event(fixture("draw.json"), event), "anyone")).await
+    }
+
+    /// Every page of the published draw (`?from=`), and the whole they join into.
+    pub(crate) async fn whole_draw(&self, event: &EventId) -> (Vec<Value>, Published) {
+        let (mut pages, mut from) = (Vec::new(), Some(0));
+        while let Some(at) = from {
+            let mut req = for_user(for_event(fixture("draw.json"), event), "anyone");
+            req["rawQueryString"] = json!(format!("from={at}"));
+            req["queryStringParameters"] = json!({ "from": at.to_string() });
+            let page = self.call(Function::Query, req).await;
+            assert_eq!(page.status, 200, "{}", page.body);
+            from = page.body["next"].as_u64();
+            pages.push(page.body);
+        }
+        let parsed = pages.iter().map(|p| serde_json::from_value(p.clone()).expect("a page")).collect();
+        (pages, Published::join(parsed).expect("the pages join"))
+    }
+
+    /// The receipts' public keys, as anyone signed in reads them.
+    pub(crate) async fn receipt_keys(&self, event: &EventId) -> ReceiptKeyRing {
+        let reply = self.call(Function::Grab, for_user(for_event(fixture("receipt-key.json"), event), "anyone")).await;
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        ReceiptKeyRing::from_published(&reply.body).expect("a ring")
     }
 
     async fn draw(&self, event: &EventId, reveal: &Value) -> Reply {
@@ -80,7 +104,8 @@ async fn until(t: OffsetDateTime) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_in_draw_order() {
+async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_in_draw_order()
+-> Result<(), draw::DrawFault> {
     let app = TestApp::for_mail(60).await;
     let id = fresh_event_id();
     let secret = secret();
@@ -101,9 +126,32 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let users: Vec<String> = (0..2_000).map(|i| format!("fan-{i:04}")).collect();
     let attempts: Vec<&String> = users.iter().chain(users.iter().take(200)).collect();
     let joining = std::time::Instant::now();
-    let replies: Vec<Reply> =
-        futures::stream::iter(attempts.iter().map(|u| app.enter_surely(&id, u))).buffer_unordered(32).collect().await;
+    let answered: Vec<(&String, Reply)> =
+        futures::stream::iter(attempts.iter().map(|u| async { (*u, app.enter_surely(&id, u).await) }))
+            .buffer_unordered(32)
+            .collect()
+            .await;
     eprintln!("2,200 entries took {} ms (the close leaves 60 s)", joining.elapsed().as_millis());
+    // Each entrant's leaf, from the reply that told them: a duplicate is told the same entry.
+    let mut user_of: HashMap<String, String> = HashMap::new();
+    for (user, reply) in &answered {
+        let leaf = reply.body["leaf"].as_str().expect("an entry's leaf").to_owned();
+        assert_eq!(
+            user_of.insert(leaf, (*user).clone()).unwrap_or_else(|| (*user).clone()),
+            **user,
+            "one leaf per user"
+        );
+    }
+    assert_eq!(user_of.len(), 2_000);
+    // Each receipt checks with the published keys and names its entry's leaf, which its key makes.
+    let ring = app.receipt_keys(&id).await;
+    for (user, reply) in answered.iter().step_by(97) {
+        let receipt = ring.verify(reply.body["receipt"].as_str().unwrap()).expect("a receipt that checks");
+        let key = EntryKey::from_hex(reply.body["entry_key"].as_str().unwrap()).unwrap();
+        assert_eq!((&receipt.event, &receipt.leaf), (&id, &key.leaf(&id)), "{user}");
+        assert_eq!(Some(receipt.leaf.as_str()), reply.body["leaf"].as_str());
+    }
+    let replies: Vec<Reply> = answered.into_iter().map(|(_, r)| r).collect();
     let created = replies.iter().filter(|r| r.status == 201).count();
     let again = replies.iter().filter(|r| r.status == 200 && r.body["status"] == "ENTERED").count();
     assert_eq!((created, again), (2_000, 200), "one entry per user, the duplicate told so");
@@ -134,18 +182,26 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let again = app.draw(&id, &reveal).await;
     assert_eq!((again.status, &again.body["root"]), (200, &drawn.body["root"]), "a second draw is the first");
 
-    // The published draw checks out, and a second implementation derives the same order.
-    let published: Published = serde_json::from_value(app.published_draw(&id).await.body).expect("a draw");
+    // The published draw checks out, names no user, and a second implementation derives the same
+    // order.
+    let (pages, published) = app.whole_draw(&id).await;
     assert_eq!(published.verify(), Ok(()));
-    assert_eq!(published.entrants.len(), 2_000);
+    assert_eq!((published.algorithm()?, published.entrant_count), (Algorithm::V2, Some(2_000)));
+    let shown = serde_json::to_string(&pages).unwrap();
+    assert!(!shown.contains("fan-") && pages.iter().all(|p| p.get("entrants").is_none()), "no user id published");
+    assert_eq!(
+        published.sorted_entrants()?,
+        user_of.keys().cloned().collect::<BTreeSet<_>>().into_iter().collect::<Vec<_>>()
+    );
     let file = std::env::temp_dir().join(format!("ballot-{id}.json"));
     std::fs::write(&file, serde_json::to_vec(&published).unwrap()).unwrap();
     let out =
-        std::process::Command::new("python3").arg(repo_root().join("tests/draw_v1.py")).arg(&file).output().unwrap();
+        std::process::Command::new("python3").arg(repo_root().join("tests/draw_v2.py")).arg(&file).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let theirs: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().skip(1).map(str::to_owned).collect();
-    assert_eq!(theirs, published.order, "tests/draw_v1.py agrees");
-    let (winners, losers) = published.order.split_at(100);
+    assert_eq!(theirs, published.order, "tests/draw_v2.py agrees");
+    let in_order: Vec<String> = published.order.iter().map(|leaf| user_of[leaf].clone()).collect();
+    let (winners, losers) = in_order.split_at(100);
 
     // Exactly the first 100 of the draw hold orders: in the cache, on the queue, then mailed.
     let cache = app.cache(&id).await;
@@ -176,26 +232,30 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let place = app.waitlist(&id, &losers[0]).await;
     assert_eq!((place.body["status"].as_str(), place.body["position"].as_u64()), (Some("WAITING"), Some(1)));
 
-    // Each entrant sees their place in the draw and a proof that they were in its list.
+    // Each entrant sees their place in the draw and a proof from their own leaf.
     for (user, won) in [(&winners[0], true), (&losers[10], false)] {
         let entry = app.entry(&id, user).await.body;
         assert_eq!((entry["status"].as_str(), entry["won"].as_bool()), (Some("DRAWN"), Some(won)), "{entry}");
         let position = entry["draw_position"].as_u64().unwrap() as usize;
-        assert_eq!(&published.order[position - 1], user);
+        let leaf = entry["leaf"].as_str().unwrap();
+        assert_eq!(published.order[position - 1], leaf);
         let proof: Vec<ProofStep> = serde_json::from_value(entry["proof"].clone()).unwrap();
-        assert!(draw::proves(user, &proof, &published.root));
-        assert!(!draw::proves("someone-else", &proof, &published.root));
+        assert!(draw::proves(Algorithm::V2, leaf, &proof, &published.root));
+        assert!(!draw::proves(Algorithm::V2, &published.order[position % 2_000], &proof, &published.root));
     }
 
-    // Tampering with any part fails the check.
+    // Tampering with any part fails the check: a place swapped, an entry dropped (its receipt then
+    // proves it was accepted), another secret.
     let mut tampered = published.clone();
     tampered.order.swap(3, 250);
     assert_eq!(tampered.verify(), Err(draw::DrawFault::Order(4)));
-    let mut changed = published.clone();
-    changed.entrants.retain(|u| u != &losers[0]);
-    assert_eq!(changed.verify(), Err(draw::DrawFault::Root));
+    let mut dropped = published.clone();
+    dropped.order.retain(|leaf| leaf != &published.order[150]);
+    dropped.entrant_count = Some(1_999);
+    assert_eq!(dropped.verify(), Err(draw::DrawFault::Root));
     let wrong = Published { secret: hex::encode(&[2; 32]), ..published.clone() };
     assert_eq!(wrong.verify(), Err(draw::DrawFault::Commitment));
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -219,8 +279,11 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     assert_eq!(close.unix_timestamp(), draw_from.unix_timestamp(), "entries close at sale_start by default");
     let round = released.body["draw"]["beacon"]["round"].as_u64().unwrap();
     assert_eq!(round, chain.chain("development").first_round_after(close.unix_timestamp()));
+    let mut user_of = HashMap::new();
     for i in 0..8 {
-        assert_eq!(app.enter(&id, &format!("b-{i}")).await.status, 201);
+        let entered = app.enter(&id, &format!("b-{i}")).await;
+        assert_eq!(entered.status, 201);
+        user_of.insert(entered.body["leaf"].as_str().unwrap().to_owned(), format!("b-{i}"));
     }
     until(draw_from).await;
     let secret = hex::encode(&secret);
@@ -238,9 +301,10 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     }
     let reveal = json!({ "secret": secret, "beacon_signature": chain.round(round).signature });
     assert_eq!(app.draw(&id, &reveal).await.status, 200);
-    let published: Published = serde_json::from_value(app.published_draw(&id).await.body).unwrap();
+    let (_, published) = app.whole_draw(&id).await;
     assert_eq!(published.beacon.as_ref().map(|b| b.round), Some(round));
     assert_eq!(published.verify(), Ok(()));
+    let in_order: Vec<String> = published.order.iter().map(|leaf| user_of[leaf].clone()).collect();
 
     // A draw cut off before it counted a chunk laid: asking again lays it again, nothing twice.
     let cache_before = app.cache(&id).await;
@@ -259,13 +323,12 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     assert_eq!(app.cache(&id).await.holdings, cache_before.holdings, "the same holders");
     assert_eq!(app.deliver_all().await, 3, "three orders, each once");
     let waiting: Vec<String> = app.redis.clone().zrange(keys::wait(&id), 0, -1).await.unwrap();
-    assert_eq!(waiting, published.order[3..]);
+    assert_eq!(waiting, in_order[3..]);
 
     // A winner who cancels hands the number to the first in draw order who waits.
-    let first = &published.order[0];
-    assert_eq!(app.cancel(&id, first).await.status, 200);
+    assert_eq!(app.cancel(&id, &in_order[0]).await.status, 200);
     assert_eq!(app.deliver_all().await, 1, "the promotion's order");
-    assert_eq!(app.order_of(&id, &published.order[3]).await.body["status"], "CONFIRMED");
+    assert_eq!(app.order_of(&id, &in_order[3]).await.body["status"], "CONFIRMED");
 }
 
 #[tokio::test]
@@ -280,7 +343,8 @@ async fn entries_close_when_the_release_said_and_the_published_draw_says_when() 
     let released = app.release_body(&body).await;
     assert_eq!(released.status, 201, "{}", released.body);
     assert_eq!(released.body["draw"]["entries_close"], rfc3339(close));
-    assert_eq!(app.enter(&id, "early").await.status, 201);
+    let early = app.enter(&id, "early").await;
+    assert_eq!(early.status, 201);
     until(close).await;
     let late = app.enter(&id, "late").await;
     assert_eq!((late.status, late.code()), (410, "REGISTRATION_CLOSED"), "{}", late.body);
@@ -289,7 +353,7 @@ async fn entries_close_when_the_release_said_and_the_published_draw_says_when() 
     until(draw_from).await;
     assert_eq!(app.draw(&id, &reveal).await.status, 200);
     let published = app.published_draw(&id).await.body;
-    assert_eq!(published["entrants"], json!(["early"]), "nothing entered after the close");
+    assert_eq!(published["order"], json!([early.body["leaf"]]), "nothing entered after the close");
     assert_eq!(
         (published["entries_close"].as_str(), published["capacity"].as_u64()),
         (Some(rfc3339(close).as_str()), Some(1))

@@ -3,14 +3,14 @@
 //! the queue admits a wave a second in that order, each user with a token verify-hash requires;
 //! later arrivals queue behind. The grab script still decides among those admitted.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use futures::StreamExt;
 use serde_json::{Value, json};
 use shared::{
     domain::{
         EventId,
-        draw::{self, Published},
+        draw::{self, Algorithm, ProofStep},
         event::rfc3339,
         hex,
     },
@@ -101,11 +101,23 @@ async fn a_fair_open_of_100_tickets_admits_2000_queued_users_in_the_draws_order_
     let users: Vec<String> = (0..2_000).map(|i| format!("q-{i:04}")).collect();
     let attempts: Vec<&String> = users.iter().chain(users.iter().take(200)).collect();
     let joining = std::time::Instant::now();
-    let replies: Vec<Reply> = futures::stream::iter(attempts.iter().map(|u| app.join_queue_surely(&id, u)))
-        .buffer_unordered(32)
-        .collect()
-        .await;
+    let answered: Vec<(&String, Reply)> =
+        futures::stream::iter(attempts.iter().map(|u| async { (*u, app.join_queue_surely(&id, u).await) }))
+            .buffer_unordered(32)
+            .collect()
+            .await;
     eprintln!("2,200 joins took {} ms (the close leaves 60 s)", joining.elapsed().as_millis());
+    // Each place's leaf and receipt, as its join told them: the receipt checks and names the leaf.
+    let ring = app.receipt_keys(&id).await;
+    let mut user_of: HashMap<String, String> = HashMap::new();
+    for (user, reply) in &answered {
+        let leaf = reply.body["leaf"].as_str().expect("a place's leaf").to_owned();
+        let receipt = ring.verify(reply.body["receipt"].as_str().unwrap()).expect("a receipt that checks");
+        assert_eq!((receipt.leaf.as_str(), receipt.late), (leaf.as_str(), None));
+        user_of.insert(leaf, (*user).clone());
+    }
+    assert_eq!(user_of.len(), 2_000, "one leaf per user");
+    let replies: Vec<Reply> = answered.into_iter().map(|(_, r)| r).collect();
     let created = replies.iter().filter(|r| r.status == 201).count();
     let again = replies.iter().filter(|r| r.status == 200).count();
     assert_eq!((created, again), (2_000, 200), "one place per user");
@@ -126,36 +138,46 @@ async fn a_fair_open_of_100_tickets_admits_2000_queued_users_in_the_draws_order_
     assert_eq!((drawn.body["sale_mode"].as_str(), drawn.body["entrants"].as_u64()), (Some("fair_open"), Some(2_000)));
     assert!(drawn.body.get("winners").is_none(), "a fair open's draw hands out nothing: {}", drawn.body);
 
-    let published: Published = serde_json::from_value(
-        app.call(Function::Query, for_user(for_event(fixture("draw.json"), &id), "anyone")).await.body,
-    )
-    .unwrap();
+    let (pages, published) = app.whole_draw(&id).await;
     assert_eq!(published.verify(), Ok(()));
+    assert!(!serde_json::to_string(&pages).unwrap().contains("q-0"), "no user id published");
     let file = std::env::temp_dir().join(format!("fair-open-{id}.json"));
     std::fs::write(&file, serde_json::to_vec(&published).unwrap()).unwrap();
     let out =
-        std::process::Command::new("python3").arg(repo_root().join("tests/draw_v1.py")).arg(&file).output().unwrap();
+        std::process::Command::new("python3").arg(repo_root().join("tests/draw_v2.py")).arg(&file).output().unwrap();
     let theirs: Vec<String> = String::from_utf8(out.stdout).unwrap().lines().skip(1).map(str::to_owned).collect();
-    assert_eq!(theirs, published.order, "tests/draw_v1.py agrees");
+    assert_eq!(theirs, published.order, "tests/draw_v2.py agrees");
+    let in_order: Vec<String> = published.order.iter().map(|leaf| user_of[leaf].clone()).collect();
 
-    // The queue tells each their place in the draw's order; a late arrival queues behind.
-    for (i, user) in published.order.iter().enumerate().step_by(97) {
+    // The queue tells each their place in the draw's order, and their entry proves it from their
+    // leaf; a late arrival queues behind, with a receipt naming its rank.
+    for (i, user) in in_order.iter().enumerate().step_by(97) {
         let place = app.queue_place(&id, user).await.body;
         assert_eq!(place["position"].as_u64(), Some(i as u64 + 1), "{place}");
     }
-    let last = app.queue_place(&id, &published.order[1_999]).await.body;
+    for user in [&in_order[0], &in_order[1_234]] {
+        let entry = app.entry(&id, user).await.body;
+        let leaf = entry["leaf"].as_str().unwrap();
+        let proof: Vec<ProofStep> = serde_json::from_value(entry["proof"].clone()).expect("a proof");
+        assert!(draw::proves(Algorithm::V2, leaf, &proof, &published.root), "{entry}");
+        assert_eq!(published.order[entry["draw_position"].as_u64().unwrap() as usize - 1], leaf);
+        assert!(entry.get("won").is_none(), "a fair open's place wins by grabbing: {entry}");
+    }
+    let last = app.queue_place(&id, &in_order[1_999]).await.body;
     assert_eq!(last["status"], "WAITING", "admitted 19 s after the draw: {last}");
     let late = app.join_queue(&id, "late-comer").await;
     assert_eq!(
         (late.status, late.body["position"].as_u64(), late.body["late"].as_bool()),
         (201, Some(2_001), Some(true))
     );
+    let receipt = ring.verify(late.body["receipt"].as_str().unwrap()).expect("the late place's receipt");
+    assert_eq!((receipt.late, receipt.leaf.as_str()), (Some(1), late.body["leaf"].as_str().unwrap()));
 
     // An admission is its user's: another's token is refused.
-    let first = app.queue_place(&id, &published.order[0]).await.body;
+    let first = app.queue_place(&id, &in_order[0]).await.body;
     let token = first["admission"].as_str().expect("the first wave is admitted at the draw").to_owned();
-    assert_eq!(app.hash_admitted(&id, &published.order[5], Some(&token)).await.code(), "NOT_ADMITTED");
-    assert_eq!(app.hash_admitted(&id, &published.order[0], Some("a1.1.AAAA")).await.code(), "NOT_ADMITTED");
+    assert_eq!(app.hash_admitted(&id, &in_order[5], Some(&token)).await.code(), "NOT_ADMITTED");
+    assert_eq!(app.hash_admitted(&id, &in_order[0], Some("a1.1.AAAA")).await.code(), "NOT_ADMITTED");
 
     // The organiser's live view: the queue (2,000 shuffled, one late), admitted in waves since the
     // draw, and the three users verify-hash turned away.
@@ -176,20 +198,18 @@ async fn a_fair_open_of_100_tickets_admits_2000_queued_users_in_the_draws_order_
 
     // The first wave grabs as it is admitted, then the second as it is: exactly the first 100 of
     // the draw's order win, and the next wave finds the sale sold out.
-    let first_wave: Vec<Reply> =
-        futures::stream::iter(published.order[..100].iter().map(|u| app.admitted_grab(&id, u)))
-            .buffer_unordered(50)
-            .collect()
-            .await;
+    let first_wave: Vec<Reply> = futures::stream::iter(in_order[..100].iter().map(|u| app.admitted_grab(&id, u)))
+        .buffer_unordered(50)
+        .collect()
+        .await;
     assert!(first_wave.iter().all(|g| g.status == 202), "every user of the first wave won");
-    let second_wave: Vec<Reply> =
-        futures::stream::iter(published.order[100..150].iter().map(|u| app.admitted_grab(&id, u)))
-            .buffer_unordered(50)
-            .collect()
-            .await;
+    let second_wave: Vec<Reply> = futures::stream::iter(in_order[100..150].iter().map(|u| app.admitted_grab(&id, u)))
+        .buffer_unordered(50)
+        .collect()
+        .await;
     assert!(second_wave.iter().all(|g| g.code() == "SOLD_OUT"), "the second wave found it sold out");
     let holders: HashSet<String> = app.cache(&id).await.holdings.keys().cloned().collect();
-    let wanted: HashSet<String> = published.order[..100].iter().cloned().collect();
+    let wanted: HashSet<String> = in_order[..100].iter().cloned().collect();
     assert_eq!(holders, wanted, "the first 100 admitted who grabbed, in the published order");
     assert_eq!(app.deliver_all().await, 100);
     let report = app.report(&id, None).await.body;

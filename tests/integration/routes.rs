@@ -459,7 +459,7 @@ async fn a_flood_from_one_user_on_every_route_is_limited_and_others_are_served()
     let on = |name: &str| for_event(fixture(name), &id);
     let join = |user: &str| with_body(on("waitlist-join.json"), &json!({ "hash": app.hash_for(&id, user) }));
     type Request<'a> = &'a dyn Fn(&str) -> Value;
-    let requests: [(&str, Function, Request); 8] = [
+    let requests: [(&str, Function, Request); 9] = [
         ("events", Function::Query, &|u| for_user(fixture("query-events.json"), u)),
         ("event", Function::Query, &|u| for_user(on("query-event.json"), u)),
         ("verify-hash", Function::VerifyHash, &|u| for_user(on("verify-hash.json"), u)),
@@ -468,6 +468,7 @@ async fn a_flood_from_one_user_on_every_route_is_limited_and_others_are_served()
         ("cancel", Function::Grab, &|u| for_user(on("cancel.json"), u)),
         ("join", Function::Grab, &|u| for_user(join(u), u)),
         ("waitlist", Function::Grab, &|u| for_user(on("waitlist.json"), u)),
+        ("receipt-key", Function::Grab, &|u| for_user(on("receipt-key.json"), u)),
     ];
     for (name, function, request) in requests {
         let limit = app.settings.user_limits.of(name).expect("every user route has a limit");
