@@ -155,9 +155,16 @@ impl Api {
             .await
     }
 
-    /// `GET /events/{id}/draw`: the published draw.
-    pub async fn published_draw(&self, token: &str, event: &str) -> Answer {
-        self.send(self.http.get(format!("{}/events/{event}/draw", self.base)).bearer_auth(token)).await
+    /// `GET /events/{id}/draw?from=`: the page of the published draw from place `from` (an index
+    /// from 0; a `ticket-draw/v1` draw is one document whatever it is asked).
+    pub async fn published_draw(&self, token: &str, event: &str, from: u64) -> Answer {
+        let url = format!("{}/events/{event}/draw", self.base);
+        self.send(self.http.get(url).query(&[("from", from)]).bearer_auth(token)).await
+    }
+
+    /// `GET /events/{id}/receipt-key`: the public keys that check the event's entry receipts.
+    pub async fn receipt_key(&self, token: &str, event: &str) -> Answer {
+        self.send(self.http.get(format!("{}/events/{event}/receipt-key", self.base)).bearer_auth(token)).await
     }
 
     /// `GET /events/{id}/waitlist`: one's place.

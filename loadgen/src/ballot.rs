@@ -2,10 +2,14 @@
 //! release with a commitment, every user entering a ballot or joining a fair open's queue (some
 //! twice at once), the draw when its time comes; a ballot's winners confirmed and mailed, a fair
 //! open's users admitted wave by wave and grabbing; then the draw checked as an auditor would
-//! (recomputed from what it publishes) and the outcome checked against it over HTTP.
+//! (every page fetched and joined, recomputed from what it publishes, `ticket-draw/v2`: leaves,
+//! no user id) and the outcome checked against it over HTTP. Each user is known in the draw by the
+//! leaf their entry's reply gave them; their receipt is checked against the event's published
+//! receipt keys, and their entry key against their leaf (docs/FAIRNESS.md sections 2a and 6a).
 
 use std::{
     collections::{HashMap, HashSet},
+    path::Path,
     time::{Duration, Instant, SystemTime},
 };
 
@@ -13,7 +17,8 @@ use futures::StreamExt;
 use serde_json::json;
 use shared::domain::{
     EventId, UserId,
-    draw::{self, ProofStep, Published},
+    draw::{self, Algorithm, EntryKey, ProofStep, Published},
+    entry_receipt::{self, ReceiptKeyRing},
     hex, proof_of_work,
 };
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
@@ -28,6 +33,25 @@ use crate::{
 const TWICE_EVERY: usize = 10;
 /// Losers whose place and entry are read back (each a request or two).
 const SAMPLED: usize = 50;
+/// More pages than this is a draw that does not end (`next` going round): 10,000 pages of
+/// [`draw::PAGE_PLACES`] are 100 million entrants.
+const MAX_PAGES: usize = 10_000;
+
+/// What an entry's reply (`201` or `200`) gave its user: the entry's key, its leaf in the draw and
+/// its signed receipt (empty when the reply had none).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Mine {
+    entry_key: String,
+    leaf: String,
+    receipt: String,
+}
+
+impl Mine {
+    fn of(body: &serde_json::Value) -> Self {
+        let text = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+        Self { entry_key: text("entry_key"), leaf: text("leaf"), receipt: text("receipt") }
+    }
+}
 
 /// One user's entry (or join), as it was answered.
 struct Entered {
@@ -37,6 +61,8 @@ struct Entered {
     latencies: Vec<Duration>,
     /// How long the user's work took, when the event asked for it.
     solved: Option<Duration>,
+    /// A 201's or 200's entry: its key, leaf and receipt.
+    mine: Option<Mine>,
 }
 
 /// One fair-open user's try: their place, whether the queue told them that place, the grab's answer.
@@ -58,11 +84,23 @@ enum Mode {
 /// What the release, the entries and the draw left: the event, each user's answers, the draw.
 struct Drawn {
     event: String,
+    event_id: EventId,
     by_user: HashMap<usize, Vec<u16>>,
     requests: usize,
+    /// The published draw: every page, joined.
     published: Published,
-    /// Each minted user's index by their id.
+    /// How many pages it came in, and the pages' bodies that name a user id (a `sub`) or list
+    /// entrants.
+    pages: usize,
+    revealing: Vec<String>,
+    /// Each user's entry, as their first 201 or their 200 gave it, and whether all their 201s
+    /// and 200s gave the same.
+    mine: HashMap<usize, Mine>,
+    agree: bool,
+    /// Each user's index by their leaf.
     index: HashMap<String, usize>,
+    /// `GET /events/{id}/receipt-key`, as it answered.
+    keys: crate::api::Answer,
     started: Instant,
     drawn_at: SystemTime,
 }
@@ -73,6 +111,7 @@ async fn enter_and_draw(
     users: &Users,
     plan: &Plan,
     mode: Mode,
+    receipt_out: Option<&Path>,
     report: &mut Report,
 ) -> Result<Drawn, RunError> {
     let n = users.tokens.len();
@@ -143,6 +182,7 @@ async fn enter_and_draw(
                     outcome: last.outcome(),
                     latencies: samples.iter().map(|s| s.latency).collect(),
                     solved,
+                    mine: [200, 201].contains(&last.status).then(|| Mine::of(&last.body)),
                 }
             }
         })
@@ -156,6 +196,21 @@ async fn enter_and_draw(
     for a in &answers {
         by_user.entry(a.user).or_default().push(a.status);
         *outcomes.entry(a.outcome.clone()).or_insert(0usize) += 1;
+    }
+    // Each user's entry: the first 201's, or a 200's when that came first (both name the same
+    // entry: checked).
+    let mut mine: HashMap<usize, Mine> = HashMap::new();
+    let mut agree = true;
+    let mut given: Vec<&Entered> = answers.iter().filter(|a| a.mine.is_some()).collect();
+    given.sort_by_key(|a| (a.user, a.status != 201));
+    for a in given {
+        let Some(entry) = &a.mine else { continue };
+        match mine.get(&a.user) {
+            Some(first) => agree &= first == entry,
+            None => {
+                mine.insert(a.user, entry.clone());
+            }
+        }
     }
     let latencies: Vec<Duration> = answers.iter().flat_map(|a| a.latencies.iter().copied()).collect();
 
@@ -171,13 +226,48 @@ async fn enter_and_draw(
     if drawn.status != 200 {
         return Err(RunError::Setup(format!("the draw answered {}: {}", drawn.status, drawn.body)));
     }
-    let published = api.published_draw(&users.tokens[0], &event).await;
+    // Every page of the published draw, following `next`, joined into the whole.
+    let subs: Vec<&str> = users.subs.iter().flatten().map(String::as_str).collect();
+    let (mut pages, mut revealing) = (Vec::new(), Vec::new());
+    let mut from = 0u64;
+    loop {
+        let (page, _, _) = with_retries(drawing, || api.published_draw(&users.tokens[0], &event, from)).await;
+        if page.status != 200 {
+            return Err(RunError::Setup(format!(
+                "the published draw from {from} answered {}: {}",
+                page.status, page.body
+            )));
+        }
+        let text = page.body.to_string();
+        if let Some(sub) = subs.iter().find(|s| text.contains(*s)) {
+            revealing.push(format!("the page from {from} names user {sub}"));
+        }
+        if page.body["entrants"].as_array().is_some_and(|e| !e.is_empty()) {
+            revealing.push(format!("the page from {from} lists entrants"));
+        }
+        let page: Published = serde_json::from_value(page.body.clone())
+            .map_err(|e| RunError::Setup(format!("the published draw from {from}: {e}: {}", page.body)))?;
+        let next = page.next;
+        pages.push(page);
+        match next {
+            None => break,
+            Some(next) if next > from && pages.len() < MAX_PAGES => from = next,
+            Some(next) => return Err(RunError::Setup(format!("the draw's page from {from} names {next} next"))),
+        }
+    }
+    let page_count = pages.len();
+    let published = Published::join(pages).map_err(|e| RunError::Setup(format!("the published draw: {e}")))?;
     if let Some(path) = &plan.draw_out {
-        std::fs::write(path, published.body.to_string())
+        std::fs::write(path, serde_json::to_string(&published).unwrap_or_default())
             .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
     }
-    let published: Published = serde_json::from_value(published.body.clone())
-        .map_err(|e| RunError::Setup(format!("the published draw: {e}: {}", published.body)))?;
+    let (keys, _, _) = with_retries(drawing, || api.receipt_key(&users.tokens[0], &event)).await;
+    if let Some(path) = receipt_out {
+        let first = mine.get(&0).ok_or_else(|| RunError::Setup("the first user has no entry to show".into()))?;
+        let shown = json!({ "receipt": first.receipt, "entry_key": first.entry_key, "keys": keys.body });
+        std::fs::write(path, serde_json::to_string_pretty(&shown).unwrap_or_default())
+            .map_err(|e| RunError::Setup(format!("{}: {e}", path.display())))?;
+    }
     let capacity = (plan.tickets as usize).min(published.order.len());
     report.ballot = Some(BallotPhase {
         sale_mode: if mode == Mode::Ballot { "ballot" } else { "fair_open" },
@@ -188,44 +278,147 @@ async fn enter_and_draw(
         draw_ms,
         work_bits: plan.proof_of_work_bits,
         work_solve: Latency::of(&answers.iter().filter_map(|a| a.solved).collect::<Vec<_>>()),
-        entrants: published.entrants.len(),
+        entrants: published.order.len(),
         winners: capacity,
         waiting: published.order.len() - capacity,
     });
-    let index = users.subs.iter().enumerate().filter_map(|(i, s)| Some((s.clone()?, i))).collect();
-    Ok(Drawn { event, by_user, requests: answers.len(), published, index, started, drawn_at })
+    let index = mine.iter().filter(|(_, m)| !m.leaf.is_empty()).map(|(&u, m)| (m.leaf.clone(), u)).collect();
+    Ok(Drawn {
+        event,
+        event_id,
+        by_user,
+        requests: answers.len(),
+        published,
+        pages: page_count,
+        revealing,
+        mine,
+        agree,
+        index,
+        keys,
+        started,
+        drawn_at,
+    })
 }
 
-/// The checks every sale that draws answers: one entry per user, the draw recomputed.
+/// The checks every sale that draws answers: one entry per user, the draw (every page joined)
+/// recomputed over exactly our users' leaves and naming none of them, and each user's receipt and
+/// entry key checked against their leaf.
 fn draw_checks(drawn: &Drawn, n: usize) -> Vec<Check> {
     let once_each = drawn
         .by_user
         .values()
         .all(|s| s.iter().filter(|&&x| x == 201).count() == 1 && s.iter().all(|x| [200, 201].contains(x)));
     let published = &drawn.published;
-    let verified = published.verify();
+    let entrants = published.order.len();
+    let verified = published.verify().map_err(|f| f.to_string()).and_then(|()| {
+        if published.algorithm() != Ok(Algorithm::V2) {
+            Err(format!("the draw is {}, not ticket-draw/v2", published.algorithm))
+        } else if published.event_id.as_deref() != Some(drawn.event.as_str()) {
+            Err(format!("the draw names event {:?}, not {}", published.event_id, drawn.event))
+        } else {
+            Ok(())
+        }
+    });
     let ours: HashSet<&str> = drawn.index.keys().map(String::as_str).collect();
-    let listed: HashSet<&str> = published.entrants.iter().map(String::as_str).collect();
+    let listed: HashSet<&str> = published.order.iter().map(String::as_str).collect();
+    let (receipts, keys) = receipt_checks(drawn);
     vec![
         Check::new(
-            "one entry per user (a second at the same time told 200)",
-            once_each && drawn.by_user.len() == n && published.entrants.len() == n,
+            "one entry per user (a second at the same time told 200, with the same entry)",
+            once_each && drawn.agree && drawn.by_user.len() == n && entrants == n,
             format!(
-                "{} users, {} requests, {} entrants drawn",
+                "{} users, {} requests, {} entrants drawn{}",
                 drawn.by_user.len(),
                 drawn.requests,
-                published.entrants.len()
+                entrants,
+                if drawn.agree { "" } else { "; a user's replies named two entries" }
             ),
         ),
         Check::new(
-            "the published draw recomputes (ticket-draw/v1) over exactly our entrants",
-            verified.is_ok() && (ours.is_empty() || ours == listed),
+            "the published draw (every page joined) recomputes (ticket-draw/v2, naming its event) over exactly our users' leaves",
+            verified.is_ok() && ours.len() == n && ours == listed,
             match &verified {
-                Ok(()) => format!("root {}", published.root),
-                Err(fault) => fault.to_string(),
+                Ok(()) => format!(
+                    "{} page(s), root {}; {} of our {} leaves drawn, {} leaves not ours",
+                    drawn.pages,
+                    published.root,
+                    ours.intersection(&listed).count(),
+                    ours.len(),
+                    listed.difference(&ours).count()
+                ),
+                Err(fault) => fault.clone(),
             },
         ),
+        Check::new(
+            "GET /draw reveals no user id",
+            drawn.revealing.is_empty(),
+            match drawn.revealing.first() {
+                None => format!("{} page(s): no user id, no entrants list", drawn.pages),
+                Some(first) => format!("{} finding(s), the first: {first}", drawn.revealing.len()),
+            },
+        ),
+        receipts,
+        keys,
     ]
+}
+
+/// Every user's receipt against the event's published receipt keys (naming the event and their
+/// leaf, accepted before the entries closed, not late), and their entry key against their leaf.
+fn receipt_checks(drawn: &Drawn) -> (Check, Check) {
+    let keys = &drawn.keys;
+    let ring = if keys.status != 200 {
+        Err(format!("GET /receipt-key answered {}: {}", keys.status, keys.body))
+    } else if keys.body["event_id"].as_str() != Some(drawn.event.as_str())
+        || keys.body["algorithm"].as_str() != Some(entry_receipt::ALGORITHM)
+    {
+        Err(format!("GET /receipt-key names another event or algorithm: {}", keys.body))
+    } else {
+        ReceiptKeyRing::from_published(&keys.body).map_err(|e| format!("GET /receipt-key: {e}"))
+    };
+    let time = |t: &str| OffsetDateTime::parse(t, &Rfc3339).ok();
+    let close = drawn.published.entries_close.as_deref().and_then(time);
+    let (mut signed, mut hashed, mut first_fault) = (0, 0, None::<String>);
+    for (user, mine) in &drawn.mine {
+        let checked = match &ring {
+            Ok(ring) => ring.verify(&mine.receipt).map_err(|e| e.to_string()).and_then(|r| {
+                if r.event != drawn.event_id || r.leaf != mine.leaf {
+                    Err(format!("it names {} in {}, not the reply's leaf {}", r.leaf, r.event, mine.leaf))
+                } else if r.late.is_some() {
+                    Err(format!("it is a late place's (rank {:?})", r.late))
+                } else if close.is_some() && time(&r.entered_at).is_none_or(|t| Some(t) >= close) {
+                    Err(format!("it was signed at {}, not before the entries closed", r.entered_at))
+                } else {
+                    Ok(())
+                }
+            }),
+            Err(why) => Err(why.clone()),
+        };
+        match checked {
+            Ok(()) => signed += 1,
+            Err(why) => {
+                first_fault.get_or_insert(format!("user {user}'s receipt: {why}"));
+            }
+        }
+        if EntryKey::from_hex(&mine.entry_key).is_some_and(|k| k.leaf(&drawn.event_id) == mine.leaf) {
+            hashed += 1;
+        }
+    }
+    let n = drawn.by_user.len();
+    (
+        Check::new(
+            "every entry's receipt checks against GET /receipt-key, naming the event and its leaf",
+            signed == n && drawn.mine.len() == n,
+            match first_fault {
+                Some(why) if signed < n => format!("{signed} of {n}; {why}"),
+                _ => format!("{signed} of {n} receipts check"),
+            },
+        ),
+        Check::new(
+            "every entry key hashes to its leaf: SHA-256(0x00 || event || 0x00 || key)",
+            hashed == n && drawn.mine.len() == n,
+            format!("{hashed} of {n}"),
+        ),
+    )
 }
 
 fn new_report(users: &Users, plan: &Plan) -> Report {
@@ -243,9 +436,12 @@ fn new_report(users: &Users, plan: &Plan) -> Report {
 }
 
 /// A ballot: the first `tickets` of the draw confirmed and mailed, the rest waiting in its order.
-pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunError> {
+///
+/// `receipt_out`: where to write the first user's receipt, entry key and the event's receipt keys
+/// (what `ticketgrab-verify receipt` reads).
+pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan, receipt_out: Option<&Path>) -> Result<Report, RunError> {
     let mut report = new_report(users, plan);
-    let drawn = enter_and_draw(api, users, plan, Mode::Ballot, &mut report).await?;
+    let drawn = enter_and_draw(api, users, plan, Mode::Ballot, receipt_out, &mut report).await?;
     let (event, published, index) = (&drawn.event, &drawn.published, &drawn.index);
     let capacity = (plan.tickets as usize).min(published.order.len());
     let (winners, losers) = published.order.split_at(capacity);
@@ -264,20 +460,36 @@ pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan) -> Result<Report,
     report.confirmation = confirmation;
 
     let mut checks = draw_checks(&drawn, users.tokens.len());
-    let confirmed: HashSet<&str> =
-        rows.iter().filter(|r| r.status == "CONFIRMED").map(|r| r.user_id.as_str()).collect();
-    let wanted: HashSet<&str> = winners.iter().map(String::as_str).collect();
+    // Each confirmed order's user: by its user id where this run minted the users, else by the
+    // order id a winner was given.
+    let by_sub: HashMap<&str, usize> =
+        users.subs.iter().enumerate().filter_map(|(i, s)| Some((s.as_deref()?, i))).collect();
+    let (mut confirmed, mut strangers) = (HashSet::new(), 0);
+    for row in rows.iter().filter(|r| r.status == "CONFIRMED") {
+        match by_sub.get(row.user_id.as_str()).or(orders.get(&row.order_id)) {
+            Some(&i) => {
+                confirmed.insert(i);
+            }
+            None => strangers += 1,
+        }
+    }
+    let wanted: HashSet<usize> = winners.iter().filter_map(|leaf| index.get(leaf).copied()).collect();
     checks.push(Check::new(
-        "the confirmed orders are exactly the draw's first capacity",
-        confirmed == wanted,
-        format!("{} confirmed, {} drawn to win", confirmed.len(), wanted.len()),
+        "the confirmed orders' users are exactly those whose leaves hold the draw's first capacity",
+        confirmed == wanted && wanted.len() == winners.len() && strangers == 0,
+        format!(
+            "{} confirmed, {} drawn to win ({} of them ours), {strangers} confirmed not ours",
+            confirmed.len(),
+            winners.len(),
+            wanted.len()
+        ),
     ));
     let mailed = rows.iter().filter(|r| r.status == "CONFIRMED" && r.mail_status.as_deref() == Some("SENT")).count();
     checks.push(Check::new("every winner mailed", mailed == wanted.len(), format!("{mailed} of {}", wanted.len())));
     let stride = (losers.len() / SAMPLED).max(1);
     let (mut in_order, mut proven, mut sampled) = (0, 0, 0);
-    for (k, user) in losers.iter().enumerate().step_by(stride) {
-        let Some(&i) = index.get(user) else { continue };
+    for (k, leaf) in losers.iter().enumerate().step_by(stride) {
+        let Some(&i) = index.get(leaf) else { continue };
         sampled += 1;
         let (place, _, _) = with_retries(drawn.started, || api.waitlist(&users.tokens[i], event)).await;
         if place.body["position"].as_u64().is_some_and(|p| p as usize <= k + 1) {
@@ -285,15 +497,12 @@ pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan) -> Result<Report,
             in_order += 1;
         }
         let (entry, _, _) = with_retries(drawn.started, || api.entry(&users.tokens[i], event)).await;
-        let proof: Vec<ProofStep> = serde_json::from_value(entry.body["proof"].clone()).unwrap_or_default();
-        if entry.body["draw_position"].as_u64() == Some((capacity + k + 1) as u64)
-            && draw::proves(user, &proof, &published.root)
-        {
+        if proves_place(&entry.body, leaf, capacity + k + 1, &published.root) {
             proven += 1;
         }
     }
     checks.push(Check::new(
-        "the rest wait in draw order, each with a proof of entry",
+        "the rest wait in draw order, each with a proof of entry from their leaf",
         in_order == sampled && proven == sampled,
         format!("{sampled} sampled: {in_order} at their draw place, {proven} proofs to the root"),
     ));
@@ -305,20 +514,27 @@ pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan) -> Result<Report,
 
 /// A fair open: every user, in the draw's order, waits for their wave, asks verify-hash with
 /// their admission and grabs; the winners must be the first `tickets` of the order.
-pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Report, RunError> {
+///
+/// `receipt_out`: as [`run_ballot`]'s.
+pub async fn run_fair_open(
+    api: &Api,
+    users: &Users,
+    plan: &Plan,
+    receipt_out: Option<&Path>,
+) -> Result<Report, RunError> {
     let mut report = new_report(users, plan);
-    let drawn = enter_and_draw(api, users, plan, Mode::FairOpen, &mut report).await?;
+    let drawn = enter_and_draw(api, users, plan, Mode::FairOpen, receipt_out, &mut report).await?;
     let (event, published, index) = (&drawn.event, &drawn.published, &drawn.index);
     // Wave by wave, as the queue admits them: a wave's users grab once admitted, and the next
     // wave's start once this one has answered, as clients behind a waiting room do (a wave grabbing
     // slower than the admission's second would otherwise race the next, and the check below would
     // measure the client's speed, not the queue's order).
     let rate = plan.admission_rate.unwrap_or(plan.tickets).max(1) as usize;
-    let in_order: Vec<(usize, usize)> =
+    let queued: Vec<(usize, usize)> =
         published.order.iter().enumerate().filter_map(|(k, u)| Some((k + 1, *index.get(u)?))).collect();
-    let bar = progress(in_order.len() as u64, "admitted");
-    let mut outcomes: Vec<Tried> = Vec::with_capacity(in_order.len());
-    for wave in in_order.chunks(rate) {
+    let bar = progress(queued.len() as u64, "admitted");
+    let mut outcomes: Vec<Tried> = Vec::with_capacity(queued.len());
+    for wave in queued.chunks(rate) {
         let answered: Vec<Tried> = futures::stream::iter(wave.iter().copied())
             .map(|(position, user)| {
                 let (api, event, bar, token) = (api.clone(), event.clone(), bar.clone(), &users.tokens[user]);
@@ -400,8 +616,34 @@ pub async fn run_fair_open(api: &Api, users: &Users, plan: &Plan) -> Result<Repo
         confirmed.len() == won.len() && mailed == won.len(),
         format!("{} confirmed, {mailed} mailed of {}", confirmed.len(), won.len()),
     ));
+    // A few users' own entries after the draw: their place, and the path from their leaf to the
+    // published root.
+    let stride = (queued.len() / SAMPLED).max(1);
+    let (mut proven, mut sampled) = (0, 0);
+    for &(position, user) in queued.iter().step_by(stride) {
+        sampled += 1;
+        let (entry, _, _) = with_retries(drawn.started, || api.entry(&users.tokens[user], event)).await;
+        if proves_place(&entry.body, &published.order[position - 1], position, &published.root) {
+            proven += 1;
+        }
+    }
+    checks.push(Check::new(
+        "each sampled user's entry gives their draw place and a proof from their leaf to the root",
+        proven == sampled && sampled > 0,
+        format!("{sampled} sampled: {proven} at their place with a proof to the root"),
+    ));
     checks.extend(mailbox_check(plan, users, confirmed.len()).await?);
     report.passed = checks.iter().all(|c| c.pass);
     report.checks = checks;
     Ok(report)
+}
+
+/// Whether `GET /events/{id}/entry` (`entry`) gives `leaf`'s draw place `position` (from 1), the
+/// published root, and a proof that leads from the leaf to it (`ticket-draw/v2`).
+fn proves_place(entry: &serde_json::Value, leaf: &str, position: usize, root: &str) -> bool {
+    let proof: Option<Vec<ProofStep>> = serde_json::from_value(entry["proof"].clone()).ok();
+    entry["draw_position"].as_u64() == Some(position as u64)
+        && entry["leaf"].as_str() == Some(leaf)
+        && entry["root"].as_str() == Some(root)
+        && proof.is_some_and(|p| draw::proves(Algorithm::V2, leaf, &p, root))
 }

@@ -81,10 +81,15 @@ struct Cli {
     /// user solves it before entering.
     #[arg(long)]
     proof_of_work_bits: Option<u32>,
-    /// A ballot's or a fair open's published draw, written here as `GET /events/{id}/draw` gave it
-    /// (what `ticketgrab-verify draw` reads).
+    /// A ballot's or a fair open's published draw, written here whole: every page of
+    /// `GET /events/{id}/draw` joined (what `ticketgrab-verify draw` reads).
     #[arg(long)]
     draw_out: Option<PathBuf>,
+    /// A ballot's or a fair open's first user's entry receipt, written here with their entry key
+    /// and the event's receipt keys (`GET /events/{id}/receipt-key`): what
+    /// `ticketgrab-verify receipt` reads.
+    #[arg(long)]
+    receipt_out: Option<PathBuf>,
     /// Split the numbers over this many Redis buckets (hash tags on spread slots) at release: a
     /// first-come sale past one shard.
     #[arg(long)]
@@ -184,8 +189,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Scenario::Ballot | Scenario::FairOpen, Some(_), _) => {
             return Err("--fan-out runs a first-come rush: not a ballot's or a fair open's".into());
         }
-        (Scenario::Ballot, ..) => loadgen::ballot::run_ballot(&api, &participants, &plan).await?,
-        (Scenario::FairOpen, ..) => loadgen::ballot::run_fair_open(&api, &participants, &plan).await?,
+        (Scenario::Ballot, ..) => {
+            loadgen::ballot::run_ballot(&api, &participants, &plan, cli.receipt_out.as_deref()).await?
+        }
+        (Scenario::FairOpen, ..) => {
+            loadgen::ballot::run_fair_open(&api, &participants, &plan, cli.receipt_out.as_deref()).await?
+        }
         (_, Some(workers), Some(function)) => {
             let fan = FanOut { workers: workers.max(1), base_url: cli.base_url.clone() };
             run_fanned(&api, &participants, &plan, &fan, &LambdaWorkers::new(function).await).await?

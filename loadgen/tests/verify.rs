@@ -1,12 +1,15 @@
-//! `ticketgrab-verify` run as an auditor runs it, on draws and red-packet events made by the
-//! product; and the second implementations (tests/draw_v1.py, tests/split_v1.py) against the
-//! product's own.
+//! `ticketgrab-verify` run as an auditor runs it, on draws (whole or in pages), entry receipts,
+//! red-packet events and the vectors made by the product; and the second implementations
+//! (tests/draw_v1.py, tests/split_v1.py) against the product's own.
 
 use std::{path::PathBuf, process::Command};
 
 use serde_json::json;
 use shared::domain::{
-    draw::{self, Published},
+    EventId,
+    draw::{self, Algorithm, EntryKey, PAGE_PLACES, Published},
+    entry_receipt::{ReceiptKey, ReceiptKeyRing},
+    key_rotation::Staged,
     red_packet::{self, AmountSeed},
 };
 
@@ -14,16 +17,40 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_owned()
 }
 
-/// The verifier on a JSON document: its exit code and what it printed.
-fn verify(kind: &str, document: &serde_json::Value, extra: &[&str]) -> (i32, String) {
-    let file = std::env::temp_dir().join(format!("verify-{}.json", uuid::Uuid::now_v7().simple()));
-    std::fs::write(&file, document.to_string()).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ticketgrab-verify")).arg(kind).arg(&file).args(extra).output().unwrap();
-    std::fs::remove_file(&file).ok();
+/// A JSON document in a file of its own, removed when dropped.
+struct Temp(PathBuf);
+
+impl Temp {
+    fn new(document: &serde_json::Value) -> Self {
+        let file = std::env::temp_dir().join(format!("verify-{}.json", uuid::Uuid::now_v7().simple()));
+        std::fs::write(&file, document.to_string()).unwrap();
+        Self(file)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.0).ok();
+    }
+}
+
+/// The verifier with these arguments: its exit code and what it printed.
+fn run(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ticketgrab-verify")).args(args).output().unwrap();
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
+}
+
+/// The verifier on a JSON document: its exit code and what it printed.
+fn verify(kind: &str, document: &serde_json::Value, extra: &[&str]) -> (i32, String) {
+    let file = Temp::new(document);
+    run(&[&[kind, file.path()], extra].concat())
 }
 
 fn entrants(n: usize) -> Vec<String> {
@@ -32,7 +59,7 @@ fn entrants(n: usize) -> Vec<String> {
 
 #[test]
 fn a_draw_checks_out_and_tampering_with_it_fails_naming_why() {
-    let published = Published::new(entrants(2_000), &[42; 32], None).unwrap();
+    let published = Published::new(Algorithm::V1, entrants(2_000), &[42; 32], None).unwrap();
     let good = serde_json::to_value(&published).unwrap();
     let (code, said) = verify("draw", &good, &[]);
     assert_eq!(code, 0, "{said}");
@@ -48,6 +75,9 @@ fn a_draw_checks_out_and_tampering_with_it_fails_naming_why() {
     let mut changed = good.clone();
     changed["entrants"].as_array_mut().unwrap().pop();
     let (code, said) = verify("draw", &changed, &[]);
+    assert_eq!((code, said.contains("entrants")), (1, true), "the count names the drop: {said}");
+    changed["entrant_count"] = json!(1_999);
+    let (code, said) = verify("draw", &changed, &[]);
     assert_eq!((code, said.contains("root")), (1, true), "{said}");
 
     let mut wrong = good.clone();
@@ -61,7 +91,8 @@ fn a_draw_checks_out_and_tampering_with_it_fails_naming_why() {
     // With a beacon round: checked against its chain's key.
     let chain = shared::domain::beacon::LocalChain::new(&[3; 32]);
     let beaconed =
-        serde_json::to_value(Published::new(entrants(100), &[42; 32], Some(chain.round(5))).unwrap()).unwrap();
+        serde_json::to_value(Published::new(Algorithm::V1, entrants(100), &[42; 32], Some(chain.round(5))).unwrap())
+            .unwrap();
     assert_eq!(verify("draw", &beaconed, &[]).0, 0);
     let mut forged = beaconed.clone();
     forged["beacon"]["round"] = json!(6);
@@ -95,7 +126,7 @@ fn a_red_packet_event_checks_out_and_a_wrong_amount_fails() {
 fn a_second_implementation_agrees_on_the_root_and_the_order() {
     let chain = shared::domain::beacon::LocalChain::new(&[7; 32]);
     for (n, beacon) in [(1, None), (2, None), (33, None), (500, None), (500, Some(chain.round(9_001)))] {
-        let published = Published::new(entrants(n), &[n as u8; 32], beacon).unwrap();
+        let published = Published::new(Algorithm::V1, entrants(n), &[n as u8; 32], beacon).unwrap();
         let file = std::env::temp_dir().join(format!("draw-{}.json", uuid::Uuid::now_v7().simple()));
         std::fs::write(&file, serde_json::to_string(&published).unwrap()).unwrap();
         let out = Command::new("python3").arg(repo().join("tests/draw_v1.py")).arg(&file).output().expect("python3");
@@ -106,4 +137,168 @@ fn a_second_implementation_agrees_on_the_root_and_the_order() {
         assert_eq!(lines.next(), Some(published.root.as_str()), "the root of {n}");
         assert_eq!(lines.map(str::to_owned).collect::<Vec<_>>(), published.order, "the order of {n}");
     }
+}
+
+fn event() -> EventId {
+    EventId::parse("evt-audited").unwrap()
+}
+
+/// `n` entrants' leaves in `event()`, sorted, each of a key of its own.
+fn leaves(n: usize) -> Vec<String> {
+    draw::entrants((0..n).map(|i| {
+        let mut key = [0u8; 32];
+        key[..8].copy_from_slice(&(i as u64).to_le_bytes());
+        EntryKey::from_bytes(key).leaf(&event())
+    }))
+}
+
+/// A v2 draw as the event publishes it whole, with its terms: a ballot of `capacity` places, or
+/// a fair open admitting `rate` a second.
+fn v2_draw(leaves: Vec<String>, capacity: u32, rate: Option<u32>) -> Published {
+    Published {
+        event_id: Some(event().as_str().to_owned()),
+        entries_close: Some("2026-11-27T10:00:00Z".into()),
+        drawn_at: Some("2026-11-27T10:00:05Z".into()),
+        capacity: Some(capacity),
+        admission_rate: rate,
+        ..Published::new(Algorithm::V2, leaves, &[42; 32], None).unwrap()
+    }
+}
+
+#[test]
+fn a_v2_draw_in_pages_joins_and_checks_out_in_any_order_and_not_with_a_page_missing() {
+    let n = 2 * PAGE_PLACES + 123;
+    let whole = v2_draw(leaves(n), 100, None);
+    let pages: Vec<Temp> =
+        (0..n).step_by(PAGE_PLACES).map(|from| Temp::new(&serde_json::to_value(whole.page(from)).unwrap())).collect();
+    assert_eq!(pages.len(), 3);
+    let paths: Vec<&str> = pages.iter().map(Temp::path).collect();
+    let (code, said) = run(&[&["draw"], &paths[..]].concat());
+    assert_eq!(code, 0, "{said}");
+    assert!(said.contains(&format!("{n} entrants")) && said.contains("3 pages joined"), "{said}");
+    // A page shows no entrants: they are the order's leaves sorted.
+    let first = std::fs::read_to_string(&pages[0].0).unwrap();
+    assert!(!first.contains("\"entrants\""), "{first}");
+    // In any order; and the whole document alone.
+    let (code, said) = run(&["draw", paths[2], paths[0], paths[1]]);
+    assert_eq!(code, 0, "{said}");
+    let (code, said) = verify("draw", &serde_json::to_value(&whole).unwrap(), &[]);
+    assert_eq!(code, 0, "{said}");
+    // A page missing, or given twice: not one draw.
+    let (code, said) = run(&["draw", paths[0], paths[2]]);
+    assert_eq!((code, said.contains("pages")), (1, true), "{said}");
+    let (code, said) = run(&["draw", paths[0], paths[1], paths[1], paths[2]]);
+    assert_eq!((code, said.contains("pages")), (1, true), "{said}");
+    // Two places swapped within a page.
+    let mut swapped = serde_json::to_value(whole.page(PAGE_PLACES)).unwrap();
+    let order = swapped["order"].as_array_mut().unwrap();
+    order.swap(0, 1);
+    let swapped = Temp::new(&swapped);
+    let (code, said) = run(&["draw", paths[0], swapped.path(), paths[2]]);
+    assert_eq!((code, said.contains(&format!("place {}", PAGE_PLACES + 1))), (1, true), "{said}");
+}
+
+/// What `loadgen --receipt-out` writes.
+fn shown(receipt: &str, entry_key: Option<&EntryKey>, keys: &serde_json::Value) -> serde_json::Value {
+    let mut doc = json!({ "receipt": receipt, "keys": keys });
+    if let Some(k) = entry_key {
+        doc["entry_key"] = json!(k.to_hex());
+    }
+    doc
+}
+
+#[test]
+fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
+    let signer = ReceiptKey::from_seed(&[5; 32]);
+    let keys = ReceiptKeyRing::of(&Staged::only(signer.clone())).published(&event());
+    let mine = EntryKey::generate();
+    let leaf = mine.leaf(&event());
+    let receipt = signer.issue(&event(), &leaf, "2026-11-27T09:59:00Z", None);
+    let mut all = leaves(40);
+    all.push(leaf.clone());
+    let ballot = v2_draw(draw::entrants(all.clone()), 10, None);
+    let place = ballot.order.iter().position(|l| *l == leaf).unwrap() + 1;
+    let ballot_file = Temp::new(&serde_json::to_value(ballot.page(0)).unwrap());
+    let check = |doc: &serde_json::Value, draw: &Temp| {
+        let file = Temp::new(doc);
+        run(&["receipt", file.path(), "--draw", draw.path()])
+    };
+
+    // In the draw: its place, and whether it won.
+    let (code, said) = check(&shown(&receipt, Some(&mine), &keys), &ballot_file);
+    assert_eq!(code, 0, "{said}");
+    let won = if place <= 10 { "it won" } else { "it did not win" };
+    assert!(said.contains(&format!("place {place} of 41")) && said.contains(won), "{said}");
+    assert!(said.contains("entry key hashes to its leaf"), "{said}");
+    assert_eq!(check(&shown(&receipt, None, &keys), &ballot_file).0, 0, "the key is optional");
+
+    // A fair open: when the place is admitted.
+    let open = Temp::new(&serde_json::to_value(v2_draw(draw::entrants(all.clone()), 10, Some(4)).page(0)).unwrap());
+    let (code, said) = check(&shown(&receipt, Some(&mine), &keys), &open);
+    assert_eq!(code, 0, "{said}");
+    let second = (place - 1) / 4;
+    assert!(said.contains(&format!("admitted {second} s after the draw")), "{said}");
+
+    // Forged: another's payload under this signature; a stranger's key claiming this key's id;
+    // another entrant's key shown for this leaf.
+    let (_, signature) = receipt.rsplit_once('.').unwrap();
+    let other = signer.issue(&event(), &leaves(1)[0], "2026-11-27T09:59:00Z", None);
+    let (other_head, _) = other.rsplit_once('.').unwrap();
+    let (code, said) = check(&shown(&format!("{other_head}.{signature}"), None, &keys), &ballot_file);
+    assert_eq!((code, said.contains("does not check")), (1, true), "{said}");
+    let stranger = ReceiptKey::from_seed(&[6; 32]);
+    let payload = json!({"k": signer.public().id(), "e": event(), "l": leaf, "t": "2026-11-27T09:59:00Z"});
+    let (code, said) = check(&shown(&stranger.sign(payload.to_string().as_bytes()), None, &keys), &ballot_file);
+    assert_eq!((code, said.contains("signature")), (1, true), "{said}");
+    let (code, said) =
+        check(&shown(&stranger.issue(&event(), &leaf, "2026-11-27T09:59:00Z", None), None, &keys), &ballot_file);
+    assert_eq!((code, said.contains("key")), (1, true), "an unknown key: {said}");
+    let (code, said) = check(&shown(&receipt, Some(&EntryKey::generate()), &keys), &ballot_file);
+    assert_eq!((code, said.contains("entry key")), (1, true), "{said}");
+
+    // Left out: a draw made without the leaf (it recomputes), or the leaf cut from the published
+    // one (it does not): either way the receipt proves the exclusion.
+    let without = Temp::new(&serde_json::to_value(v2_draw(leaves(40), 10, None).page(0)).unwrap());
+    let (code, said) = check(&shown(&receipt, Some(&mine), &keys), &without);
+    assert_eq!((code, said.contains("left out an entry it accepted")), (3, true), "{said}");
+    assert!(said.contains("recomputes without it"), "{said}");
+    let mut cut = serde_json::to_value(ballot.page(0)).unwrap();
+    cut["order"].as_array_mut().unwrap().retain(|l| l.as_str() != Some(leaf.as_str()));
+    cut["entrant_count"] = json!(40);
+    let cut = Temp::new(&cut);
+    let (code, said) = check(&shown(&receipt, None, &keys), &cut);
+    assert_eq!((code, said.contains("does not check out either")), (3, true), "{said}");
+
+    // Another event's draw: not this receipt's to judge (a draw naming no event is taken as the
+    // receipt's, and says so).
+    let mut elsewhere = serde_json::to_value(ballot.page(0)).unwrap();
+    elsewhere["event_id"] = json!("evt-other");
+    let (code, said) = check(&shown(&receipt, None, &keys), &Temp::new(&elsewhere));
+    assert_eq!((code, said.contains("evt-other")), (1, true), "{said}");
+    elsewhere.as_object_mut().unwrap().remove("event_id");
+    let (code, said) = check(&shown(&receipt, None, &keys), &Temp::new(&elsewhere));
+    assert_eq!((code, said.contains("names no event")), (0, true), "{said}");
+
+    // A fair open's late place is behind the draw, not in it.
+    let late = signer.issue(&event(), &leaf, "2026-11-27T10:00:09Z", Some(3));
+    let open_without = Temp::new(&serde_json::to_value(v2_draw(leaves(40), 10, Some(4)).page(0)).unwrap());
+    let (code, said) = check(&shown(&late, Some(&mine), &keys), &open_without);
+    assert_eq!((code, said.contains("late place") && said.contains("place is 43")), (0, true), "{said}");
+
+    // Unreadable: no receipt, keys that are none, a draw that is no file.
+    assert_eq!(check(&json!({"keys": keys}), &ballot_file).0, 2);
+    assert_eq!(check(&shown(&receipt, None, &json!({"public_key": "nope"})), &ballot_file).0, 2);
+    let file = Temp::new(&shown(&receipt, None, &keys));
+    assert_eq!(run(&["receipt", file.path(), "--draw", "/nonexistent/draw.json"]).0, 2);
+}
+
+#[test]
+fn both_vectors_files_check_out_by_their_version() {
+    for (file, version) in [("fairness-v1.json", "fairness-vectors/v1"), ("fairness-v2.json", "fairness-vectors/v2")] {
+        let path = repo().join("tests/vectors").join(file);
+        let (code, said) = run(&["vectors", path.to_str().unwrap()]);
+        assert_eq!((code, said.contains(version)), (0, true), "{file}: {said}");
+    }
+    let (code, said) = verify("vectors", &json!({"version": "fairness-vectors/v9"}), &[]);
+    assert_eq!(code, 2, "{said}");
 }
