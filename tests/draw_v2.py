@@ -17,12 +17,11 @@ draw_v1.py, with Ed25519 from ed25519_ref.py. Standard library only.
         checks a receipt against GET /events/{id}/receipt-key's keys and places its leaf in the draw.
         Exit 0: the receipt checks and its leaf is in the draw (its place printed, from 1), or it
         carries `r` (taken after the entries closed, so rightly not in the draw);
-        3: the receipt checks, has no `r`, and its leaf is not among the entrants (proof of
-        exclusion); 1: the receipt does not check, the draw does not recompute, or the entry key
-        does not give the leaf; 2: unreadable input.
-
-The published draw names no event, so the receipt's event is not checked against it: that the draw
-is the receipt's event's is the caller's to know (the leaf itself is bound to the event's id).
+        3: the receipt checks, has no `r`, and its leaf is not among the published entrants (proof
+        of exclusion, whether or not the rest of the published draw recomputes: what was published
+        left it out); 1: the receipt does not check, the draw names another event, a leaf that is
+        there sits in a draw that does not recompute, or the entry key does not give the leaf;
+        2: unreadable input.
 """
 
 import base64
@@ -321,13 +320,17 @@ def main_receipt(receipt, keys_path, draw_path, entry_key):
             print("FAILED: SHA-256(0x00 || event || 0x00 || entry key) is not the receipt's leaf")
             return 1
         print("the entry key gives the leaf: the entry is its holder's")
-    if problem:
-        print(f"FAILED: the published draw does not recompute: {problem}")
+    if terms.get("event_id") not in (None, payload["e"]):
+        print(f"FAILED: the receipt is {payload['e']}'s, the draw {terms['event_id']}'s")
         return 1
+    if terms.get("event_id") is None:
+        print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
     if terms.get("beacon"):
         print(BLS_NOTE)
-    print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
     leaf_bytes = bytes.fromhex(payload["l"])
+    if problem and (leaf_bytes in order or "r" in payload):
+        print(f"FAILED: the published draw does not recompute: {problem}")
+        return 1
     if leaf_bytes in order:
         place = order.index(leaf_bytes) + 1
         print(f"in the draw: place {place} of {len(order)}")
@@ -338,7 +341,8 @@ def main_receipt(receipt, keys_path, draw_path, entry_key):
         print(f"not among the {len(order)} drawn entrants, as an entry after the entries closed should not be:"
               f" rank {payload['r']} behind them")
         return 0
-    print(f"EXCLUDED: the receipt checks and its leaf is not among the draw's {len(order)} entrants")
+    print(f"EXCLUDED: the receipt checks and its leaf is not among the draw's {len(order)} entrants"
+          + (f" (and the published draw does not recompute either: {problem})" if problem else ""))
     return 3
 
 

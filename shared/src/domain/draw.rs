@@ -343,7 +343,7 @@ impl Published {
         let terms = |p: &Self| Self { order: Vec::new(), from: None, next: None, ..p.clone() };
         let head = terms(first);
         let mut whole = Vec::new();
-        for page in &pages {
+        for (i, page) in pages.iter().enumerate() {
             if terms(page) != head {
                 return fault(format!("the page from place {} has other terms", page.from.unwrap_or(0)));
             }
@@ -351,6 +351,15 @@ impl Published {
                 return fault(format!("a page starts at {}, where {} was due", page.from.unwrap_or(0), whole.len()));
             }
             whole.extend(page.order.iter().cloned());
+            // Each page names the next one's start, and the last names none.
+            let due = pages.get(i + 1).map(|p| p.from.unwrap_or(0));
+            if page.next != due && !(pages.len() == 1 && page.from.is_none()) {
+                return fault(format!(
+                    "the page from place {} names {:?} as next, not {due:?}",
+                    page.from.unwrap_or(0),
+                    page.next
+                ));
+            }
         }
         if let Some(count) = head.entrant_count
             && count != whole.len() as u64

@@ -343,6 +343,14 @@ pub struct Reveal {
     pub beacon_signature: Option<String>,
 }
 
+/// How many of a ballot's draw order are laid down: the winners, then as many waiting places as
+/// the event's waitlist holds (`waitlist_size`, the capacity unless the release set it). Every
+/// entrant's place is in the published draw and their entry either way; a waiting place is a
+/// durable write, and one a cancellation can never reach costs a million of them in a large draw.
+fn laid_down(event: &Event, entrants: usize) -> usize {
+    entrants.min(event.capacity as usize + event.waitlist_size as usize)
+}
+
 /// What a draw did, as its reply says.
 #[derive(Debug, Serialize)]
 pub struct DrawSummary {
@@ -414,12 +422,13 @@ impl Draw {
                 self.store.record_draw(id, &record).await?
             }
         };
-        let (winners, waiting) = users.split_at(users.len().min(event.capacity as usize));
+        let laid = laid_down(&event, users.len());
+        let (winners, waiting) = users[..laid].split_at(laid.min(event.capacity as usize));
         let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
             if ballot {
-                self.lay_down(&event, &users, &emails, &record).await?;
+                self.lay_down(&event, &users[..laid], &emails, &record).await?;
             }
             self.store.draw_done(id, now).await?;
             tracing::info!(event_id = %id, entrants = users.len(), mode = event.sale_mode.as_str(), "drawn");

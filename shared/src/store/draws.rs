@@ -288,11 +288,37 @@ impl Store {
         Ok(())
     }
 
-    /// Every entry the draw shuffles (a fair open's late arrivals left out), read consistently.
+    /// Every entry the draw shuffles (a fair open's late arrivals left out), read consistently
+    /// page by page, each item kept only as the entrant it names (not its receipt, which the draw
+    /// does not need): a million entries are some 150 MB here, not a gigabyte of items.
     pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
-        let all: Vec<Entrant> =
-            self.partition(key::entries(event), None).await?.iter().map(entrant_from).collect::<Result<_, _>>()?;
-        Ok(all.into_iter().filter(|e| e.late.is_none()).collect())
+        let mut all = Vec::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", attr::PK)
+                .expression_attribute_names("#late", "late")
+                .expression_attribute_values(":pk", s(key::entries(event)))
+                .projection_expression("user_id, email, entry_key, #late")
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await?;
+            for item in out.items.unwrap_or_default() {
+                let entrant = entrant_from(&item)?;
+                if entrant.late.is_none() {
+                    all.push(entrant);
+                }
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(all);
+            }
+        }
     }
 
     /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
