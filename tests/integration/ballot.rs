@@ -176,7 +176,8 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     eprintln!("the draw of 2,000 entrants took {} ms", started.elapsed().as_millis());
     assert_eq!(
         (drawn.body["entrants"].as_u64(), drawn.body["winners"].as_u64(), drawn.body["waiting"].as_u64()),
-        (Some(2_000), Some(100), Some(1_900))
+        (Some(2_000), Some(100), Some(100)),
+        "the waitlist holds 100 (waitlist_size, the capacity by default): the rest have their place in the draw"
     );
     assert_eq!(app.enter(&id, "too-late").await.code(), "REGISTRATION_CLOSED");
     let again = app.draw(&id, &reveal).await;
@@ -222,18 +223,19 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     assert_eq!(check.expect("the ballot's check")["passed"], true, "{report}");
     assert_eq!(report["passed"], true, "{report}");
 
-    // The rest wait in draw order, in the cache and durably.
+    // The next 100 wait in draw order, in the cache and durably; the rest hold no place.
     let mut redis = app.redis.clone();
     let waiting: Vec<String> = redis.zrange(keys::wait(&id), 0, -1).await.unwrap();
-    assert_eq!(waiting, losers, "the waitlist is the draw's order after the winners");
+    assert_eq!(waiting, losers[..100], "the waitlist is the draw's order after the winners");
     let stored: Vec<String> =
         app.functions.store.waiters(&id).await.unwrap().into_iter().map(|w| w.user.as_str().to_owned()).collect();
-    assert_eq!(stored, losers);
+    assert_eq!(stored, losers[..100]);
     let place = app.waitlist(&id, &losers[0]).await;
     assert_eq!((place.body["status"].as_str(), place.body["position"].as_u64()), (Some("WAITING"), Some(1)));
+    assert_eq!(app.waitlist(&id, &losers[100]).await.code(), "NOT_WAITING", "past the waitlist's size");
 
     // Each entrant sees their place in the draw and a proof from their own leaf.
-    for (user, won) in [(&winners[0], true), (&losers[10], false)] {
+    for (user, won) in [(&winners[0], true), (&losers[10], false), (&losers[1_500], false)] {
         let entry = app.entry(&id, user).await.body;
         assert_eq!((entry["status"].as_str(), entry["won"].as_bool()), (Some("DRAWN"), Some(won)), "{entry}");
         let position = entry["draw_position"].as_u64().unwrap() as usize;
@@ -323,7 +325,7 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     assert_eq!(app.cache(&id).await.holdings, cache_before.holdings, "the same holders");
     assert_eq!(app.deliver_all().await, 3, "three orders, each once");
     let waiting: Vec<String> = app.redis.clone().zrange(keys::wait(&id), 0, -1).await.unwrap();
-    assert_eq!(waiting, in_order[3..]);
+    assert_eq!(waiting, in_order[3..6], "three wait (the waitlist's size, the capacity by default)");
 
     // A winner who cancels hands the number to the first in draw order who waits.
     assert_eq!(app.cancel(&id, &in_order[0]).await.status, 200);
