@@ -487,13 +487,21 @@ pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan, receipt_out: Opti
     let mailed = rows.iter().filter(|r| r.status == "CONFIRMED" && r.mail_status.as_deref() == Some("SENT")).count();
     checks.push(Check::new("every winner mailed", mailed == wanted.len(), format!("{mailed} of {}", wanted.len())));
     let stride = (losers.len() / SAMPLED).max(1);
+    let waitlist_size = plan.tickets as usize;
     let (mut in_order, mut proven, mut sampled) = (0, 0, 0);
     for (k, leaf) in losers.iter().enumerate().step_by(stride) {
         let Some(&i) = index.get(leaf) else { continue };
         sampled += 1;
         let (place, _, _) = with_retries(drawn.started, || api.waitlist(&users.tokens[i], event)).await;
-        if place.body["position"].as_u64().is_some_and(|p| p as usize <= k + 1) {
+        // The waitlist holds as many as its size (the release's default: the capacity); the rest
+        // hold no place and see theirs in the draw alone.
+        let holds_place = if k < waitlist_size {
             // Positions only move up as the places before are promoted.
+            place.body["position"].as_u64().is_some_and(|p| p as usize <= k + 1)
+        } else {
+            place.status == 404 && place.body["code"] == "NOT_WAITING"
+        };
+        if holds_place {
             in_order += 1;
         }
         let (entry, _, _) = with_retries(drawn.started, || api.entry(&users.tokens[i], event)).await;
@@ -502,7 +510,7 @@ pub async fn run_ballot(api: &Api, users: &Users, plan: &Plan, receipt_out: Opti
         }
     }
     checks.push(Check::new(
-        "the rest wait in draw order, each with a proof of entry from their leaf",
+        "the next waitlist_size wait in draw order, the rest hold no place, each with a proof of entry from their leaf",
         in_order == sampled && proven == sampled,
         format!("{sampled} sampled: {in_order} at their draw place, {proven} proofs to the root"),
     ));
