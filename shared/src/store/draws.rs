@@ -321,6 +321,35 @@ impl Store {
         }
     }
 
+    /// Loads entries already accepted elsewhere, 25 per `BatchWriteItem`, unconditioned (no check
+    /// that the registration is open, none against a duplicate): for a benchmark's million-entrant
+    /// ballot (`loadgen ballot-scale`), never beside a sale's own registration.
+    pub async fn load_entries(
+        &self,
+        event: &EventId,
+        entrants: &[Entrant],
+        now: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+        let batches = entrants
+            .chunks(25)
+            .map(|chunk| {
+                chunk
+                    .iter()
+                    .map(|e| {
+                        let put = PutRequest::builder().set_item(Some(entry_item(event, e, now, None))).build();
+                        put.map(|p| WriteRequest::builder().put_request(p).build())
+                            .map_err(|e| StoreError::Dynamo(e.to_string()))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for group in batches.chunks(16) {
+            futures::future::try_join_all(group.iter().map(|batch| self.write_batch(batch.clone()))).await?;
+        }
+        Ok(())
+    }
+
     /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
     /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
     pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
