@@ -7,7 +7,6 @@ use serde::Serialize;
 
 use super::{
     EventId, OrderId, OrderStatus, TicketNo, UserId,
-    draw::Published,
     red_packet::{ALGORITHM, Currency, RedPacket},
 };
 
@@ -169,22 +168,32 @@ impl Report {
     }
 }
 
+/// A complete draw as the audit checks a sale against it: recomputed from the stored entries and
+/// the revealed secret (a draw that does not is no draw: the view answers `503`), its algorithm,
+/// how many it shuffled, and the users of its first places in order (the winners and as many
+/// waiting places as it laid down: a private draw publishes leaves, not users).
+#[derive(Debug, Clone)]
+pub struct DrawnOrder<'a> {
+    pub algorithm: &'a str,
+    pub entrants: usize,
+    pub first: Vec<&'a UserId>,
+}
+
 impl Report {
     /// A ballot's check `ballot_draw`: the draw, recomputed from the stored entries and the
     /// revealed secret (`drawn`; `None` until the draw is complete), decided who holds and who
     /// waits. Every order not from the waitlist belongs to one of the first `capacity` of the
     /// draw's order, every order from the waitlist to one after them; every winner's order is
     /// stored or still on its way (orders in the outbox `ledger` read); every durable waiting place
-    /// `p` is the entrant at `capacity + p` in the draw's order. `drawn` comes with its users in
-    /// draw order (a private draw publishes leaves, not users).
+    /// `p` is the entrant at `capacity + p` in the draw's order.
     pub fn with_draw(
         mut self,
-        drawn: Option<(&Published, &[UserId])>,
+        drawn: Option<DrawnOrder<'_>>,
         rows: &[AuditRow],
         places: &[(UserId, u64)],
         ledger: &Ledger,
     ) -> Self {
-        let Some((drawn, users)) = drawn else {
+        let Some(DrawnOrder { algorithm, entrants, first: users }) = drawn else {
             self.checks.push(Check {
                 name: "ballot_draw",
                 passed: true,
@@ -193,7 +202,7 @@ impl Report {
             });
             return self;
         };
-        let capacity = (self.capacity as usize).min(users.len());
+        let capacity = (self.capacity as usize).min(entrants);
         let position: HashMap<&str, usize> = users.iter().enumerate().map(|(i, u)| (u.as_str(), i)).collect();
         let won = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i < capacity);
         let lost = |u: &UserId| position.get(u.as_str()).is_some_and(|&i| i >= capacity);
@@ -207,20 +216,17 @@ impl Report {
             .iter()
             .filter(|(user, place)| {
                 let at = (capacity + *place as usize).checked_sub(1);
-                at.and_then(|i| users.get(i)).map(UserId::as_str) != Some(user.as_str())
+                at.and_then(|i| users.get(i)).map(|u| u.as_str()) != Some(user.as_str())
             })
             .count();
-        let recomputed = drawn.verify().is_ok() && drawn.order.len() == users.len();
-        let passed = recomputed && strangers == 0 && missing <= in_flight && misplaced == 0;
+        let passed = strangers == 0 && missing <= in_flight && misplaced == 0;
         self.checks.push(Check {
             name: "ballot_draw",
             passed,
             detail: format!(
-                "{} entrants, {capacity} drawn to win ({} recomputes: {recomputed}): {} hold a stored order, {missing} \
+                "{entrants} entrants, {capacity} drawn to win ({algorithm}, recomputed from the stored entries): {} hold a stored order, {missing} \
                  not stored yet ({in_flight} orders on their way); {strangers} orders outside the draw's outcome; \
                  {} waiting places, {misplaced} out of draw order",
-                users.len(),
-                drawn.algorithm,
                 winners_stored.len(),
                 places.len()
             ),
@@ -235,13 +241,10 @@ impl Report {
     /// A fair open's check `fair_open_draw`: the queue's draw, recomputed from the stored entries
     /// and the revealed secret, is the one published (`None` until the draw is complete). Who
     /// then won is the grab script's, among those admitted in that order.
-    pub fn with_queue_draw(mut self, drawn: Option<&Published>) -> Self {
-        let (passed, detail) = match drawn {
+    pub fn with_queue_draw(mut self, drawn: Option<DrawnOrder<'_>>) -> Self {
+        let (passed, detail) = match &drawn {
             None => (true, "not drawn yet".to_owned()),
-            Some(d) => match d.verify() {
-                Ok(()) => (true, format!("{} entrants shuffled by {}; it recomputes", d.order.len(), d.algorithm)),
-                Err(fault) => (false, fault.to_string()),
-            },
+            Some(d) => (true, format!("{} entrants shuffled by {}; it recomputes", d.entrants, d.algorithm)),
         };
         let pending = drawn.is_none();
         self.checks.push(Check { name: "fair_open_draw", passed, detail, pending });
@@ -523,15 +526,18 @@ mod tests {
     fn a_ballots_outcome_is_checked_against_its_draw() {
         let e = EventId::parse("ev1").unwrap();
         let entrants = super::super::draw::entrants(["a", "b", "c", "d", "f"].map(String::from));
-        let drawn = Published::new(super::super::draw::Algorithm::V1, entrants, &[4; 32], None).unwrap();
+        let drawn =
+            super::super::draw::Published::new(super::super::draw::Algorithm::V1, entrants, &[4; 32], None).unwrap();
         let users: Vec<UserId> = drawn.order.iter().map(|u| UserId::parse(u).unwrap()).collect();
-        let drawn_with = Some((&drawn, &users[..]));
+        let drawn_with =
+            Some(DrawnOrder { algorithm: &drawn.algorithm, entrants: users.len(), first: users.iter().collect() });
         let ord = |i: usize| drawn.order[i].as_str();
         let u = |i: usize| UserId::parse(ord(i)).unwrap();
         let rows = vec![row(1, ord(0), OrderStatus::Confirmed, true), row(2, ord(1), OrderStatus::Confirmed, true)];
         let places = [(u(2), 1), (u(3), 2), (u(4), 3)];
         let check = |r: Report| r.checks.into_iter().find(|c| c.name == "ballot_draw").unwrap();
-        let clean = report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(drawn_with, &rows, &places, &ledger(&rows, 2));
+        let clean =
+            report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(drawn_with.clone(), &rows, &places, &ledger(&rows, 2));
         assert!(clean.passed, "{:?}", clean.checks);
 
         // A loser holding an order, a waiting place out of draw order, a winner's order missing.
@@ -539,7 +545,7 @@ mod tests {
         stranger[1] = row(2, ord(2), OrderStatus::Confirmed, true);
         assert!(
             !check(report(&e, 2, &stranger, &ledger(&stranger, 2)).with_draw(
-                drawn_with,
+                drawn_with.clone(),
                 &stranger,
                 &places,
                 &ledger(&stranger, 2)
@@ -548,8 +554,13 @@ mod tests {
         );
         let swapped = [(u(3), 1), (u(2), 2), (u(4), 3)];
         assert!(
-            !check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(drawn_with, &rows, &swapped, &ledger(&rows, 2)))
-                .passed
+            !check(report(&e, 2, &rows, &ledger(&rows, 2)).with_draw(
+                drawn_with.clone(),
+                &rows,
+                &swapped,
+                &ledger(&rows, 2)
+            ))
+            .passed
         );
         let one = &rows[..1];
         // The missing winner's order in the outbox, not stored yet.
@@ -558,10 +569,11 @@ mod tests {
             cache.outbox.push((o(ord(1)), t(2)));
         }
         assert!(
-            !check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with, one, &places, &ledger(one, 2))).passed
+            !check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with.clone(), one, &places, &ledger(one, 2)))
+                .passed
         );
         assert!(
-            check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with, one, &places, &on_its_way)).passed,
+            check(report(&e, 2, one, &ledger(one, 2)).with_draw(drawn_with.clone(), one, &places, &on_its_way)).passed,
             "on its way"
         );
         // A winner who cancelled, their number promoted to the first who waited.
@@ -570,7 +582,7 @@ mod tests {
         promoted.push(AuditRow { promoted: true, ..row(1, ord(2), OrderStatus::Confirmed, true) });
         assert!(
             check(report(&e, 2, &promoted, &ledger(&promoted, 2)).with_draw(
-                drawn_with,
+                drawn_with.clone(),
                 &promoted,
                 &places,
                 &ledger(&promoted, 2)

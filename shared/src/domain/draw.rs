@@ -53,7 +53,7 @@ impl Algorithm {
 
     /// An entrant's leaf: v1 hashes the user id, v2's entrant is its leaf already (hex); `None`
     /// for a v2 entrant that is not 64 lowercase hex digits.
-    fn leaf(self, entrant: &str) -> Option<Hash> {
+    pub fn leaf(self, entrant: &str) -> Option<Hash> {
         match self {
             Self::V1 => Some(Sha256::new().chain_update([0u8]).chain_update(entrant.as_bytes()).finalize().into()),
             Self::V2 => from_hex::<32>(entrant),
@@ -98,7 +98,11 @@ impl EntryKey {
 
     /// This entry's leaf in `event`'s draw, hex.
     pub fn leaf(&self, event: &EventId) -> String {
-        hex(&entry_leaf(event, &self.0))
+        hex(&self.leaf_bytes(event))
+    }
+
+    pub fn leaf_bytes(&self, event: &EventId) -> Hash {
+        entry_leaf(event, &self.0)
     }
 }
 
@@ -128,7 +132,12 @@ pub fn entrants<I: IntoIterator<Item = String>>(ids: I) -> Vec<String> {
 /// Step 2: the tree's levels, leaves first, root last. A v2 entrant that is no leaf hashes as
 /// none (zeros): its list fails the check of its entrants first.
 fn levels(algorithm: Algorithm, sorted: &[String]) -> Vec<Vec<Hash>> {
-    let mut levels = vec![sorted.iter().map(|e| algorithm.leaf(e).unwrap_or_default()).collect::<Vec<_>>()];
+    tree(sorted.iter().map(|e| algorithm.leaf(e).unwrap_or_default()).collect())
+}
+
+/// The levels above `leaves` (a last node without a partner carried up), leaves first.
+fn tree(leaves: Vec<Hash>) -> Vec<Vec<Hash>> {
+    let mut levels = vec![leaves];
     while levels.last().map_or(0, Vec::len) > 1 {
         let below = levels.last().expect("a level");
         let up = below.chunks(2).map(|pair| if pair.len() == 2 { node(&pair[0], &pair[1]) } else { pair[0] }).collect();
@@ -137,11 +146,15 @@ fn levels(algorithm: Algorithm, sorted: &[String]) -> Vec<Vec<Hash>> {
     levels
 }
 
-pub fn root(algorithm: Algorithm, sorted: &[String]) -> Hash {
-    match levels(algorithm, sorted).last().and_then(|l| l.first()) {
+fn top(levels: &[Vec<Hash>]) -> Hash {
+    match levels.last().and_then(|l| l.first()) {
         Some(root) => *root,
         None => Sha256::digest([]).into(),
     }
+}
+
+pub fn root(algorithm: Algorithm, sorted: &[String]) -> Hash {
+    top(&levels(algorithm, sorted))
 }
 
 /// Step 3.
@@ -158,13 +171,89 @@ pub fn seed(algorithm: Algorithm, secret: &Hash, root: &Hash, beacon: &[u8]) -> 
 
 /// Step 4: the sorted entrants in the draw's order.
 pub fn order(sorted: &[String], seed: &Hash) -> Vec<String> {
-    let mut list = sorted.to_vec();
+    shuffled(sorted.len(), seed).into_iter().map(|i| sorted[i as usize].clone()).collect()
+}
+
+/// Step 4 on places: each place's entrant, by its index in the sorted list.
+fn shuffled(n: usize, seed: &Hash) -> Vec<u32> {
+    let mut list: Vec<u32> = (0..n as u32).collect();
     let mut stream = Stream::new(seed);
     for i in (1..list.len()).rev() {
         let j = stream.below(i as u64 + 1) as usize;
         list.swap(i, j);
     }
     list
+}
+
+/// A draw as the server keeps it: 32 bytes and two indices an entrant, not strings (a million
+/// entrants are some 110 MB here against some 400 MB as text). Its entrants are indices into the
+/// sorted list; a page of the published draw is made from it on demand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compact {
+    pub algorithm: Algorithm,
+    /// The tree: level 0 is each entrant's leaf in entrant (sorted) order; the root last.
+    levels: Vec<Vec<Hash>>,
+    /// Place (from 0) -> entrant index, and back.
+    order: Vec<u32>,
+    place_of: Vec<u32>,
+}
+
+impl Compact {
+    /// The draw of the entrants whose leaves are `leaves` (in entrant order: v1's the user ids'
+    /// hashes in the ids' order, v2's sorted), with the revealed secret and the round's
+    /// randomness (empty without a round).
+    pub fn draw(algorithm: Algorithm, leaves: Vec<Hash>, secret: &Hash, randomness: &[u8]) -> Self {
+        let levels = tree(leaves);
+        let order = shuffled(levels[0].len(), &seed(algorithm, secret, &top(&levels), randomness));
+        let mut place_of = vec![0u32; order.len()];
+        for (place, &entrant) in order.iter().enumerate() {
+            place_of[entrant as usize] = place as u32;
+        }
+        Self { algorithm, levels, order, place_of }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    pub fn root(&self) -> Hash {
+        top(&self.levels)
+    }
+
+    /// The entrants' leaves, in entrant order.
+    pub fn leaves(&self) -> &[Hash] {
+        &self.levels[0]
+    }
+
+    /// The entrant at `place` (from 0), by index.
+    pub fn at(&self, place: usize) -> Option<usize> {
+        self.order.get(place).map(|&i| i as usize)
+    }
+
+    /// Entrant `index`'s place, from 0.
+    pub fn place_of(&self, index: usize) -> Option<usize> {
+        self.place_of.get(index).map(|&p| p as usize)
+    }
+
+    /// The path from entrant `index`'s leaf to the root.
+    pub fn proof(&self, mut index: usize) -> Option<Vec<ProofStep>> {
+        if index >= self.len() {
+            return None;
+        }
+        let mut steps = Vec::new();
+        for level in self.levels.iter().take_while(|l| l.len() > 1) {
+            let sibling = index ^ 1;
+            if sibling < level.len() {
+                steps.push(ProofStep { sibling: hex(&level[sibling]), left: sibling < index });
+            }
+            index /= 2;
+        }
+        Some(steps)
+    }
 }
 
 /// The whole draw: the sorted entrants' order for this secret and beacon.
@@ -211,6 +300,14 @@ pub fn proves(algorithm: Algorithm, entrant: &str, proof: &[ProofStep], root: &s
 /// The most places one page of a published draw holds (docs/FAIRNESS.md section 2a): 10,000
 /// leaves are some 670 KB of JSON, far below a Lambda reply's 6 MB.
 pub const PAGE_PLACES: usize = 10_000;
+
+/// The page of `len` places from `from`: its first place, the one after its last, and the next
+/// page's first (none after the last page).
+pub fn page_bounds(from: usize, len: usize) -> (usize, usize, Option<usize>) {
+    let from = from.min(len);
+    let to = (from + PAGE_PLACES).min(len);
+    (from, to, (to < len).then_some(to))
+}
 
 /// What an event publishes of its draw, for anyone to check. A `ticket-draw/v1` draw is one
 /// document with its entrants (user ids); a `ticket-draw/v2` draw is published in pages of
@@ -322,13 +419,12 @@ impl Published {
         if self.algorithm() != Ok(Algorithm::V2) {
             return self.clone();
         }
-        let from = from.min(self.order.len());
-        let to = (from + PAGE_PLACES).min(self.order.len());
+        let (from, to, next) = page_bounds(from, self.order.len());
         Self {
             entrants: Vec::new(),
             entrant_count: Some(self.order.len() as u64),
             from: Some(from as u64),
-            next: (to < self.order.len()).then_some(to as u64),
+            next: next.map(|n| n as u64),
             order: self.order[from..to].to_vec(),
             ..self.clone()
         }
@@ -605,5 +701,21 @@ mod tests {
         assert!(!proves(Algorithm::V2, &leaves(1)[0], &path, &root));
         // One key, two events: two unrelated leaves.
         assert_ne!(key.leaf(&EventId::parse("evt-other").unwrap()), mine);
+    }
+
+    #[test]
+    fn the_compact_draw_is_the_published_one() {
+        for (algorithm, list) in [(Algorithm::V1, ids(37)), (Algorithm::V2, leaves(37)), (Algorithm::V2, leaves(1))] {
+            let published = Published::new(algorithm, list.clone(), &[5; 32], None).unwrap();
+            let leaves = list.iter().map(|e| algorithm.leaf(e).unwrap()).collect();
+            let compact = Compact::draw(algorithm, leaves, &[5; 32], b"");
+            assert_eq!(hex(&compact.root()), published.root);
+            let order: Vec<&String> = (0..compact.len()).map(|p| &list[compact.at(p).unwrap()]).collect();
+            assert_eq!(order, published.order.iter().collect::<Vec<_>>());
+            for (index, entrant) in list.iter().enumerate() {
+                assert_eq!(compact.proof(index), proof(algorithm, &list, entrant));
+                assert_eq!(compact.at(compact.place_of(index).unwrap()), Some(index));
+            }
+        }
     }
 }

@@ -151,6 +151,14 @@ impl DrawTerms {
     /// The draw of `entrants` (v1: user ids, v2: leaves: [`Entrant::drawn_as`]) with the revealed `secret` (and the named round's signature): the
     /// secret must hash to the commitment, the signature be the named round's on the named chain.
     pub fn draw(&self, entrants: Vec<String>, secret: &str, signature: Option<&str>) -> Result<Published, DrawRefused> {
+        let revealed = self.reveal(secret, signature)?;
+        Published::new(self.algorithm, draw::entrants(entrants), &revealed.secret, revealed.beacon)
+            .map_err(|e| DrawRefused::Beacon(e.to_string()))
+    }
+
+    /// The organiser's reveal checked: the secret hashes to the commitment, and the signature is
+    /// the named round's on the named chain (its randomness then mixed into the seed).
+    pub fn reveal(&self, secret: &str, signature: Option<&str>) -> Result<Revealed, DrawRefused> {
         let secret = hex::decode::<32>(secret).ok_or(DrawRefused::BadSecret)?;
         if draw::commitment(&secret) != self.commitment {
             return Err(DrawRefused::NotCommitted);
@@ -166,9 +174,20 @@ impl DrawTerms {
                 signature: signature.to_owned(),
             }),
         };
-        Published::new(self.algorithm, draw::entrants(entrants), &secret, beacon)
-            .map_err(|e| DrawRefused::Beacon(e.to_string()))
+        let randomness = match &beacon {
+            Some(b) => b.verify().map_err(|e| DrawRefused::Beacon(e.to_string()))?.to_vec(),
+            None => Vec::new(),
+        };
+        Ok(Revealed { secret, beacon, randomness })
     }
+}
+
+/// A reveal that checked out: the secret, the round (as published) and its randomness.
+#[derive(Debug, Clone)]
+pub struct Revealed {
+    pub secret: [u8; 32],
+    pub beacon: Option<Beacon>,
+    pub randomness: Vec<u8>,
 }
 
 /// Why a draw's reveal is refused (nothing is drawn).

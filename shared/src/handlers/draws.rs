@@ -28,9 +28,10 @@ use crate::{
         draw::{self, Algorithm, EntryKey, ProofStep, Published},
         entry_receipt::ReceiptKey,
         event::{epoch_ms, rfc3339},
+        hex,
         order::{MessageHead, WaitHead},
         proof_of_work,
-        sale_mode::{self, Entrant, SaleMode},
+        sale_mode::{self, Entrant, Revealed, SaleMode},
         verify_hash::HashKey,
     },
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
@@ -204,45 +205,139 @@ impl Entries {
     }
 }
 
-/// A complete draw: what it publishes (whole: [`Published::page`] gives what a page shows), its
-/// users in draw order (never published: the audit and the lay-down need them), and each user's
-/// place in it (1 is first).
+/// A complete draw as this environment keeps it: its terms as published, the draw in compact form
+/// (32 bytes and two indices an entrant: a million entrants are some 110 MB), and each entrant's
+/// user (never published: the audit, the lay-down and a user's own place need them).
 pub struct Drawn {
-    pub published: Published,
-    pub users: Vec<UserId>,
-    pub positions: HashMap<UserId, usize>,
+    /// The published terms, without places: [`Drawn::page`] adds them.
+    pub terms: Published,
+    compact: draw::Compact,
+    /// Entrant index (the draw's entrant order) -> user.
+    users: Vec<UserId>,
     pub drawn_at: OffsetDateTime,
 }
 
 impl Drawn {
-    fn new(published: Published, users: Vec<UserId>, drawn_at: OffsetDateTime) -> Self {
-        let positions = users.iter().enumerate().map(|(i, u)| (u.clone(), i + 1)).collect();
-        Self { published, users, positions, drawn_at }
+    pub fn algorithm(&self) -> Algorithm {
+        self.compact.algorithm
+    }
+
+    /// How many entrants the draw shuffled.
+    pub fn len(&self) -> usize {
+        self.compact.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.compact.is_empty()
+    }
+
+    /// What `GET /events/{id}/draw?from=` shows: v2 a page of leaves from place `from`; v1 the
+    /// whole draw with its user ids, as it always was.
+    pub fn page(&self, from: usize) -> Published {
+        let user_at = |p: usize| self.compact.at(p).map(|i| self.users[i].as_str().to_owned());
+        match self.algorithm() {
+            Algorithm::V1 => Published {
+                entrants: self.users.iter().map(|u| u.as_str().to_owned()).collect(),
+                order: (0..self.len()).filter_map(user_at).collect(),
+                ..self.terms.clone()
+            },
+            Algorithm::V2 => {
+                let (from, to, next) = draw::page_bounds(from, self.len());
+                let leaves = self.compact.leaves();
+                Published {
+                    from: Some(from as u64),
+                    next: next.map(|n| n as u64),
+                    order: (from..to).filter_map(|p| self.compact.at(p)).map(|i| hex::encode(&leaves[i])).collect(),
+                    ..self.terms.clone()
+                }
+            }
+        }
+    }
+
+    /// The draw as the audit checks against it, with the users of its first `n` places.
+    pub fn order(&self, n: usize) -> crate::domain::audit::DrawnOrder<'_> {
+        crate::domain::audit::DrawnOrder {
+            algorithm: self.algorithm().name(),
+            entrants: self.len(),
+            first: (0..n.min(self.len())).filter_map(|p| self.compact.at(p)).map(|i| &self.users[i]).collect(),
+        }
+    }
+
+    /// The user's entrant index: v1 by their id (entrants are in id order), v2 by their entry's
+    /// leaf, which must be theirs.
+    fn index_of(&self, event: &EventId, user: &UserId, entry: &StoredEntry) -> Option<usize> {
+        let index = match self.algorithm() {
+            Algorithm::V1 => self.users.binary_search_by(|u| u.as_str().cmp(user.as_str())).ok()?,
+            Algorithm::V2 => self.compact.leaves().binary_search(&entry.key.as_ref()?.leaf_bytes(event)).ok()?,
+        };
+        (self.users.get(index) == Some(user)).then_some(index)
+    }
+
+    /// The user's place, 1 first.
+    fn place_of(&self, event: &EventId, user: &UserId, entry: &StoredEntry) -> Option<usize> {
+        self.compact.place_of(self.index_of(event, user, entry)?).map(|p| p + 1)
+    }
+
+    /// The user's place (1 is first) and the path from their leaf to the root.
+    fn place_and_proof(&self, event: &EventId, user: &UserId, entry: &StoredEntry) -> Option<(usize, Vec<ProofStep>)> {
+        let index = self.index_of(event, user, entry)?;
+        Some((self.compact.place_of(index)? + 1, self.compact.proof(index)?))
     }
 }
 
-/// The draw of the stored entrants with the revealed secret and round: the published draw of what
-/// each entrant is drawn as (v1 its user id, v2 its leaf), and its users in draw order.
+/// The draw of the stored entrants with the revealed secret and round, as `event` publishes its
+/// terms: each entrant's leaf (v1: of its user id, in id order; v2: of its entry key, in leaf
+/// order), the compact draw, its users and their addresses in entrant order.
 fn draw_of(
     event: &Event,
     entrants: Vec<Entrant>,
-    secret: &str,
-    signature: Option<&str>,
-) -> Result<(Published, Vec<UserId>), ApiError> {
+    revealed: &Revealed,
+) -> Result<(Published, draw::Compact, Vec<UserId>, Vec<crate::domain::Email>), ApiError> {
     let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
-    let mut users = HashMap::with_capacity(entrants.len());
+    let algorithm = terms.algorithm;
+    let mut keyed = Vec::with_capacity(entrants.len());
     for entrant in entrants {
-        let Some(drawn_as) = entrant.drawn_as(terms.algorithm, &event.id) else {
+        let leaf = match (algorithm, &entrant.key) {
+            (Algorithm::V1, _) => algorithm.leaf(entrant.user.as_str()),
+            (Algorithm::V2, Some(key)) => Some(key.leaf_bytes(&event.id)),
+            (Algorithm::V2, None) => None,
+        };
+        let Some(leaf) = leaf else {
             tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
             return Err(ApiError::Busy);
         };
-        users.insert(drawn_as, entrant.user);
+        keyed.push((leaf, entrant.user, entrant.email));
     }
-    let published = terms
-        .draw(users.keys().cloned().collect(), secret, signature)
-        .map_err(|e| ApiError::BadReveal(e.to_string()))?;
-    let in_order = published.order.iter().map(|d| users.remove(d).ok_or(ApiError::Busy)).collect::<Result<_, _>>()?;
-    Ok((published, in_order))
+    match algorithm {
+        Algorithm::V1 => keyed.sort_unstable_by(|a, b| a.1.as_str().cmp(b.1.as_str())),
+        Algorithm::V2 => keyed.sort_unstable_by_key(|e| e.0),
+    }
+    let n = keyed.len();
+    let (mut leaves, mut users, mut emails) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+    for (leaf, user, email) in keyed {
+        leaves.push(leaf);
+        users.push(user);
+        emails.push(email);
+    }
+    let compact = draw::Compact::draw(algorithm, leaves, &revealed.secret, &revealed.randomness);
+    let published = Published {
+        algorithm: algorithm.name().to_owned(),
+        event_id: Some(event.id.as_str().to_owned()),
+        commitment: terms.commitment.clone(),
+        secret: hex::encode(&revealed.secret),
+        root: hex::encode(&compact.root()),
+        beacon: revealed.beacon.clone(),
+        entrants: Vec::new(),
+        entrant_count: Some(n as u64),
+        from: None,
+        next: None,
+        order: Vec::new(),
+        entries_close: event.entries_close().map(rfc3339),
+        drawn_at: None,
+        capacity: Some(event.capacity),
+        admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
+    };
+    Ok((published, compact, users, emails))
 }
 
 /// The draws this environment has recomputed: a draw never changes once complete.
@@ -285,18 +380,19 @@ impl DrawView {
             Some(record) if record.done => record,
             _ => return Ok(None),
         };
+        let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
+        let stored = |e: &dyn std::fmt::Display| {
+            tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
+            ApiError::Busy
+        };
+        let revealed = terms.reveal(&record.secret, record.beacon_signature.as_deref()).map_err(|e| stored(&e))?;
         let entrants = self.store.entrants(&event.id).await?;
-        let (mut published, users) = draw_of(event, entrants, &record.secret, record.beacon_signature.as_deref())
-            .map_err(|e| {
-                tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
-                ApiError::Busy
-            })?;
-        published.event_id = Some(event.id.as_str().to_owned());
-        published.entries_close = event.entries_close().map(rfc3339);
-        published.drawn_at = Some(rfc3339(record.drawn_at));
-        published.capacity = Some(event.capacity);
-        published.admission_rate = event.queue.as_ref().map(|q| q.admission_rate);
-        let drawn = Arc::new(Drawn::new(published, users, record.drawn_at));
+        let (mut terms, compact, users, _) = draw_of(event, entrants, &revealed).map_err(|e| stored(&e))?;
+        if terms.root != record.root {
+            return Err(stored(&"the entries' root is not the one the draw recorded"));
+        }
+        terms.drawn_at = Some(rfc3339(record.drawn_at));
+        let drawn = Arc::new(Drawn { terms, compact, users, drawn_at: record.drawn_at });
         let mut book = self.book.drawn.lock().expect("draws");
         if book.len() >= DRAWS_KEPT {
             book.clear();
@@ -309,26 +405,21 @@ impl DrawView {
     /// and inclusion proof: the path from what they are drawn as (v2: their leaf) to the root.
     pub async fn entry(&self, id: &EventId, caller: &Caller) -> Result<EntryView, ApiError> {
         let event = drawing_event(&self.rebuilder, id).await?;
-        let algorithm = event.draw.as_ref().map_or(Algorithm::V1, |d| d.algorithm);
         let entry = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
-        let drawn_as = match algorithm {
-            Algorithm::V1 => Some(caller.user.as_str().to_owned()),
-            Algorithm::V2 => entry.key.as_ref().map(|k| k.leaf(id)),
-        };
-        let mut view = EntryView::entered(id, entry);
         let drawn = match self.published(id).await {
             Ok(drawn) => drawn,
-            Err(ApiError::NotDrawn) => return Ok(view),
+            Err(ApiError::NotDrawn) => return Ok(EntryView::entered(id, entry)),
             Err(e) => return Err(e),
         };
-        let position = drawn.positions.get(&caller.user).copied();
+        let placed = drawn.place_and_proof(id, &caller.user, &entry);
+        let mut view = EntryView::entered(id, entry);
         view.status = "DRAWN";
         if event.sale_mode == SaleMode::Ballot {
-            view.won = position.map(|p| p <= event.capacity as usize);
+            view.won = placed.as_ref().map(|(p, _)| *p <= event.capacity as usize);
         }
-        view.draw_position = position;
-        view.root = Some(drawn.published.root.clone());
-        view.proof = drawn_as.and_then(|d| draw::proof(algorithm, &drawn.published.entrants, &d));
+        view.draw_position = placed.as_ref().map(|(p, _)| *p);
+        view.root = Some(drawn.terms.root.clone());
+        view.proof = placed.map(|(_, proof)| proof);
         Ok(view)
     }
 }
@@ -394,7 +485,9 @@ impl Draw {
             return Err(ApiError::DrawTooEarly { from: rfc3339(event.sale_start) });
         }
         // The reveal is checked before anything changes: a wrong secret closes nothing.
-        draw_of(&event, Vec::new(), &reveal.secret, reveal.beacon_signature.as_deref())?;
+        let revealed = terms
+            .reveal(&reveal.secret, reveal.beacon_signature.as_deref())
+            .map_err(|e| ApiError::BadReveal(e.to_string()))?;
         let state = self.store.ballot_state(id).await?;
         if state.draw.is_none() {
             self.store.close_registration(id, now).await?;
@@ -402,9 +495,7 @@ impl Draw {
         // Once the registration is closed the entries are all there will be; the secret the
         // commitment fixes and the named round's one signature give the recorded draw again.
         let entrants = self.store.entrants(id).await?;
-        let emails: HashMap<UserId, crate::domain::Email> =
-            entrants.iter().map(|e| (e.user.clone(), e.email.clone())).collect();
-        let (drawn, users) = draw_of(&event, entrants, &reveal.secret, reveal.beacon_signature.as_deref())?;
+        let (drawn, compact, users, emails) = draw_of(&event, entrants, &revealed)?;
         let record = match state.draw {
             Some(record) => record,
             None => {
@@ -412,7 +503,7 @@ impl Draw {
                     secret: drawn.secret.clone(),
                     beacon_signature: reveal.beacon_signature.clone(),
                     root: drawn.root.clone(),
-                    entrants: users.len() as u32,
+                    entrants: compact.len() as u32,
                     drawn_at: now,
                     done: false,
                     chunks_laid: 0,
@@ -422,16 +513,22 @@ impl Draw {
                 self.store.record_draw(id, &record).await?
             }
         };
-        let laid = laid_down(&event, users.len());
-        let (winners, waiting) = users[..laid].split_at(laid.min(event.capacity as usize));
+        // Only the places laid down need their users and addresses.
+        let laid = laid_down(&event, compact.len());
+        let indices: Vec<usize> = (0..laid).filter_map(|p| compact.at(p)).collect();
+        let in_order: Vec<UserId> = indices.iter().map(|&i| users[i].clone()).collect();
+        let emails: HashMap<UserId, crate::domain::Email> =
+            indices.iter().map(|&i| (users[i].clone(), emails[i].clone())).collect();
+        drop(users);
+        let (winners, waiting) = in_order.split_at(laid.min(event.capacity as usize));
         let ballot = event.sale_mode == SaleMode::Ballot;
         if !record.done {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
             if ballot {
-                self.lay_down(&event, &users[..laid], &emails, &record).await?;
+                self.lay_down(&event, &in_order, &emails, &record).await?;
             }
             self.store.draw_done(id, now).await?;
-            tracing::info!(event_id = %id, entrants = users.len(), mode = event.sale_mode.as_str(), "drawn");
+            tracing::info!(event_id = %id, entrants = compact.len(), mode = event.sale_mode.as_str(), "drawn");
         }
         Ok(DrawSummary {
             event_id: id.clone(),
@@ -628,6 +725,8 @@ impl Queue {
         let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
         let entry = self.store.entry(&event.id, &caller.user).await?.ok_or(ApiError::NotQueued)?;
         let late = entry.late;
+        let drawn = self.draws.published_of(event).await?;
+        let place = drawn.as_ref().and_then(|d| d.place_of(&event.id, &caller.user, &entry));
         let mut view = QueueView {
             event_id: event.id.clone(),
             status: "QUEUED",
@@ -642,11 +741,10 @@ impl Queue {
             admission: None,
             admission_expires_at: None,
         };
-        let Some(drawn) = self.draws.published_of(event).await? else { return Ok(view) };
-        let shuffled = drawn.published.order.len() as u64;
+        let Some(drawn) = drawn else { return Ok(view) };
         let position = match late {
-            Some(rank) => shuffled + rank,
-            None => drawn.positions.get(&caller.user).copied().ok_or(ApiError::Busy)? as u64,
+            Some(rank) => drawn.len() as u64 + rank,
+            None => place.ok_or(ApiError::Busy)? as u64,
         };
         let admitted_at = sale_mode::admitted_at(drawn.drawn_at, terms.admission_rate, position);
         view.shuffle_at = None;

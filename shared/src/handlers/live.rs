@@ -131,9 +131,10 @@ impl Auditor {
             report = if whole.sale_mode == SaleMode::Ballot {
                 let places: Vec<(UserId, u64)> =
                     self.store.waiters(event).await?.into_iter().map(|w| (w.user, w.place)).collect();
-                report.with_draw(drawn.as_deref().map(|d| (&d.published, &d.users[..])), &rows, &places, &ledger)
+                let laid = whole.capacity as usize + whole.waitlist_size as usize;
+                report.with_draw(drawn.as_deref().map(|d| d.order(laid)), &rows, &places, &ledger)
             } else {
-                report.with_queue_draw(drawn.as_deref().map(|d| &d.published))
+                report.with_queue_draw(drawn.as_deref().map(|d| d.order(0)))
             };
         }
         Ok((report, drain))

@@ -187,7 +187,7 @@ impl Query {
                             ApiError::BadRequest("from must be a place's index, a whole number from 0".into())
                         })?,
                     };
-                    json(StatusCode::OK, &self.draws.published(&event_id(&req)?).await?.published.page(from))
+                    json(StatusCode::OK, &self.draws.published(&event_id(&req)?).await?.page(from))
                 }
                 _ => return Err(ApiError::RouteNotFound),
             };

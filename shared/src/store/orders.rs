@@ -420,7 +420,10 @@ impl Store {
         Ok(())
     }
 
-    pub(super) async fn write_batch(&self, mut batch: Vec<aws_sdk_dynamodb::types::WriteRequest>) -> Result<(), StoreError> {
+    pub(super) async fn write_batch(
+        &self,
+        mut batch: Vec<aws_sdk_dynamodb::types::WriteRequest>,
+    ) -> Result<(), StoreError> {
         while !batch.is_empty() {
             let out = self.client.batch_write_item().request_items(&self.table, batch).send().await?;
             batch = out.unprocessed_items.and_then(|mut u| u.remove(&self.table)).unwrap_or_default();
