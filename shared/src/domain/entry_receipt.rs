@@ -247,4 +247,23 @@ mod tests {
         let pass = crate::domain::ticket_pass::PassKey::new(secret).unwrap().public().encoded();
         assert_ne!(receipt, pass);
     }
+
+    #[test]
+    fn a_rotation_voids_no_receipt_either_side_signed() {
+        let (old, new) =
+            (ReceiptKey::new(b"0123456789abcdef-old").unwrap(), ReceiptKey::new(b"0123456789abcdef-new").unwrap());
+        let before = old.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", None);
+        let after = new.issue(&event(), &"cd".repeat(32), "2026-11-27T10:05:00Z", None);
+        // Staged: the old key signs, the new one is published as next (an environment that read
+        // the new key first signs with it); promoted: the old one stays published as previous.
+        let staged = ReceiptKeyRing::of(&Staged { current: old.clone(), pending: Some(new.clone()), previous: None });
+        let promoted = ReceiptKeyRing::of(&Staged { current: new.clone(), pending: None, previous: Some(old.clone()) });
+        for ring in [&staged, &promoted] {
+            assert!(ring.verify(&before).is_ok() && ring.verify(&after).is_ok());
+        }
+        // Two rotations later the first key is gone, and so is what it signed: keep the published
+        // keys with the receipt (ticketgrab-verify reads them from the file).
+        let later = ReceiptKeyRing::of(&Staged::only(new));
+        assert_eq!(later.verify(&before), Err(BadReceipt::UnknownKey));
+    }
 }
