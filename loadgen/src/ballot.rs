@@ -322,7 +322,21 @@ fn draw_checks(drawn: &Drawn, n: usize) -> Vec<Check> {
     let ours: HashSet<&str> = drawn.index.keys().map(String::as_str).collect();
     let listed: HashSet<&str> = published.order.iter().map(String::as_str).collect();
     let (receipts, keys) = receipt_checks(drawn);
+    // The draw's signed head: the keys' reply after the draw signs the terms every page carries.
+    let head = ReceiptKeyRing::from_published(&drawn.keys.body).map_err(|e| e.to_string()).and_then(|ring| {
+        let text = drawn.keys.body["draw_head"].as_str().ok_or("no draw_head after the draw")?;
+        let head = ring.verify_head(text).map_err(|e| e.to_string())?;
+        if head.matches(published) { Ok(head) } else { Err(format!("the head {head:?} is not the published draw's")) }
+    });
     vec![
+        Check::new(
+            "the draw's head is signed with the receipt key and names the published draw",
+            head.is_ok(),
+            match &head {
+                Ok(h) => format!("root {}, {} entrants, drawn at {}", h.root, h.entrant_count, h.drawn_at),
+                Err(why) => why.clone(),
+            },
+        ),
         Check::new(
             "one entry per user (a second at the same time told 200, with the same entry)",
             once_each && drawn.agree && drawn.by_user.len() == n && entrants == n,

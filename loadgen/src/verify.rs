@@ -16,9 +16,11 @@
 //!       and optionally `entry_key` (the entrant's key, hex). The receipt checks against the keys;
 //!       the entry key, when given, hashes to the receipt's leaf; the draw checks out; and the
 //!       leaf's place in it is printed (a ballot's: whether it won; a fair open's: when it is
-//!       admitted). A receipt that checks and whose leaf is not in the draw proves the operator
-//!       left out an entry it accepted (exit 3); a fair open's late place (its receipt names a
-//!       rank) is behind the draw, not in it
+//!       admitted). A receipt that checks and whose leaf is not in a draw that checks out and is
+//!       the one its signed head names (`keys.draw_head`, docs/FAIRNESS.md section 6b) proves the
+//!       operator left out an entry it accepted (exit 3); without such a head, or against a draw
+//!       that does not check out, a missing leaf proves nothing (exit 1). A fair open's late place
+//!       (its receipt names a rank, dated after the close) is behind the draw, not in it
 //!   ticketgrab-verify vectors <fairness-v1.json | fairness-v2.json>
 //!       docs/FAIRNESS.md's test vectors (tests/vectors/), picked by their `version`: every one
 //!       recomputed
@@ -27,7 +29,7 @@
 //!   0  it checks out (what was checked is printed)
 //!   1  it does not (the first reason printed)
 //!   2  an input is unreadable (not a file, not JSON, not the document named)
-//!   3  an exclusion proven: a receipt that checks names a leaf the draw left out
+//!   3  an exclusion proven: a receipt that checks names a leaf the signed draw left out
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -35,7 +37,7 @@ use clap::{Parser, Subcommand};
 use serde::Deserialize;
 use shared::domain::{
     draw::{Algorithm, EntryKey, Published},
-    entry_receipt::ReceiptKeyRing,
+    entry_receipt::{DrawHead, ReceiptKeyRing},
     fairness_vectors, fairness_vectors_v2,
     red_packet::{self, AmountSeed},
 };
@@ -225,7 +227,25 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
     let verified = draw.verify();
     let n = draw.order.len() as u64;
     let closed = draw.entries_close.as_deref().and_then(time);
-    match (draw.order.iter().position(|l| *l == said.leaf), said.late) {
+    // The draw's signed head: the draw shown is the one the operator signed for everyone.
+    let head: Result<DrawHead, String> = match shown.keys["draw_head"].as_str() {
+        None => {
+            Err("the keys carry no signed draw head (GET /events/{id}/receipt-key gives it once the draw is complete)"
+                .into())
+        }
+        Some(text) => match ring.verify_head(text) {
+            Err(e) => Err(format!("the draw head does not check against the keys: {e}")),
+            Ok(h) if h.event != said.event => Err(format!("the draw head is event {}'s", h.event)),
+            Ok(h) if !h.matches(&draw) => Err("the draw is not the one its signed head names".into()),
+            Ok(h) => Ok(h),
+        },
+    };
+    // A rank makes a late place only on a fair open, dated at or after the close; otherwise the
+    // receipt is an entry the draw must hold.
+    let late = said.late.filter(|_| {
+        draw.admission_rate.is_some() && matches!((closed, time(&said.entered_at)), (Some(c), Some(t)) if t >= c)
+    });
+    match (draw.order.iter().position(|l| *l == said.leaf), late) {
         (Some(at), late) => {
             if let Err(fault) = verified {
                 return Fails(format!("{held}; but the draw does not check out: {fault}"));
@@ -245,8 +265,9 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
                 (None, Some(capacity)) => format!("; a ballot of {capacity} places: it did not win"),
                 (None, None) => String::new(),
             };
+            let signed = if head.is_ok() { ", the draw its signed head names" } else { "" };
             Holds(format!(
-                "{held}; {whose} checks out ({}); leaf {} holds place {place} of {n}{outcome}",
+                "{held}; {whose}{signed} checks out ({}); leaf {} holds place {place} of {n}{outcome}",
                 draw.algorithm, said.leaf
             ))
         }
@@ -254,7 +275,7 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
             if let Err(fault) = verified {
                 return Fails(format!("{held}; but the draw does not check out: {fault}"));
             }
-            let place = n + rank;
+            let place = n + rank.get();
             let admitted = draw.admission_rate.map(|r| format!(", {}", admission(&draw, r, place))).unwrap_or_default();
             Holds(format!(
                 "{held}; a fair open's late place (rank {rank}, accepted after the entries closed): not among the {n} \
@@ -262,25 +283,21 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
             ))
         }
         (None, None) => {
-            let mut why = format!(
-                "EXCLUSION PROVEN: {held}, and its leaf {} is not among the {n} entrants of {whose}: the operator \
-                 left out an entry it accepted",
-                said.leaf
-            );
-            if let (Some(close), Some(t)) = (closed, time(&said.entered_at))
-                && t >= close
-            {
-                why.push_str(&format!(
-                    "; the receipt was signed at {}, after the entries closed at {}: an entry accepted after the close",
-                    said.entered_at,
-                    draw.entries_close.as_deref().unwrap_or_default()
+            // A missing leaf proves something only in a draw that recomputes and is the one the
+            // operator signed: anyone with the revealed secret can make a draw without it.
+            if let Err(fault) = verified {
+                return Fails(format!(
+                    "{held}; its leaf is not in the draw, but the draw does not check out ({fault}): that proves nothing"
                 ));
             }
-            match verified {
-                Ok(()) => why.push_str("; the draw itself recomputes without it"),
-                Err(fault) => why.push_str(&format!("; the draw itself does not check out either: {fault}")),
+            if let Err(why) = head {
+                return Fails(format!("{held}; its leaf is not in the draw, but {why}: that proves nothing"));
             }
-            Excluded(why)
+            Excluded(format!(
+                "EXCLUSION PROVEN: {held}, and its leaf {} is not among the {n} entrants of {whose}, which checks out \
+                 and is the draw its signed head names: the operator left out an entry it accepted",
+                said.leaf
+            ))
         }
     }
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 use shared::domain::{
     EventId,
     draw::{self, Algorithm, EntryKey, PAGE_PLACES, Published},
-    entry_receipt::{ReceiptKey, ReceiptKeyRing},
+    entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
     key_rotation::Staged,
     red_packet::{self, AmountSeed},
 };
@@ -210,13 +210,19 @@ fn shown(receipt: &str, entry_key: Option<&EntryKey>, keys: &serde_json::Value) 
 #[test]
 fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
     let signer = ReceiptKey::from_seed(&[5; 32]);
-    let keys = ReceiptKeyRing::of(&Staged::only(signer.clone())).published(&event());
+    let ring = ReceiptKeyRing::of(&Staged::only(signer.clone()));
     let mine = EntryKey::generate();
     let leaf = mine.leaf(&event());
     let receipt = signer.issue(&event(), &leaf, "2026-11-27T09:59:00Z", None);
     let mut all = leaves(40);
     all.push(leaf.clone());
     let ballot = v2_draw(draw::entrants(all.clone()), 10, None);
+    // The keys as GET /receipt-key gives them after a draw: with the draw's signed head.
+    let signed = |d: &Published| {
+        let head = DrawHead::of(d, "").expect("a whole draw's head");
+        ring.published(&event(), Some(signer.sign_head(&head)))
+    };
+    let keys = signed(&ballot);
     let place = ballot.order.iter().position(|l| *l == leaf).unwrap() + 1;
     let ballot_file = Temp::new(&serde_json::to_value(ballot.page(0)).unwrap());
     let check = |doc: &serde_json::Value, draw: &Temp| {
@@ -256,18 +262,33 @@ fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
     let (code, said) = check(&shown(&receipt, Some(&EntryKey::generate()), &keys), &ballot_file);
     assert_eq!((code, said.contains("entry key")), (1, true), "{said}");
 
-    // Left out: a draw made without the leaf (it recomputes), or the leaf cut from the published
-    // one (it does not): either way the receipt proves the exclusion.
-    let without = Temp::new(&serde_json::to_value(v2_draw(leaves(40), 10, None).page(0)).unwrap());
-    let (code, said) = check(&shown(&receipt, Some(&mine), &keys), &without);
+    // Left out: a draw made without the leaf, which recomputes and which the operator signed: the
+    // receipt proves the exclusion. The same draw with no signed head (the keys of before the
+    // draw), or a head that is another draw's, or the leaf cut from the published draw (it no
+    // longer recomputes): anyone could make those, and they prove nothing.
+    let dropped = v2_draw(leaves(40), 10, None);
+    let without = Temp::new(&serde_json::to_value(dropped.page(0)).unwrap());
+    let (code, said) = check(&shown(&receipt, Some(&mine), &signed(&dropped)), &without);
     assert_eq!((code, said.contains("left out an entry it accepted")), (3, true), "{said}");
-    assert!(said.contains("recomputes without it"), "{said}");
+    let unsigned = ring.published(&event(), None);
+    let (code, said) = check(&shown(&receipt, Some(&mine), &unsigned), &without);
+    assert_eq!((code, said.contains("proves nothing")), (1, true), "{said}");
+    let (code, said) = check(&shown(&receipt, Some(&mine), &keys), &without);
+    assert_eq!((code, said.contains("not the one its signed head names")), (1, true), "{said}");
     let mut cut = serde_json::to_value(ballot.page(0)).unwrap();
     cut["order"].as_array_mut().unwrap().retain(|l| l.as_str() != Some(leaf.as_str()));
     cut["entrant_count"] = json!(40);
     let cut = Temp::new(&cut);
     let (code, said) = check(&shown(&receipt, None, &keys), &cut);
-    assert_eq!((code, said.contains("does not check out either")), (3, true), "{said}");
+    assert_eq!((code, said.contains("does not check out")), (1, true), "{said}");
+    // A key of anyone's own, its receipt and head: the head is checked against the keys given, so
+    // the receipt must be checked against keys the operator published (kept with it).
+    let forger = ReceiptKey::from_seed(&[9; 32]);
+    let forged_ring = ReceiptKeyRing::of(&Staged::only(forger.clone()));
+    let forged_receipt = forger.issue(&event(), &EntryKey::generate().leaf(&event()), "2026-11-27T09:59:00Z", None);
+    let forged_keys = forged_ring.published(&event(), Some(signer.sign_head(&DrawHead::of(&dropped, "").unwrap())));
+    let (code, said) = check(&shown(&forged_receipt, None, &forged_keys), &without);
+    assert_eq!((code, said.contains("draw head does not check")), (1, true), "a head the forger cannot sign: {said}");
 
     // Another event's draw: not this receipt's to judge (a draw naming no event is taken as the
     // receipt's, and says so).
@@ -279,11 +300,21 @@ fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
     let (code, said) = check(&shown(&receipt, None, &keys), &Temp::new(&elsewhere));
     assert_eq!((code, said.contains("names no event")), (0, true), "{said}");
 
-    // A fair open's late place is behind the draw, not in it.
+    // A fair open's late place (dated after the close) is behind the draw, not in it; a rank on a
+    // ballot, or dated before the close, is an entry the draw must hold.
     let late = signer.issue(&event(), &leaf, "2026-11-27T10:00:09Z", Some(3));
-    let open_without = Temp::new(&serde_json::to_value(v2_draw(leaves(40), 10, Some(4)).page(0)).unwrap());
-    let (code, said) = check(&shown(&late, Some(&mine), &keys), &open_without);
+    let open_dropped = v2_draw(leaves(40), 10, Some(4));
+    let open_without = Temp::new(&serde_json::to_value(open_dropped.page(0)).unwrap());
+    let (code, said) = check(&shown(&late, Some(&mine), &signed(&open_dropped)), &open_without);
     assert_eq!((code, said.contains("late place") && said.contains("place is 43")), (0, true), "{said}");
+    let early = signer.issue(&event(), &leaf, "2026-11-27T09:59:00Z", Some(3));
+    let (code, said) = check(&shown(&early, Some(&mine), &signed(&open_dropped)), &open_without);
+    assert_eq!(code, 3, "a rank dated before the close: {said}");
+    let (code, said) = check(&shown(&late, Some(&mine), &signed(&dropped)), &without);
+    assert_eq!(code, 3, "a rank on a ballot: {said}");
+    let zero = json!({"k": signer.public().id(), "e": event(), "l": leaf, "t": "2026-11-27T10:00:09Z", "r": 0});
+    let (code, _) = check(&shown(&signer.sign(zero.to_string().as_bytes()), None, &keys), &ballot_file);
+    assert_eq!(code, 1, "rank 0 is no rank");
 
     // Unreadable: no receipt, keys that are none, a draw that is no file.
     assert_eq!(check(&json!({"keys": keys}), &ballot_file).0, 2);

@@ -424,6 +424,67 @@ async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing()
     assert!(app.functions.store.entrants(&id).await.unwrap().is_empty());
 }
 
+/// An operator who drops an accepted entry from the store before the draw signs a head for the
+/// draw without it: the entrant's receipt, the keys with that head and the published pages prove
+/// the exclusion (and tests/draw_v2.py, written from FAIRNESS.md, agrees: exit 3); every other
+/// receipt finds its place (exit 0).
+#[tokio::test]
+async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head() {
+    let app = TestApp::for_mail(60).await;
+    let id = fresh_event_id();
+    let secret = secret();
+    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(3);
+    assert_eq!(app.release_body(&ballot(&id, 2, draw_from, &draw::commitment(&secret))).await.status, 201);
+    let mut entries = Vec::new();
+    for user in ["kept-1", "kept-2", "dropped", "kept-3"] {
+        let entered = app.enter(&id, user).await;
+        assert_eq!(entered.status, 201, "{}", entered.body);
+        entries.push((user, entered.body));
+    }
+    // Before the draw, the keys carry no head yet.
+    let before = app.call(Function::Grab, for_user(for_event(fixture("receipt-key.json"), &id), "anyone")).await;
+    assert!(before.body["draw_head"].is_null(), "{}", before.body);
+    // The operator deletes one accepted entry.
+    app.functions
+        .store
+        .client()
+        .delete_item()
+        .table_name(app.functions.store.table())
+        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENTRY#{id}")))
+        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S("USER#dropped".into()))
+        .send()
+        .await
+        .unwrap();
+    until(draw_from).await;
+    assert_eq!(app.draw(&id, &json!({ "secret": hex::encode(&secret) })).await.status, 200);
+    let (_, published) = app.whole_draw(&id).await;
+    assert_eq!(published.verify(), Ok(()));
+    let keys = app.call(Function::Grab, for_user(for_event(fixture("receipt-key.json"), &id), "anyone")).await.body;
+    let ring = ReceiptKeyRing::from_published(&keys).unwrap();
+    let head = ring.verify_head(keys["draw_head"].as_str().expect("a signed head after the draw")).unwrap();
+    assert!(head.matches(&published), "{head:?}");
+    let draw_file = std::env::temp_dir().join(format!("dropped-{id}.json"));
+    std::fs::write(&draw_file, serde_json::to_vec(&published).unwrap()).unwrap();
+    let keys_file = std::env::temp_dir().join(format!("dropped-{id}-keys.json"));
+    std::fs::write(&keys_file, serde_json::to_vec(&keys).unwrap()).unwrap();
+    for (user, entry) in &entries {
+        let receipt = ring.verify(entry["receipt"].as_str().unwrap()).unwrap();
+        let drawn = published.order.contains(&receipt.leaf);
+        assert_eq!(drawn, *user != "dropped", "{user}");
+        let out = std::process::Command::new("python3")
+            .arg(repo_root().join("tests/draw_v2.py"))
+            .args(["--receipt", entry["receipt"].as_str().unwrap(), "--keys"])
+            .arg(&keys_file)
+            .arg("--draw")
+            .arg(&draw_file)
+            .args(["--entry-key", entry["entry_key"].as_str().unwrap()])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(if drawn { 0 } else { 3 }), "{user}: {said}");
+    }
+}
+
 /// A ballot may ask each entry for work (ticket-pow/v1): without it, with a wrong nonce or with
 /// another user's, the entry is refused and nothing is written; with it, entered.
 #[tokio::test]

@@ -12,7 +12,7 @@
 //! (`GET /events/{id}/receipt-key`), the key id as a pass's names its key.
 
 use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
-use ed25519_dalek::{Signer, SigningKey, Verifier, VerifyingKey};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -21,6 +21,9 @@ use super::{EventId, key_rotation::Staged};
 pub const ALGORITHM: &str = "ticket-entry-receipt/v1";
 const PREFIX: &str = "TR1.";
 const CONTEXT: &[u8] = b"ticket-entry-receipt-v1\n";
+/// The draw's signed head (docs/FAIRNESS.md section 6b), by the same key.
+const HEAD_PREFIX: &str = "TH1.";
+const HEAD_CONTEXT: &[u8] = b"ticket-draw-head-v1\n";
 /// Longer receipts are refused before any decoding (a real one is ~250 characters).
 pub const MAX_RECEIPT_LEN: usize = 1_024;
 
@@ -37,9 +40,59 @@ pub struct Receipt {
     /// When the entry was accepted (RFC 3339).
     #[serde(rename = "t")]
     pub entered_at: String,
-    /// A fair open's place accepted after its entries closed: its rank behind the shuffled ones.
-    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none")]
-    pub late: Option<u64>,
+    /// A fair open's place accepted after its entries closed: its rank behind the shuffled ones,
+    /// from 1 (present, it is a number: `null` and 0 are no rank).
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none", deserialize_with = "present_rank")]
+    pub late: Option<std::num::NonZeroU64>,
+}
+
+fn present_rank<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::num::NonZeroU64>, D::Error> {
+    std::num::NonZeroU64::deserialize(d).map(Some)
+}
+
+/// What the draw's signed head says (docs/FAIRNESS.md section 6b): the terms every page of the
+/// published draw carries, signed once the draw is complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawHead {
+    #[serde(rename = "k")]
+    pub key_id: String,
+    #[serde(rename = "e")]
+    pub event: EventId,
+    pub algorithm: String,
+    pub commitment: String,
+    pub root: String,
+    pub entrant_count: u64,
+    pub entries_close: String,
+    pub drawn_at: String,
+    pub capacity: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_rate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_round: Option<u64>,
+}
+
+impl DrawHead {
+    /// The head of a whole published draw (its pages joined), as its key would sign it.
+    pub fn of(draw: &super::draw::Published, key_id: &str) -> Option<Self> {
+        Some(Self {
+            key_id: key_id.to_owned(),
+            event: EventId::parse(draw.event_id.as_deref()?).ok()?,
+            algorithm: draw.algorithm.clone(),
+            commitment: draw.commitment.clone(),
+            root: draw.root.clone(),
+            entrant_count: draw.order.len() as u64,
+            entries_close: draw.entries_close.clone()?,
+            drawn_at: draw.drawn_at.clone()?,
+            capacity: draw.capacity?,
+            admission_rate: draw.admission_rate,
+            beacon_round: draw.beacon.as_ref().map(|b| b.round),
+        })
+    }
+
+    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member its.
+    pub fn matches(&self, draw: &super::draw::Published) -> bool {
+        Self::of(draw, &self.key_id).as_ref() == Some(self)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -90,16 +143,31 @@ impl ReceiptKey {
             event: event.clone(),
             leaf: leaf.to_owned(),
             entered_at: entered_at.to_owned(),
-            late,
+            late: late.and_then(std::num::NonZeroU64::new),
         };
         self.sign(&serde_json::to_vec(&receipt).expect("ids and strings always serialize"))
     }
 
     /// A receipt of any payload (the vectors' forgeries).
     pub fn sign(&self, payload: &[u8]) -> String {
+        self.sign_as(PREFIX, CONTEXT, payload)
+    }
+
+    /// The draw's head, signed (its `k` set to this key's id).
+    pub fn sign_head(&self, head: &DrawHead) -> String {
+        let head = DrawHead { key_id: self.public().id(), ..head.clone() };
+        self.sign_head_payload(&serde_json::to_vec(&head).expect("ids and strings always serialize"))
+    }
+
+    /// A head of any payload (the vectors').
+    pub fn sign_head_payload(&self, payload: &[u8]) -> String {
+        self.sign_as(HEAD_PREFIX, HEAD_CONTEXT, payload)
+    }
+
+    fn sign_as(&self, prefix: &str, context: &[u8], payload: &[u8]) -> String {
         let payload = URL_SAFE_NO_PAD.encode(payload);
-        let signature = self.0.sign(&[CONTEXT, payload.as_bytes()].concat());
-        format!("{PREFIX}{payload}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+        let signature = self.0.sign(&[context, payload.as_bytes()].concat());
+        format!("{prefix}{payload}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
     }
 }
 
@@ -144,8 +212,9 @@ impl ReceiptKeyRing {
         std::iter::once(&self.current).chain(self.next.as_ref()).chain(self.previous.as_ref())
     }
 
-    /// As `GET /events/{id}/receipt-key` shows it.
-    pub fn published(&self, event: &EventId) -> serde_json::Value {
+    /// As `GET /events/{id}/receipt-key` shows it: the keys, and once the event's draw is
+    /// complete its signed head (`draw_head`).
+    pub fn published(&self, event: &EventId, draw_head: Option<String>) -> serde_json::Value {
         let key = |k: &PublicReceiptKey| serde_json::json!({ "key_id": k.id(), "public_key": k.encoded() });
         serde_json::json!({
             "event_id": event,
@@ -155,6 +224,7 @@ impl ReceiptKeyRing {
             "public_key": self.current.encoded(),
             "next": self.next.as_ref().map(key),
             "previous": self.previous.as_ref().map(key),
+            "draw_head": draw_head,
         })
     }
 
@@ -175,23 +245,40 @@ impl ReceiptKeyRing {
 
     /// Checks a receipt's signature with the key it names and reads it.
     pub fn verify(&self, receipt: &str) -> Result<Receipt, BadReceipt> {
-        if receipt.len() > MAX_RECEIPT_LEN {
+        let said: Receipt = self.open(PREFIX, CONTEXT, receipt, |r: &Receipt| &r.key_id)?;
+        if super::hex::decode::<32>(&said.leaf).is_none() {
             return Err(BadReceipt::Malformed);
         }
-        let rest = receipt.strip_prefix(PREFIX).ok_or(BadReceipt::Malformed)?;
+        Ok(said)
+    }
+
+    /// Checks a draw's signed head with the key it names and reads it.
+    pub fn verify_head(&self, head: &str) -> Result<DrawHead, BadReceipt> {
+        self.open(HEAD_PREFIX, HEAD_CONTEXT, head, |h: &DrawHead| &h.key_id)
+    }
+
+    fn open<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+        context: &[u8],
+        text: &str,
+        key_id: impl Fn(&T) -> &String,
+    ) -> Result<T, BadReceipt> {
+        if text.len() > MAX_RECEIPT_LEN {
+            return Err(BadReceipt::Malformed);
+        }
+        let rest = text.strip_prefix(prefix).ok_or(BadReceipt::Malformed)?;
         let (payload, signature) = rest.split_once('.').ok_or(BadReceipt::Malformed)?;
         let signature: [u8; 64] =
             URL_SAFE_NO_PAD.decode(signature).ok().and_then(|s| s.try_into().ok()).ok_or(BadReceipt::Malformed)?;
         let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| BadReceipt::Malformed)?;
         // Read before its signature is checked only to learn which key to check it with.
-        let said: Receipt = serde_json::from_slice(&json).map_err(|_| BadReceipt::Malformed)?;
-        let key = self.keys().find(|k| k.id() == said.key_id).ok_or(BadReceipt::UnknownKey)?;
+        let said: T = serde_json::from_slice(&json).map_err(|_| BadReceipt::Malformed)?;
+        let key = self.keys().find(|k| k.id() == *key_id(&said)).ok_or(BadReceipt::UnknownKey)?;
+        // Strict: no small-order key or R (a key that could disown what it signed).
         key.0
-            .verify(&[CONTEXT, payload.as_bytes()].concat(), &ed25519_dalek::Signature::from_bytes(&signature))
+            .verify_strict(&[context, payload.as_bytes()].concat(), &ed25519_dalek::Signature::from_bytes(&signature))
             .map_err(|_| BadReceipt::Forged)?;
-        if super::hex::decode::<32>(&said.leaf).is_none() {
-            return Err(BadReceipt::Malformed);
-        }
         Ok(said)
     }
 }
@@ -214,7 +301,7 @@ mod tests {
         let said = ring.verify(&receipt).unwrap();
         assert_eq!((said.event, said.leaf.as_str()), (event(), entry.leaf(&event()).as_str()));
         // The ring read back from what the route publishes checks it too.
-        let published = ReceiptKeyRing::from_published(&ring.published(&event())).unwrap();
+        let published = ReceiptKeyRing::from_published(&ring.published(&event(), None)).unwrap();
         assert_eq!(published.verify(&receipt).unwrap().leaf, said.leaf);
     }
 

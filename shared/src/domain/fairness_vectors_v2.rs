@@ -25,6 +25,18 @@ pub struct Vectors {
     pub draw: Vec<DrawVector>,
     pub proof: Vec<ProofVector>,
     pub receipt: Vec<ReceiptVector>,
+    pub head: Vec<HeadVector>,
+}
+
+/// Section 6b: a draw's signed head and whether it checks against the receipt key given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeadVector {
+    pub signing_seed: String,
+    pub checked_with: String,
+    pub payload: String,
+    pub head: String,
+    pub checks: bool,
+    pub why: String,
 }
 
 /// Section 2a, step 2: an entry key's leaf in an event.
@@ -190,7 +202,42 @@ pub fn generate() -> Vectors {
             "signed by a key that is not published",
         ),
     ];
-    Vectors { version: VERSION.into(), leaf, draw, proof, receipt }
+    let ten_head = format!(
+        r#"{{"k":"{id}","e":"ev-1","algorithm":"ticket-draw/v2","commitment":"{}","root":"{}","entrant_count":10,"entries_close":"2027-03-01T10:00:00Z","drawn_at":"2027-03-01T10:00:05Z","capacity":3}}"#,
+        ten.commitment, ten.root
+    );
+    let head = vec![
+        head_vector(signer, signer, &ten_head, "the head of draw 3 (a ballot of 3 places)"),
+        HeadVector {
+            head: {
+                let signed = head_vector(signer, signer, &ten_head, "").head;
+                let signature = signed.rsplit_once('.').expect("a head").1.to_owned();
+                use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+                format!("TH1.{}.{signature}", URL_SAFE_NO_PAD.encode(ten_head.replace(":10,", ":9,")))
+            },
+            payload: ten_head.replace(":10,", ":9,"),
+            checks: false,
+            why: "the entrant count changed after signing".into(),
+            ..head_vector(signer, signer, &ten_head, "")
+        },
+        head_vector(signer, signer, &ten_head.replace("ev-1", "ev-2"), "the same head for another event"),
+    ];
+    Vectors { version: VERSION.into(), leaf, draw, proof, receipt, head }
+}
+
+fn head_vector(signer: [u8; 32], checked_with: [u8; 32], payload: &str, why: &str) -> HeadVector {
+    let key = ReceiptKey::from_seed(&signer);
+    let with = ReceiptKey::from_seed(&checked_with).public();
+    let head = key.sign_head_payload(payload.as_bytes());
+    let ring = ReceiptKeyRing { current: with.clone(), next: None, previous: None };
+    HeadVector {
+        signing_seed: hex(&signer),
+        checked_with: with.encoded(),
+        payload: payload.into(),
+        checks: ring.verify_head(&head).is_ok(),
+        why: why.into(),
+        head,
+    }
 }
 
 /// Each vector recomputed by this crate's code: the number checked, or the first disagreement.
@@ -231,6 +278,14 @@ pub fn check(given: &Vectors) -> Result<usize, String> {
             && (!v.checks || signer.sign(v.payload.as_bytes()) == v.receipt);
         agree(format!("receipt {i}"), ok)?;
     }
+    for (i, v) in given.head.iter().enumerate() {
+        let signer = ReceiptKey::from_seed(&bytes32(&v.signing_seed)?);
+        let with = super::entry_receipt::PublicReceiptKey::decode(&v.checked_with).map_err(|e| e.to_string())?;
+        let ring = ReceiptKeyRing { current: with, next: None, previous: None };
+        let ok = ring.verify_head(&v.head).is_ok() == v.checks
+            && (!v.checks || signer.sign_head_payload(v.payload.as_bytes()) == v.head);
+        agree(format!("head {i}"), ok)?;
+    }
     Ok(checked)
 }
 
@@ -253,7 +308,8 @@ mod tests {
         let text = std::fs::read_to_string(file()).expect("tests/vectors/fairness-v2.json");
         let theirs: Vectors = serde_json::from_str(&text).expect("the vectors' form");
         assert_eq!(theirs, ours);
-        assert_eq!(check(&theirs), Ok(4 + 6 + 4 + 5));
+        assert_eq!(check(&theirs), Ok(4 + 6 + 4 + 5 + 3));
+        assert_eq!(theirs.head.iter().map(|h| h.checks).collect::<Vec<_>>(), [true, false, true]);
         let verdicts: Vec<bool> = theirs.receipt.iter().map(|r| r.checks).collect();
         assert_eq!(verdicts, [true, true, false, false, false]);
     }

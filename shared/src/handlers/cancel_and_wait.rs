@@ -108,9 +108,11 @@ impl CancelAndWait {
             }
             Some(Endpoint::QueuePlace) => Ok((json(StatusCode::OK, &self.queue.place(&event, &caller).await?), "OK")),
             Some(Endpoint::ReceiptKey) => {
-                self.known(&event).await?;
-                let ring = crate::domain::entry_receipt::ReceiptKeyRing::of(&*self.hash.receipts.get().await?);
-                Ok((json(StatusCode::OK, &ring.published(&event)), "OK"))
+                let known = self.known(&event).await?;
+                let keys = self.hash.receipts.get().await?;
+                let head = super::draws::draw_head(&self.store, &known).await?.map(|h| keys.current.sign_head(&h));
+                let ring = crate::domain::entry_receipt::ReceiptKeyRing::of(&keys);
+                Ok((json(StatusCode::OK, &ring.published(&event, head)), "OK"))
             }
             _ => Err(ApiError::RouteNotFound),
         }

@@ -26,7 +26,7 @@ use crate::{
     domain::{
         Event, EventId, OrderId, UserId, Waiter,
         draw::{self, Algorithm, EntryKey, ProofStep, Published},
-        entry_receipt::ReceiptKey,
+        entry_receipt::{DrawHead, ReceiptKey},
         event::{epoch_ms, rfc3339},
         hex,
         order::{MessageHead, WaitHead},
@@ -340,6 +340,31 @@ fn draw_of(
     Ok((published, compact, users, emails))
 }
 
+/// The head of the event's complete draw, as its pages carry it (docs/FAIRNESS.md section 6b),
+/// from the event and the draw's record alone (no entry is read): `None` until the draw is
+/// complete. Signed by the receipt key where it is published (`GET /events/{id}/receipt-key`).
+pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>, ApiError> {
+    let Some(terms) = &event.draw else { return Ok(None) };
+    let record = match store.ballot_state(&event.id).await?.draw {
+        Some(record) if record.done => record,
+        _ => return Ok(None),
+    };
+    let beacon_round = terms.beacon.as_ref().map(|b| b.round);
+    Ok(Some(DrawHead {
+        key_id: String::new(),
+        event: event.id.clone(),
+        algorithm: terms.algorithm.name().to_owned(),
+        commitment: terms.commitment.clone(),
+        root: record.root,
+        entrant_count: u64::from(record.entrants),
+        entries_close: rfc3339(event.entries_close().unwrap_or(event.sale_start)),
+        drawn_at: rfc3339(record.drawn_at),
+        capacity: event.capacity,
+        admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
+        beacon_round,
+    }))
+}
+
 /// The draws this environment has recomputed: a draw never changes once complete.
 #[derive(Clone, Default)]
 pub struct DrawBook {
@@ -497,6 +522,11 @@ impl Draw {
         let entrants = self.store.entrants(id).await?;
         let (drawn, compact, users, emails) = draw_of(&event, entrants, &revealed)?;
         let record = match state.draw {
+            // A draw asked again lays down the recorded draw: the entries' root must be its.
+            Some(record) if record.root != drawn.root => {
+                tracing::error!(event_id = %id, "the entries' root is not the one the draw recorded");
+                return Err(ApiError::Busy);
+            }
             Some(record) => record,
             None => {
                 let record = DrawRecord {
@@ -701,8 +731,11 @@ impl Queue {
             Registered::Entered | Registered::Late(_) => true,
             Registered::Already(_) => false,
             Registered::Closed => {
-                // Behind the shuffled places: the receipt names the rank it got.
+                // Behind the shuffled places: the receipt names the rank it got, and a time not
+                // before the close (another request may have closed the registration a moment
+                // before this one's clock reached it: a late place is never dated before it).
                 let leaf = entrant.key.as_ref().map(|k| k.leaf(id));
+                let now = event.entries_close().map_or(now, |close| now.max(close));
                 let at = rfc3339(now);
                 let late = Entrant { receipt: None, ..entrant };
                 let sign = |rank| match (&signer, &leaf) {
