@@ -1,27 +1,37 @@
-"""ticket-draw/v2 (private entrants) and ticket-entry-receipt/v1 (signed entry receipts), written
-again from docs/FAIRNESS.md sections 2a and 6a alone, on the stream of split_v1.py and the shuffle of
-draw_v1.py, with Ed25519 from ed25519_ref.py. Standard library only.
+"""ticket-draw/v2 (private entrants), ticket-entry-receipt/v1 (signed entry receipts) and
+ticket-draw-head/v1 (the draw's signed head), written again from docs/FAIRNESS.md sections 2a, 3, 6a,
+6b and 7 alone, on the stream of split_v1.py and the shuffle of draw_v1.py, with Ed25519 (strict:
+no small-order A or R) from ed25519_ref.py. Standard library only.
 
     python3 tests/draw_v2.py --vectors tests/vectors/fairness-v2.json
         recomputes every vector of fairness-v2.json (each leaf; each draw's entrants, root,
         commitment, randomness, seed, every j and the order; each proof; each receipt's key, key id,
-        signature and text, and whether it checks) and exits 1 at the first that disagrees
-    python3 tests/draw_v2.py <published.json>
-        a whole published v2 draw (one object, or the list of GET /events/{id}/draw's pages):
-        prints `root <hex>` of the entrants (the order's leaves, sorted), then the order the secret
-        (and the beacon) derive from them, one leaf a line; exits 1 when the published commitment,
-        root, entrant_count or order disagree. The beacon's randomness is SHA-256 of its signature;
-        the BLS signature itself is not checked (no pairing library here), and it says so
-    python3 tests/draw_v2.py --receipt <TR1...> --keys <receipt-key.json> --draw <published.json>
+        signature and text, and whether it checks; each head's signature and text, and whether it
+        checks) and exits 1 at the first that disagrees
+    python3 tests/draw_v2.py <published.json or pages...>
+        a whole published v2 draw (one object, or the list of GET /events/{id}/draw's pages, in one
+        file or several): prints `root <hex>` of the entrants (the order's leaves, sorted), then the
+        order the secret (and the beacon) derive from them, one leaf a line. Exit 0: it recomputes;
+        1: the pages do not join (a gap, a page missing, other terms), or the published commitment,
+        root, entrant_count or order disagree; 2: unreadable input (a file missing, not JSON, not
+        an object or a list of objects). The beacon's randomness is SHA-256 of its signature; the
+        BLS signature itself is not checked (no pairing library here), and it says so
+    python3 tests/draw_v2.py --receipt <TR1...> --keys <receipt-key.json> --draw <published.json or pages...>
                              [--entry-key <hex>]
-        checks a receipt against GET /events/{id}/receipt-key's keys and places its leaf in the draw.
-        Exit 0: the receipt checks and its leaf is in the draw (its place printed, from 1), or it
-        carries `r` (taken after the entries closed, so rightly not in the draw);
-        3: the receipt checks, has no `r`, and its leaf is not among the published entrants (proof
-        of exclusion, whether or not the rest of the published draw recomputes: what was published
-        left it out); 1: the receipt does not check, the draw names another event, a leaf that is
-        there sits in a draw that does not recompute, or the entry key does not give the leaf;
-        2: unreadable input.
+        checks a receipt against GET /events/{id}/receipt-key's reply (its keys and, after the
+        draw, its `draw_head`, a TH1. text) and places its leaf in the draw.
+        Exit 0: the receipt checks, the draw recomputes, and either the leaf is among the places
+          (its place printed, from 1) or the receipt is a real late place: it has `r`, the draw
+          has `admission_rate` (a fair open) and the receipt's `t` is at or after `entries_close`
+          (a receipt with `r` on a ballot, or timed before the close, is an ordinary entry);
+        3: an exclusion proven: the receipt checks, is not a real late place, and its leaf is not
+          among the places of a draw that recomputes, names the receipt's event as `event_id`, and
+          matches a `draw_head` on the keys that checks against those keys and names that event;
+        1: anything else: the receipt does not check (`r` other than an integer from 1 included),
+          the entry key does not give the leaf, the pages do not join, the draw does not recompute
+          or names another event, or a missing leaf without a head that checks and matches (it
+          then proves nothing: anyone with the revealed secret can make a draw without it);
+        2: unreadable input (a file missing, not JSON, not an object; an --entry-key not 64 hex).
 """
 
 import base64
@@ -30,6 +40,7 @@ import json
 import os
 import re
 import sys
+from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ed25519_ref  # noqa: E402
@@ -39,12 +50,20 @@ ALGORITHM = b"ticket-draw/v2"
 RECEIPT_PREFIX = "TR1."
 # Section 6a: the signed bytes start with this line (a hyphen before v1, where the name has a slash).
 RECEIPT_CONTEXT = b"ticket-entry-receipt-v1\n"
+# Section 6b: the head's, alike.
+HEAD_PREFIX = "TH1."
+HEAD_CONTEXT = b"ticket-draw-head-v1\n"
 HEX64 = re.compile(r"[0-9a-f]{64}")
 BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class Unreadable(Exception):
-    """Input that cannot be read as what it should be (exit 2)."""
+    """Input that cannot be read at all: a file missing, not JSON, not an object (exit 2)."""
+
+
+class Fault(Exception):
+    """Input that reads but does not check out: pages that do not join, a field that is not what
+    the spec says it is (exit 1)."""
 
 
 # ---- Section 2a: leaves, tree, seed, shuffle --------------------------------------------------
@@ -107,7 +126,7 @@ def proves(the_leaf, steps, root_):
     return node == root_
 
 
-# ---- Section 6a: receipts ---------------------------------------------------------------------
+# ---- Sections 6a and 6b: receipts and heads, the same signed text -----------------------------
 
 def b64u(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
@@ -129,14 +148,22 @@ def key_id(public):
     return b64u(hashlib.sha256(public).digest()[:8])
 
 
-def signed_bytes(payload_text):
-    # The signature covers the payload's base64url text exactly as it stands in the receipt.
-    return RECEIPT_CONTEXT + payload_text.encode()
+def signed_bytes(payload_text, context=RECEIPT_CONTEXT):
+    # The signature covers the payload's base64url text exactly as it stands in the text.
+    return context + payload_text.encode()
+
+
+def _make_signed(prefix, context, seed, payload):
+    text = b64u(payload.encode())
+    return f"{prefix}{text}.{b64u(ed25519_ref.sign(seed, signed_bytes(text, context)))}"
 
 
 def make_receipt(seed, payload):
-    text = b64u(payload.encode())
-    return f"{RECEIPT_PREFIX}{text}.{b64u(ed25519_ref.sign(seed, signed_bytes(text)))}"
+    return _make_signed(RECEIPT_PREFIX, RECEIPT_CONTEXT, seed, payload)
+
+
+def make_head(seed, payload):
+    return _make_signed(HEAD_PREFIX, HEAD_CONTEXT, seed, payload)
 
 
 def _no_duplicates(pairs):
@@ -147,36 +174,125 @@ def _no_duplicates(pairs):
     return dict(pairs)
 
 
-def check_receipt(receipt, keys):
-    """Section 6a's "checks": (True, payload) or (False, why). `keys` maps key id to public key."""
-    if not isinstance(receipt, str) or not receipt.startswith(RECEIPT_PREFIX):
-        return False, "not a TR1. receipt"
-    parts = receipt[len(RECEIPT_PREFIX):].split(".")
+def _no_constant(name):
+    # NaN and Infinity are not JSON (RFC 8259); Python's reader would take them.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _json_object(text):
+    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    if not isinstance(value, dict):
+        raise ValueError("the payload is not a JSON object")
+    return value
+
+
+def is_int(value):
+    # A JSON integer: not a bool (Python's True is an int), not a float such as 1.0.
+    return type(value) is int
+
+
+def _open_signed(text, prefix, context, keys):
+    """Section 6a's text and signature (6b's "as section 6a's"): (True, payload) or (False, why).
+    The key is chosen by the payload's `k`, read before the signature is checked."""
+    if not isinstance(text, str) or not text.startswith(prefix):
+        return False, f"not a {prefix} text"
+    parts = text[len(prefix):].split(".")
     if len(parts) != 2:
-        return False, "not TR1.<payload>.<signature>"
+        return False, f"not {prefix}<payload>.<signature>"
     payload_text, signature_text = parts
     try:
-        payload = json.loads(unb64u(payload_text).decode("utf-8"), object_pairs_hook=_no_duplicates)
+        payload = _json_object(unb64u(payload_text).decode("utf-8"))
         signature = unb64u(signature_text)
     except ValueError as e:  # also UnicodeDecodeError and JSONDecodeError
         return False, f"unreadable: {e}"
-    if not isinstance(payload, dict):
-        return False, "the payload is not a JSON object"
     k = payload.get("k")
     if not isinstance(k, str) or k not in keys:
         return False, f"key id {k!r} names no published key"
-    if not ed25519_ref.verify(keys[k], signed_bytes(payload_text), signature):
+    if not ed25519_ref.verify(keys[k], signed_bytes(payload_text, context), signature):
         return False, f"the signature does not hold with key {k}"
-    for name in ("e", "l", "t"):
-        if not isinstance(payload.get(name), str):
-            return False, f"the payload has no {name!r}"
-    # The spec asks only that these be present; a leaf that is not one, or a rank that is not one,
-    # is refused too, since nothing could be proven with it.
-    if not HEX64.fullmatch(payload["l"]):
-        return False, "'l' is not 64 lowercase hex digits"
-    if "r" in payload and not (type(payload["r"]) is int and payload["r"] >= 1):
-        return False, "'r' is not a rank from 1"
     return True, payload
+
+
+def check_receipt(receipt, keys):
+    """Section 6a's "checks": (True, payload) or (False, why). `keys` maps key id to public key."""
+    ok, payload = _open_signed(receipt, RECEIPT_PREFIX, RECEIPT_CONTEXT, keys)
+    if not ok:
+        return ok, payload
+    for name in ("e", "t"):
+        if not isinstance(payload.get(name), str):
+            return False, f"the payload has no {name!r} string"
+    if not isinstance(payload.get("l"), str) or not HEX64.fullmatch(payload["l"]):
+        return False, "'l' is not 64 lowercase hex digits"
+    # "if present, `r` as an integer from 1 (not null, not 0)": nor a bool, nor 1.0.
+    if "r" in payload and not (is_int(payload["r"]) and payload["r"] >= 1):
+        return False, f"'r' is {json.dumps(payload['r'])}, not an integer from 1"
+    return True, payload
+
+
+HEAD_STRINGS = ("e", "algorithm", "commitment", "root", "entries_close", "drawn_at")
+HEAD_INTEGERS = ("entrant_count", "capacity")
+HEAD_OPTIONAL_INTEGERS = ("admission_rate", "beacon_round")
+
+
+def check_head(head, keys):
+    """Section 6b's head: its signature as section 6a's, and its members as 6b lists them (strings,
+    integers; `admission_rate` and `beacon_round` integers when present). (True, payload) or
+    (False, why)."""
+    ok, payload = _open_signed(head, HEAD_PREFIX, HEAD_CONTEXT, keys)
+    if not ok:
+        return ok, payload
+    for name in HEAD_STRINGS:
+        if not isinstance(payload.get(name), str):
+            return False, f"the head has no {name!r} string"
+    for name in HEAD_INTEGERS:
+        if not is_int(payload.get(name)):
+            return False, f"the head's {name!r} is not an integer"
+    for name in HEAD_OPTIONAL_INTEGERS:
+        if name in payload and not is_int(payload[name]):
+            return False, f"the head's {name!r} is present and not an integer"
+    return True, payload
+
+
+# ---- RFC 3339 instants (section 6a: a late place's `t` against the draw's `entries_close`) -------
+
+RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+
+
+def _days_from_civil(y, m, d):
+    # Days since 1970-01-01 in the proleptic Gregorian calendar (H. Hinnant's algorithm).
+    y -= m <= 2
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146097 + doe - 719468
+
+
+def instant(text):
+    """An RFC 3339 date-time (section 5.6) as an exact number of seconds since the epoch (UTC), or
+    None when it is not one. Any number of fractional digits; an offset is applied; a leap second
+    (:60) counts as the second after :59."""
+    if not isinstance(text, str):
+        return None
+    m = RFC3339.fullmatch(text)
+    if not m:
+        return None
+    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days_in = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    if not (1 <= month <= 12 and 1 <= day <= days_in[month - 1] and hour <= 23 and minute <= 59
+            and second <= 60):
+        return None
+    offset = 0
+    zone = m.group(8)
+    if zone not in ("Z", "z"):
+        oh, om = int(zone[1:3]), int(zone[4:6])
+        if oh > 23 or om > 59:
+            return None
+        offset = (oh * 60 + om) * 60 * (1 if zone[0] == "+" else -1)
+    fraction = Fraction(int(m.group(7)[1:]), 10 ** (len(m.group(7)) - 1)) if m.group(7) else Fraction(0)
+    return (_days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+            - offset + fraction)
 
 
 # ---- Section 2a, published: one object or its pages joined by `from` --------------------------
@@ -189,47 +305,69 @@ def _read_json(path):
         raise Unreadable(f"{path}: {e}")
 
 
+def read_draw_pages(paths):
+    """Each file one object (a page, or the whole draw) or a list of them: the pages, unjoined."""
+    pages = []
+    for path in paths:
+        doc = _read_json(path)
+        more = doc if isinstance(doc, list) else [doc]
+        if not more or not all(isinstance(p, dict) for p in more):
+            raise Unreadable(f"{path}: not a draw (an object, or a list of its pages)")
+        pages += more
+    return pages
+
+
 def _hex_bytes(value, what, length=32):
     if not isinstance(value, str) or len(value) != 2 * length or not re.fullmatch(r"[0-9a-f]*", value):
-        raise Unreadable(f"{what} is not {length} bytes of lowercase hex")
+        raise Fault(f"{what} is not {length} bytes of lowercase hex")
     return bytes.fromhex(value)
 
 
-def load_draw(path):
-    """The draw's terms and its whole order: pages are joined by `from`, their terms must agree."""
-    doc = _read_json(path)
-    pages = doc if isinstance(doc, list) else [doc]
-    if not pages or not all(isinstance(p, dict) for p in pages):
-        raise Unreadable(f"{path}: not a draw (an object, or a list of its pages)")
-    pages = sorted(pages, key=lambda p: p.get("from", 0) if isinstance(p.get("from", 0), int) else -1)
+def join_draw(pages):
+    """The draw's terms and its whole order: pages are joined by `from`, their terms must agree.
+    Raises Fault when they do not join."""
+    def start(p):
+        return p.get("from", 0) if is_int(p.get("from", 0)) else -1
+    pages = sorted(pages, key=start)
     order, terms = [], None
     for page in pages:
-        if page.get("from", 0) != len(order):
-            raise Unreadable(f"{path}: a page from {page.get('from')!r} where place {len(order)} was due")
+        if page.get("from", 0) != len(order) or not is_int(page.get("from", 0)):
+            raise Fault(f"a page from {page.get('from')!r} where place {len(order)} was due"
+                        " (the pages do not join)")
         page_terms = {name: v for name, v in page.items() if name not in ("from", "next", "order")}
         if terms is not None and page_terms != terms:
-            raise Unreadable(f"{path}: the page from {page.get('from')} has other terms than the first")
+            raise Fault(f"the page from {page.get('from')} has other terms than the first")
         terms = page_terms
         if not isinstance(page.get("order"), list):
-            raise Unreadable(f"{path}: a page without its order")
+            raise Fault(f"the page from {page.get('from', 0)} has no order")
         order += [_hex_bytes(x, "a leaf of the order") for x in page["order"]]
         following = page.get("next")
         if following is not None and following != len(order):
-            raise Unreadable(f"{path}: a page whose next ({following!r}) is not where it ends ({len(order)})")
+            raise Fault(f"a page whose next ({following!r}) is not where it ends ({len(order)})")
     if pages[-1].get("next") is not None:
-        raise Unreadable(f"{path}: the page from {pages[-1].get('from')} says more follow; give every page")
+        raise Fault(f"the page from {pages[-1].get('from')} says more follow; give every page")
     if terms.get("algorithm") != ALGORITHM.decode():
-        raise Unreadable(f"{path}: algorithm {terms.get('algorithm')!r}, not ticket-draw/v2"
-                         " (tests/draw_v1.py checks ticket-draw/v1)")
+        raise Fault(f"algorithm {terms.get('algorithm')!r}, not ticket-draw/v2"
+                    " (tests/draw_v1.py checks ticket-draw/v1)")
     return terms, order
 
 
+def as_int(value):
+    """A published integer: a JSON integer, or a u64 as a decimal string; None otherwise."""
+    if is_int(value):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[0-9]+", value):
+        return int(value)
+    return None
+
+
 def check_draw(terms, order):
-    """Recomputes a published draw: (root, order, the first disagreement or None)."""
+    """Recomputes a published draw: (root, order, the first disagreement or None). Raises Fault on
+    a secret or beacon signature that is not hex of its length."""
     secret = _hex_bytes(terms.get("secret"), "the secret")
     beacon = terms.get("beacon")
     if beacon is not None and not isinstance(beacon, dict):
-        raise Unreadable("the beacon is not an object")
+        raise Fault("the beacon is not an object")
     if beacon:
         # Section 5: the randomness is SHA-256 of the signature's 48 bytes (its pairing check is not made here).
         randomness = hashlib.sha256(_hex_bytes(beacon.get("signature"), "the beacon's signature", 48)).digest()
@@ -237,9 +375,7 @@ def check_draw(terms, order):
         randomness = b""
     entrants = sort_entrants(order)
     result = draw(entrants, secret, randomness)
-    count = terms.get("entrant_count")
-    if isinstance(count, str) and count.isdigit():
-        count = int(count)  # a u64 may come as a decimal string
+    count = as_int(terms.get("entrant_count"))
     problems = []
     if "commitment" in terms and terms["commitment"] != hashlib.sha256(secret).hexdigest():
         problems.append("the commitment is not SHA-256 of the secret")
@@ -258,13 +394,18 @@ def check_draw(terms, order):
 BLS_NOTE = "note: the beacon's BLS signature is not checked (no pairing library here); its randomness is SHA-256 of it"
 
 
-def main_draw(path):
+def main_draw(paths):
     try:
-        terms, order = load_draw(path)
-        root_, ordered, problem = check_draw(terms, order)
+        pages = read_draw_pages(paths)
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)
         return 2
+    try:
+        terms, order = join_draw(pages)
+        root_, ordered, problem = check_draw(terms, order)
+    except Fault as e:
+        print(f"FAILED: {e}", file=sys.stderr)
+        return 1
     print(f"root {root_.hex()}")
     for x in ordered:
         print(x.hex())
@@ -276,13 +417,46 @@ def main_draw(path):
     return 0
 
 
+# ---- Section 6b: does a head match the draw? --------------------------------------------------
+
+def head_disagreements(head, terms, order):
+    """Each member of the head against the draw's own (section 6b's "matches"): the list of those
+    that differ, empty when the head is the draw's. `admission_rate` and `beacon_round` are the
+    head's exactly when the draw has them (6b: "when the draw has them"), so one without the other
+    differs too."""
+    beacon = terms.get("beacon") if isinstance(terms.get("beacon"), dict) else None
+    draws = {
+        "e": terms.get("event_id"),
+        "algorithm": terms.get("algorithm"),
+        "commitment": terms.get("commitment"),
+        "root": terms.get("root"),
+        "entrant_count": len(order),  # the number of places
+        "entries_close": terms.get("entries_close"),  # RFC 3339 as the pages carry it: the same text
+        "drawn_at": terms.get("drawn_at"),
+        "capacity": as_int(terms.get("capacity")),
+        "admission_rate": as_int(terms.get("admission_rate")) if terms.get("admission_rate") is not None else None,
+        "beacon_round": as_int(beacon.get("round")) if beacon else None,
+    }
+    differ = []
+    for name, ours in draws.items():
+        theirs = head.get(name)
+        if name in HEAD_OPTIONAL_INTEGERS:
+            has_it = (terms.get("admission_rate") is not None) if name == "admission_rate" else beacon is not None
+            if has_it != (name in head):
+                differ.append(f"{name}: the draw {'has' if has_it else 'has none'}, the head "
+                              f"{'has ' + json.dumps(theirs) if name in head else 'has none'}")
+                continue
+            if not has_it:
+                continue
+        if ours is None or theirs != ours:
+            differ.append(f"{name}: the head's {json.dumps(theirs)}, the draw's {json.dumps(ours)}")
+    return differ
+
+
 # ---- The receipt's verdict --------------------------------------------------------------------
 
-def load_keys(path):
+def keys_of(doc, path):
     """GET /events/{id}/receipt-key: the current key, and `next` / `previous` around a rotation."""
-    doc = _read_json(path)
-    if not isinstance(doc, dict):
-        raise Unreadable(f"{path}: not a JSON object")
     keys = {}
     for entry in (doc, doc.get("next"), doc.get("previous")):
         if entry is None:
@@ -290,59 +464,129 @@ def load_keys(path):
         try:
             public = unb64u(entry.get("public_key")) if isinstance(entry, dict) else b""
         except ValueError as e:
-            raise Unreadable(f"{path}: {e}")
+            raise Fault(f"{path}: {e}")
         if len(public) != 32:
-            raise Unreadable(f"{path}: a public_key that is not 32 bytes")
+            raise Fault(f"{path}: a public_key that is not 32 bytes")
         # The id is derived, never trusted; a published id that is not the key's own is a contradiction.
         if entry.get("key_id") is not None and entry["key_id"] != key_id(public):
-            raise Unreadable(f"{path}: key_id {entry['key_id']!r} is not {key_id(public)!r}, its key's")
+            raise Fault(f"{path}: key_id {entry['key_id']!r} is not {key_id(public)!r}, its key's")
         keys[key_id(public)] = public
     return keys
 
 
-def main_receipt(receipt, keys_path, draw_path, entry_key):
+def is_late_place(payload, terms):
+    """Section 6a: a receipt with `r` is a place taken after the entries closed only on a fair open
+    (the draw has `admission_rate`) and when its `t` is at or after the draw's `entries_close`, as
+    instants; otherwise it is an entry that belongs in the draw. (True, why) or (False, why)."""
+    if "r" not in payload:
+        return False, "no r"
+    if terms.get("admission_rate") is None:
+        return False, "it has r, but the draw has no admission_rate (a ballot has no late places)"
+    t, close = instant(payload["t"]), instant(terms.get("entries_close"))
+    if t is None or close is None:
+        return False, (f"it has r, but its t {payload['t']!r} or the draw's entries_close "
+                       f"{terms.get('entries_close')!r} is not an RFC 3339 time to compare")
+    if t < close:
+        return False, f"it has r, but its t {payload['t']} is before entries_close {terms['entries_close']}"
+    return True, f"rank {payload['r']} behind the draw, accepted at {payload['t']}, entries closed {terms['entries_close']}"
+
+
+def where_it_stands(place, terms):
+    capacity, rate = as_int(terms.get("capacity")), as_int(terms.get("admission_rate"))
+    if terms.get("admission_rate") is not None and rate:
+        return f"admitted {(place - 1) // rate} s after drawn_at {terms.get('drawn_at')}"
+    if capacity is not None:
+        return "won (among the first capacity places)" if place <= capacity else f"not won: {place - capacity} behind the {capacity} winners"
+    return "no capacity published"
+
+
+def main_receipt(receipt, keys_path, draw_paths, entry_key):
     try:
-        keys = load_keys(keys_path)
-        terms, order = load_draw(draw_path)
-        key = None if entry_key is None else _hex_bytes(entry_key, "--entry-key")
-        _, _, problem = check_draw(terms, order)
+        keys_doc = _read_json(keys_path)
+        if not isinstance(keys_doc, dict):
+            raise Unreadable(f"{keys_path}: not a JSON object")
+        pages = read_draw_pages(draw_paths)
+        if entry_key is not None and not (isinstance(entry_key, str) and HEX64.fullmatch(entry_key)):
+            raise Unreadable("--entry-key is not 32 bytes of lowercase hex")
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)
         return 2
+    try:
+        keys = keys_of(keys_doc, keys_path)
+    except Fault as e:
+        print(f"FAILED: the keys do not check: {e}")
+        return 1
     ok, payload = check_receipt(receipt, keys)
     if not ok:
         print(f"FAILED: the receipt does not check: {payload}")
         return 1
     print(f"receipt checks: key {payload['k']}, event {payload['e']}, leaf {payload['l']}, accepted {payload['t']}"
-          + (f", rank {payload['r']} after the entries closed" if "r" in payload else ""))
-    if key is not None:
-        if leaf(payload["e"], key).hex() != payload["l"]:
+          + (f", rank {payload['r']}" if "r" in payload else ""))
+    if entry_key is not None:
+        if leaf(payload["e"], bytes.fromhex(entry_key)).hex() != payload["l"]:
             print("FAILED: SHA-256(0x00 || event || 0x00 || entry key) is not the receipt's leaf")
             return 1
         print("the entry key gives the leaf: the entry is its holder's")
-    if terms.get("event_id") not in (None, payload["e"]):
-        print(f"FAILED: the receipt is {payload['e']}'s, the draw {terms['event_id']}'s")
+    try:
+        terms, order = join_draw(pages)
+        _, _, problem = check_draw(terms, order)
+    except Fault as e:
+        print(f"FAILED: the published draw does not check out: {e}")
         return 1
-    if terms.get("event_id") is None:
-        print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
-    if terms.get("beacon"):
-        print(BLS_NOTE)
-    leaf_bytes = bytes.fromhex(payload["l"])
-    if problem and (leaf_bytes in order or "r" in payload):
+    if problem:
         print(f"FAILED: the published draw does not recompute: {problem}")
         return 1
+    print(f"the draw recomputes: {len(order)} places, root {terms.get('root')}")
+    if terms.get("beacon"):
+        print(BLS_NOTE)
+    event = terms.get("event_id")
+    if event is not None and event != payload["e"]:
+        print(f"FAILED: the receipt is {payload['e']!r}'s, the draw {event!r}'s")
+        return 1
+
+    # The signed head (section 6b), beside the keys.
+    head_text = keys_doc.get("draw_head")
+    if head_text is None:
+        head_ok, head_says = False, "the keys carry no draw_head"
+    else:
+        head_ok, head = check_head(head_text, keys)
+        if not head_ok:
+            head_says = f"the keys' draw_head does not check: {head}"
+        elif head["e"] != payload["e"]:
+            head_ok, head_says = False, f"the keys' draw_head is {head['e']!r}'s, not {payload['e']!r}'s"
+        else:
+            differ = head_disagreements(head, terms, order)
+            head_ok = not differ
+            head_says = (f"the keys' draw_head (key {head['k']}) checks and matches the draw" if head_ok
+                         else "the keys' draw_head checks but is not this draw's: " + "; ".join(differ))
+    print(head_says)
+
+    leaf_bytes = bytes.fromhex(payload["l"])
+    if event is None:
+        print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
     if leaf_bytes in order:
         place = order.index(leaf_bytes) + 1
-        print(f"in the draw: place {place} of {len(order)}")
+        print(f"in the draw: place {place} of {len(order)}; {where_it_stands(place, terms)}")
         if "r" in payload:
-            print("note: a place taken after the entries closed, yet its leaf is among the drawn entrants")
+            print("note: the receipt has r (a place after the close), yet its leaf is among the drawn entrants")
+        if not head_ok:
+            print("note: without a signed head that matches, this place is the place in these pages only")
+        return 0
+    late, why = is_late_place(payload, terms)
+    if late:
+        print(f"not among the {len(order)} drawn places, as a place taken after the entries closed should not be: {why}")
         return 0
     if "r" in payload:
-        print(f"not among the {len(order)} drawn entrants, as an entry after the entries closed should not be:"
-              f" rank {payload['r']} behind them")
-        return 0
-    print(f"EXCLUDED: the receipt checks and its leaf is not among the draw's {len(order)} entrants"
-          + (f" (and the published draw does not recompute either: {problem})" if problem else ""))
+        print(f"counted as an entry: {why}")
+    if event is None:
+        print(f"FAILED: the leaf is not among the {len(order)} places, but the draw names no event: this proves nothing")
+        return 1
+    if not head_ok:
+        print(f"FAILED: the leaf is not among the {len(order)} places, but without a signed head that checks and"
+              " matches the draw this proves nothing (anyone with the revealed secret can make a draw without it)")
+        return 1
+    print(f"EXCLUDED: the receipt checks and its leaf is not among the {len(order)} places of the draw"
+          f" of {payload['e']} that recomputes and that the operator's signed head names")
     return 3
 
 
@@ -350,7 +594,8 @@ def main_receipt(receipt, keys_path, draw_path, entry_key):
 
 def check_vectors(path):
     v = _read_json(path)
-    assert v["version"] == "fairness-vectors/v2", v["version"]
+    if not isinstance(v, dict) or v.get("version") != "fairness-vectors/v2":
+        raise Unreadable(f"{path}: not fairness-vectors/v2")
     checked = 0
 
     def agree(what, ok):
@@ -360,7 +605,7 @@ def check_vectors(path):
             sys.exit(1)
         checked += 1
 
-    agree("Ed25519 against RFC 8032 section 7.1 test 1", ed25519_ref.self_test())
+    agree("Ed25519 against RFC 8032 section 7.1 test 1 (and small-order points refused)", ed25519_ref.self_test())
     for i, x in enumerate(v["leaf"]):
         agree(f"leaf {i}", leaf(x["event"], bytes.fromhex(x["entry_key"])).hex() == x["leaf"])
     for i, d in enumerate(v["draw"]):
@@ -398,7 +643,43 @@ def check_vectors(path):
         published = unb64u(r["checked_with"])
         ok, _ = check_receipt(r["receipt"], {key_id(published): published})
         agree(f"{what}: whether it checks", ok == r["checks"])
+    heads = v.get("head")
+    agree("the head list (section 6b's vectors), present and not empty", isinstance(heads, list) and heads)
+    for i, h in enumerate(heads):
+        what = f"head {i} ({h['why']})"
+        seed = bytes.fromhex(h["signing_seed"])
+        agree(f"{what}: a TH1. text", h["head"].startswith(HEAD_PREFIX) and h["head"].count(".") == 2)
+        agree(f"{what}: its payload in its text",
+              h["head"][len(HEAD_PREFIX):].split(".")[0] == b64u(h["payload"].encode()))
+        if h["checks"]:
+            agree(f"{what}: its text, signed again", make_head(seed, h["payload"]) == h["head"])
+        published = unb64u(h["checked_with"])
+        ok, _ = check_head(h["head"], {key_id(published): published})
+        agree(f"{what}: whether it checks", ok == h["checks"])
     print(f"ok: {checked} vectors agree (Ed25519 signed and verified here; the beacon's BLS signature not checked: no pairing library here)")
+
+
+USAGE_OPTIONS = {"--receipt", "--keys", "--draw", "--entry-key"}
+
+
+def parse_receipt_options(argv):
+    """--receipt X --keys Y --draw P [P...] [--entry-key Z], in any order, each once; None if not."""
+    options, i = {}, 0
+    while i < len(argv):
+        name = argv[i]
+        if name not in USAGE_OPTIONS or name in options:
+            return None
+        values = []
+        i += 1
+        while i < len(argv) and argv[i] not in USAGE_OPTIONS and (name == "--draw" or not values):
+            values.append(argv[i])
+            i += 1
+        if not values:
+            return None
+        options[name] = values
+    if not {"--receipt", "--keys", "--draw"} <= set(options):
+        return None
+    return options
 
 
 def main(argv):
@@ -409,12 +690,12 @@ def main(argv):
             print(f"unreadable: {e}", file=sys.stderr)
             return 2
         return 0
-    if len(argv) == 1 and not argv[0].startswith("--"):
-        return main_draw(argv[0])
-    options = dict(zip(argv[0::2], argv[1::2]))
-    if len(argv) % 2 == 0 and {"--receipt", "--keys", "--draw"} <= set(options) <= {
-            "--receipt", "--keys", "--draw", "--entry-key"} and len(options) * 2 == len(argv):
-        return main_receipt(options["--receipt"], options["--keys"], options["--draw"], options.get("--entry-key"))
+    if argv and not any(a.startswith("--") for a in argv):
+        return main_draw(argv)
+    options = parse_receipt_options(argv)
+    if options is not None:
+        return main_receipt(options["--receipt"][0], options["--keys"][0], options["--draw"],
+                            options.get("--entry-key", [None])[0])
     print(__doc__, file=sys.stderr)
     return 2
 

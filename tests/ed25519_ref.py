@@ -8,8 +8,10 @@ and its section 6 reference, for the receipts of docs/FAIRNESS.md section 6a. St
 Not constant time: it is a verifier's tool, and the seeds it signs with are the test vectors' own.
 
 Verification is RFC 8032 section 5.1.7's, cofactorless (the section 6 reference's equation
-[S]B = R + [k]A), and rejects what the RFC says to reject: S >= L, and an A or R that does not
-decode (y >= p, or no square root, or x = 0 with the sign bit set).
+[S]B = R + [k]A), and strict as docs/FAIRNESS.md section 6a asks: it rejects S >= L, an A or R
+that does not decode (y >= p, or no square root, or x = 0 with the sign bit set), and an A or R of
+small order (8 times the point is the identity: the eight points of the torsion subgroup, with
+which a signature can be made to hold for any message or under several keys).
 """
 
 import hashlib
@@ -47,6 +49,16 @@ def _mul(s, p):
 def _equal(p, q):
     # Compare x and y without dividing: x1/z1 = x2/z2 iff x1*z2 = x2*z1.
     return (p[0] * q[2] - q[0] * p[2]) % P == 0 and (p[1] * q[2] - q[1] * p[2]) % P == 0
+
+
+def _is_identity(p):
+    # The neutral element (0, 1) in extended coordinates: X = 0 and Y = Z.
+    return p[0] % P == 0 and (p[1] - p[2]) % P == 0
+
+
+def _small_order(p):
+    """8 * p is the identity: p lies in the torsion subgroup of order 8."""
+    return _is_identity(_mul(8, p))
 
 
 def _recover_x(y, sign):
@@ -118,12 +130,14 @@ def sign(seed, message):
 
 
 def verify(public, message, signature):
-    """Section 5.1.7 (cofactorless)."""
+    """Section 5.1.7 (cofactorless), strict: A and R must decode and must not be of small order."""
     if len(public) != 32 or len(signature) != 64:
         return False
     a = _decompress(public)
     r = _decompress(signature[:32])
     if a is None or r is None:
+        return False
+    if _small_order(a) or _small_order(r):
         return False
     s = int.from_bytes(signature[32:], "little")
     if s >= L:
@@ -141,13 +155,27 @@ RFC8032_TEST_1 = {
 }
 
 
+# The identity's encoding (y = 1, x = 0): with it as A and as R, and S = 0, the cofactorless equation
+# [0]B = identity + [k]identity holds for every message; only the small-order check refuses it.
+IDENTITY = (1).to_bytes(32, "little")
+# A point of order exactly 8 (the self-test checks 8P is the identity and 4P is not).
+ORDER_8 = bytes.fromhex("26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05")
+
+
 def self_test():
     t = RFC8032_TEST_1
     seed, message = bytes.fromhex(t["seed"]), bytes.fromhex(t["message"])
     public, signature = public_key(seed), sign(seed, message)
+    order_8 = _decompress(ORDER_8)
     return (public.hex() == t["public"] and signature.hex() == t["signature"]
             and verify(public, message, signature)
-            and not verify(public, message + b"x", signature))
+            and not verify(public, message + b"x", signature)
+            # Strictness: a small-order point is refused as A and as R.
+            and order_8 is not None and _small_order(order_8) and not _is_identity(_mul(4, order_8))
+            and not _small_order(_decompress(public))
+            and not verify(IDENTITY, message, IDENTITY + bytes(32))
+            and not verify(IDENTITY, b"any message", IDENTITY + bytes(32))
+            and not verify(ORDER_8, message, IDENTITY + bytes(32)))
 
 
 if __name__ == "__main__":
