@@ -365,10 +365,33 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
     }))
 }
 
-/// The draws this environment has recomputed: a draw never changes once complete.
+/// The draws this environment has recomputed: a draw never changes once complete. When full, the
+/// draw kept longest makes room (not every draw at once: asking for 101 events in turn would
+/// otherwise read every entry of each again on every request).
 #[derive(Clone, Default)]
 pub struct DrawBook {
-    drawn: Arc<Mutex<HashMap<EventId, Arc<Drawn>>>>,
+    drawn: Arc<Mutex<Kept>>,
+}
+
+/// The draws kept, and their events in the order they were kept.
+type Kept = (HashMap<EventId, Arc<Drawn>>, std::collections::VecDeque<EventId>);
+
+impl DrawBook {
+    fn get(&self, id: &EventId) -> Option<Arc<Drawn>> {
+        self.drawn.lock().expect("draws").0.get(id).cloned()
+    }
+
+    fn keep(&self, id: &EventId, drawn: Arc<Drawn>) {
+        let (book, kept) = &mut *self.drawn.lock().expect("draws");
+        if book.insert(id.clone(), drawn).is_none() {
+            kept.push_back(id.clone());
+        }
+        while kept.len() > DRAWS_KEPT {
+            if let Some(oldest) = kept.pop_front() {
+                book.remove(&oldest);
+            }
+        }
+    }
 }
 
 /// Complete draws remembered per execution environment.
@@ -389,8 +412,8 @@ impl DrawView {
 
     /// The event's draw as it publishes it: `409 NOT_DRAWN` until the draw is complete.
     pub async fn published(&self, id: &EventId) -> Result<Arc<Drawn>, ApiError> {
-        if let Some(drawn) = self.book.drawn.lock().expect("draws").get(id) {
-            return Ok(drawn.clone());
+        if let Some(drawn) = self.book.get(id) {
+            return Ok(drawn);
         }
         let event = drawing_event(&self.rebuilder, id).await?;
         self.published_of(&event).await?.ok_or(ApiError::NotDrawn)
@@ -398,8 +421,8 @@ impl DrawView {
 
     /// A complete draw, recomputed from what is stored; `None` until it is complete.
     pub async fn published_of(&self, event: &Event) -> Result<Option<Arc<Drawn>>, ApiError> {
-        if let Some(drawn) = self.book.drawn.lock().expect("draws").get(&event.id) {
-            return Ok(Some(drawn.clone()));
+        if let Some(drawn) = self.book.get(&event.id) {
+            return Ok(Some(drawn));
         }
         let record = match self.store.ballot_state(&event.id).await?.draw {
             Some(record) if record.done => record,
@@ -418,11 +441,7 @@ impl DrawView {
         }
         terms.drawn_at = Some(rfc3339(record.drawn_at));
         let drawn = Arc::new(Drawn { terms, compact, users, drawn_at: record.drawn_at });
-        let mut book = self.book.drawn.lock().expect("draws");
-        if book.len() >= DRAWS_KEPT {
-            book.clear();
-        }
-        book.insert(event.id.clone(), drawn.clone());
+        self.book.keep(&event.id, drawn.clone());
         Ok(Some(drawn))
     }
 
