@@ -6,13 +6,15 @@
 //! invariants of docs/DESIGN.md section 13 over HTTP and reports throughput and latency.
 //!
 //! - [`api`]: the routes, as a client calls them;
-//! - [`run`]: the phases of one sale and the checks; [`ballot`]: a ballot's;
+//! - [`run`]: the phases of one sale and the checks; [`ballot`]: a ballot's; [`ballot_scale`]: a
+//!   ballot of a million entrants as a benchmark;
 //! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG;
 //! - [`fanout`]: the rush fanned out over load workers (the load kit's Lambda function, `loadkit/`),
 //!   merged back into one report.
 
 pub mod api;
 pub mod ballot;
+pub mod ballot_scale;
 pub mod chart;
 pub mod fanout;
 pub mod report;

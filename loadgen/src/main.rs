@@ -27,6 +27,11 @@ enum Scenario {
     FairOpen,
     /// --users and --tickets of your own.
     Custom,
+    /// A ballot of a million entrants, as a benchmark: --through-runner of them enter over HTTP,
+    /// the rest are loaded straight into the table, the organiser draws through the API, the
+    /// whole published draw is read, recomputed and written (--draw-out), and one entrant asks
+    /// for their place and proof. Local runner only (the table is the runner's).
+    BallotScale,
 }
 
 #[derive(Parser)]
@@ -55,9 +60,34 @@ struct Cli {
     /// An admin's token for a deployed API.
     #[arg(long, env = "LOADGEN_ADMIN_TOKEN")]
     admin_token: Option<String>,
-    /// Seconds from the release to the opening of the sale.
-    #[arg(long, default_value_t = 2.0)]
-    lead_seconds: f64,
+    /// Seconds from the release to the opening of the sale (default 2; ballot-scale: the entries'
+    /// close, by default --through-runner at --entry-rate-floor a second plus a minute).
+    #[arg(long)]
+    lead_seconds: Option<f64>,
+    /// ballot-scale: entrants in all.
+    #[arg(long, default_value_t = 1_000_000)]
+    entrants: usize,
+    /// ballot-scale: of them, entering through the runner over HTTP (the rest are loaded into the
+    /// table).
+    #[arg(long, default_value_t = 20_000)]
+    through_runner: usize,
+    /// ballot-scale: the HTTP entries' rate assumed when placing the entries' close (entries/s).
+    #[arg(long, default_value_t = 400.0)]
+    entry_rate_floor: f64,
+    /// ballot-scale: how long to wait for the draw's reply and each page's (seconds).
+    #[arg(long, default_value_t = 1800.0)]
+    http_timeout_seconds: f64,
+    /// ballot-scale: requests of the draw at most (one cut off at the function's timeout is
+    /// finished by asking again).
+    #[arg(long, default_value_t = 5)]
+    draw_attempts: usize,
+    /// ballot-scale: the local runner's process id: its memory (VmRSS, VmHWM) is read between the
+    /// phases.
+    #[arg(long)]
+    runner_pid: Option<u32>,
+    /// ballot-scale: the emulator's process id, read as the runner's.
+    #[arg(long)]
+    emulator_pid: Option<u32>,
     /// How long to wait for every winner to be confirmed and mailed.
     #[arg(long, default_value_t = 900.0)]
     confirm_timeout_seconds: f64,
@@ -137,6 +167,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Scenario::Redpacket => (30_000, 20_000, 1, 64),
         Scenario::HotUser => (1, 100, 200, 200),
         Scenario::Ballot | Scenario::FairOpen => (2_000, 100, 1, 64),
+        Scenario::BallotScale => (cli.through_runner.min(cli.entrants), 1_000, 1, 64),
         Scenario::Custom => {
             let (Some(users), Some(tickets)) = (cli.users, cli.tickets) else {
                 return Err("custom needs --users and --tickets".into());
@@ -168,7 +199,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         tickets,
         concurrency,
         grabs_per_user,
-        lead: Duration::from_secs_f64(cli.lead_seconds.max(0.0)),
+        lead: Duration::from_secs_f64(cli.lead_seconds.unwrap_or(2.0).max(0.0)),
         confirm_timeout: Duration::from_secs_f64(cli.confirm_timeout_seconds.max(1.0)),
         mailbox: cli.mailbox.clone(),
         hold_mail: cli.hold_mail,
@@ -185,6 +216,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         rate: cli.rate.filter(|r| *r > 0.0),
     };
     let api = Api::new(&cli.base_url, concurrency)?;
+    if let Scenario::BallotScale = cli.scenario {
+        let scale = loadgen::ballot_scale::Scale {
+            entrants: cli.entrants,
+            through_runner: users,
+            tickets,
+            concurrency,
+            lead: cli.lead_seconds.map(|s| Duration::from_secs_f64(s.max(0.0))),
+            entry_rate_floor: cli.entry_rate_floor,
+            http_timeout: Duration::from_secs_f64(cli.http_timeout_seconds.max(1.0)),
+            draw_attempts: cli.draw_attempts,
+            draw_out: cli.draw_out.clone(),
+            runner_pid: cli.runner_pid,
+            emulator_pid: cli.emulator_pid,
+        };
+        let report = loadgen::ballot_scale::run(&api, &cli.base_url, &participants, &scale).await?;
+        print!("{}", report.render());
+        if let Some(path) = &cli.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+        }
+        if !report.passed {
+            std::process::exit(1);
+        }
+        return Ok(());
+    }
     let mut report = match (cli.scenario, cli.fan_out, &cli.worker_function) {
         (Scenario::Ballot | Scenario::FairOpen, Some(_), _) => {
             return Err("--fan-out runs a first-come rush: not a ballot's or a fair open's".into());
