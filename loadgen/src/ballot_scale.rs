@@ -396,7 +396,6 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
     let started = Instant::now();
     let mut leaves: Vec<[u8; 32]> = Vec::with_capacity(n);
     leaves.extend(http_leaves.iter().flatten().filter_map(|l| hex::decode::<32>(l)));
-    let mut bulk_keys: Vec<[u8; 32]> = Vec::with_capacity(bulk_n);
     let mut loaded = 0;
     while loaded < bulk_n {
         let take = LOAD_CHUNK.min(bulk_n - loaded);
@@ -406,7 +405,6 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
             let mut bytes = [0u8; 32];
             getrandom::fill(&mut bytes).map_err(|e| setup(&e))?;
             let key = EntryKey::from_bytes(bytes);
-            bulk_keys.push(bytes);
             leaves.push(key.leaf_bytes(&event_id));
             chunk.push(Entrant {
                 user: UserId::parse(&sub).map_err(|e| setup(&e))?,
@@ -489,9 +487,9 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
 
     // 6. The product's own draw over the same leaves, here (what the release and query functions
     // compute after their reads: `draw::Compact`), timed, and the draw's structures sized.
+    let before = Memory::own();
     let mut sorted = leaves.clone();
     sorted.sort_unstable();
-    let before = Memory::own();
     let computing = Instant::now();
     let compact = draw::Compact::draw(Algorithm::V2, sorted, &secret, &[]);
     let computed_ms = computing.elapsed().as_secs_f64() * 1000.0;
@@ -666,6 +664,9 @@ pub struct Sizes {
     /// What the draw's read returns (`Store::entrants`): an `Entrant` each, with its user id and
     /// address (the key inline, no receipt).
     pub read_mib: f64,
+    /// The same built here as the read builds it (pushed one by one), after the rest: loadgen's
+    /// resident growth holding it.
+    pub read_rss_mib: f64,
     /// The compact draw: every level of the tree (32 bytes a node), the order and its inverse
     /// (4 bytes each a place).
     pub compact_mib: f64,
@@ -676,7 +677,7 @@ pub struct Sizes {
     /// What the query function keeps for a drawn event: the compact draw and the users.
     pub kept_mib: f64,
     /// `draw::Compact::draw` over the sorted leaves, here: its time, and loadgen's resident growth
-    /// holding it (its vectors are fresh mappings: a measure of `compact_mib`).
+    /// holding it and its leaves (its vectors are fresh mappings: a measure of `compact_mib`).
     pub compact_draw_ms: f64,
     pub compact_draw_rss_mib: f64,
 }
@@ -711,7 +712,28 @@ impl Sizes {
         nodes += level;
         let compact_bytes = nodes * 32 + n * 8;
         let users_bytes = n * string + users;
+        // The read's result, built: the users and addresses as loaded, a key each (any: its size
+        // is the same).
+        let before = Memory::own();
+        let mut read = Vec::new();
+        let entrant = |user: &str, email: &str| {
+            Some(Entrant {
+                user: UserId::parse(user).ok()?,
+                email: Email::parse(email).ok()?,
+                late: None,
+                key: Some(EntryKey::from_bytes([7; 32])),
+                receipt: None,
+            })
+        };
+        read.extend(http.iter().filter_map(|(u, e)| entrant(u, e)));
+        for i in 0..bulk {
+            let user = bulk_user(run_id, i);
+            read.extend(entrant(&user, &format!("{user}@example.com")));
+        }
+        let read_rss_mib = Memory::own().zip(before).map_or(0.0, |(a, b)| a.rss_mib - b.rss_mib);
+        drop(read);
         Self {
+            read_rss_mib,
             entrants: n,
             read_mib: (n * std::mem::size_of::<Entrant>() + users + emails) as f64 / MIB,
             compact_mib: compact_bytes as f64 / MIB,
@@ -950,14 +972,15 @@ impl ScaleReport {
         let z = &self.sizes;
         let _ = writeln!(
             out,
-            "  the compact draw (draw::Compact::draw over {} sorted leaves) here: {:.0} ms, loadgen +{:.0} MiB resident",
+            "  the compact draw (draw::Compact::draw over {} sorted leaves) here: {:.0} ms, loadgen +{:.0} MiB resident with its leaves",
             z.entrants, z.compact_draw_ms, z.compact_draw_rss_mib
         );
         let _ = writeln!(
             out,
-            "  the draw's structures at {} entrants, from their types: the read's entrants {:.0} MiB; the compact draw {:.0} MiB; \
-             users {:.0} MiB; addresses {:.0} MiB; kept by the query function (compact + users) {:.0} MiB",
-            z.entrants, z.read_mib, z.compact_mib, z.users_mib, z.emails_mib, z.kept_mib
+            "  the draw's structures at {} entrants, from their types: the read's entrants {:.0} MiB (built here: +{:.0} MiB \
+             resident); the compact draw {:.0} MiB; users {:.0} MiB; addresses {:.0} MiB; kept by the query function \
+             (compact + users) {:.0} MiB",
+            z.entrants, z.read_mib, z.read_rss_mib, z.compact_mib, z.users_mib, z.emails_mib, z.kept_mib
         );
         if p.read_over_http {
             let _ = writeln!(
