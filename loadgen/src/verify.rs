@@ -226,7 +226,6 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
     };
     let verified = draw.verify();
     let n = draw.order.len() as u64;
-    let closed = draw.entries_close.as_deref().and_then(time);
     // The draw's signed head: the draw shown is the one the operator signed for everyone.
     let head: Result<DrawHead, String> = match shown.keys["draw_head"].as_str() {
         None => {
@@ -240,10 +239,13 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
             Ok(h) => Ok(h),
         },
     };
-    // A rank makes a late place only on a fair open, dated at or after the close; otherwise the
-    // receipt is an entry the draw must hold.
+    // A rank makes a late place only on a fair open, dated at or after the close, by the signed
+    // head's terms (never an unsigned page's); otherwise the receipt is an entry the draw must hold.
     let late = said.late.filter(|_| {
-        draw.admission_rate.is_some() && matches!((closed, time(&said.entered_at)), (Some(c), Some(t)) if t >= c)
+        head.as_ref().is_ok_and(|h| {
+            let close = time(&h.entries_close);
+            h.admission_rate.is_some() && matches!((close, time(&said.entered_at)), (Some(c), Some(t)) if t >= c)
+        })
     });
     match (draw.order.iter().position(|l| *l == said.leaf), late) {
         (Some(at), late) => {
@@ -290,8 +292,19 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
                     "{held}; its leaf is not in the draw, but the draw does not check out ({fault}): that proves nothing"
                 ));
             }
-            if let Err(why) = head {
-                return Fails(format!("{held}; its leaf is not in the draw, but {why}: that proves nothing"));
+            let head = match head {
+                Ok(head) => head,
+                Err(why) => {
+                    return Fails(format!("{held}; its leaf is not in the draw, but {why}: that proves nothing"));
+                }
+            };
+            if !head.vouches_for(&said.key_id) {
+                return Fails(format!(
+                    "{held}; its leaf is not in the draw, but its key {} is not one the signed head vouches for \
+                     ({}): that proves nothing",
+                    said.key_id,
+                    head.receipt_keys.join(", ")
+                ));
             }
             Excluded(format!(
                 "EXCLUSION PROVEN: {held}, and its leaf {} is not among the {n} entrants of {whose}, which checks out \

@@ -219,7 +219,7 @@ fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
     let ballot = v2_draw(draw::entrants(all.clone()), 10, None);
     // The keys as GET /receipt-key gives them after a draw: with the draw's signed head.
     let signed = |d: &Published| {
-        let head = DrawHead::of(d, "").expect("a whole draw's head");
+        let head = DrawHead { receipt_keys: ring.ids(), ..DrawHead::of(d, "").expect("a whole draw's head") };
         ring.published(&event(), Some(signer.sign_head(&head)))
     };
     let keys = signed(&ballot);
@@ -289,6 +289,12 @@ fn a_receipt_shows_its_place_and_its_leaf_left_out_proves_an_exclusion() {
     let forged_keys = forged_ring.published(&event(), Some(signer.sign_head(&DrawHead::of(&dropped, "").unwrap())));
     let (code, said) = check(&shown(&forged_receipt, None, &forged_keys), &without);
     assert_eq!((code, said.contains("draw head does not check")), (1, true), "a head the forger cannot sign: {said}");
+    // The operator's own keys and genuine head, with the forger's key added beside them as
+    // `previous`: the forger's receipt checks against the document, but no head vouches for its key.
+    let mut padded = signed(&dropped);
+    padded["previous"] = json!({ "key_id": forger.public().id(), "public_key": forger.public().encoded() });
+    let (code, said) = check(&shown(&forged_receipt, None, &padded), &without);
+    assert_eq!((code, said.contains("not one the signed head vouches for")), (1, true), "{said}");
 
     // Another event's draw: not this receipt's to judge (a draw naming no event is taken as the
     // receipt's, and says so).

@@ -69,6 +69,15 @@ pub struct DrawHead {
     pub admission_rate: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beacon_round: Option<u64>,
+    /// The beacon round's chain key and signature (hex): with the root and the secret they fix the
+    /// order, not only the entrants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_public_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_signature: Option<String>,
+    /// The ids of the keys whose receipts this head vouches for: a key anyone adds to a keys
+    /// document checks their own receipts, but no head names it.
+    pub receipt_keys: Vec<String>,
 }
 
 impl DrawHead {
@@ -86,12 +95,21 @@ impl DrawHead {
             capacity: draw.capacity?,
             admission_rate: draw.admission_rate,
             beacon_round: draw.beacon.as_ref().map(|b| b.round),
+            beacon_public_key: draw.beacon.as_ref().map(|b| b.public_key.clone()),
+            beacon_signature: draw.beacon.as_ref().map(|b| b.signature.clone()),
+            receipt_keys: Vec::new(),
         })
     }
 
-    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member its.
+    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member its
+    /// but the key ids.
     pub fn matches(&self, draw: &super::draw::Published) -> bool {
-        Self::of(draw, &self.key_id).as_ref() == Some(self)
+        Self::of(draw, &self.key_id).as_ref() == Some(&Self { receipt_keys: Vec::new(), ..self.clone() })
+    }
+
+    /// Whether the head vouches for receipts signed by the key `key_id`.
+    pub fn vouches_for(&self, key_id: &str) -> bool {
+        self.receipt_keys.iter().any(|k| k == key_id)
     }
 }
 
@@ -153,7 +171,7 @@ impl ReceiptKey {
         self.sign_as(PREFIX, CONTEXT, payload)
     }
 
-    /// The draw's head, signed (its `k` set to this key's id).
+    /// The draw's head, signed (its `k` set to this key's id; its `receipt_keys` as given).
     pub fn sign_head(&self, head: &DrawHead) -> String {
         let head = DrawHead { key_id: self.public().id(), ..head.clone() };
         self.sign_head_payload(&serde_json::to_vec(&head).expect("ids and strings always serialize"))
@@ -210,6 +228,11 @@ impl ReceiptKeyRing {
 
     fn keys(&self) -> impl Iterator<Item = &PublicReceiptKey> {
         std::iter::once(&self.current).chain(self.next.as_ref()).chain(self.previous.as_ref())
+    }
+
+    /// The ids of every key in the ring (what a head signed now vouches for).
+    pub fn ids(&self) -> Vec<String> {
+        self.keys().map(PublicReceiptKey::id).collect()
     }
 
     /// As `GET /events/{id}/receipt-key` shows it: the keys, and once the event's draw is

@@ -203,7 +203,7 @@ pub fn generate() -> Vectors {
         ),
     ];
     let ten_head = format!(
-        r#"{{"k":"{id}","e":"ev-1","algorithm":"ticket-draw/v2","commitment":"{}","root":"{}","entrant_count":10,"entries_close":"2027-03-01T10:00:00Z","drawn_at":"2027-03-01T10:00:05Z","capacity":3}}"#,
+        r#"{{"k":"{id}","e":"ev-1","algorithm":"ticket-draw/v2","commitment":"{}","root":"{}","entrant_count":10,"entries_close":"2027-03-01T10:00:00Z","drawn_at":"2027-03-01T10:00:05Z","capacity":3,"receipt_keys":["{id}"]}}"#,
         ten.commitment, ten.root
     );
     let head = vec![

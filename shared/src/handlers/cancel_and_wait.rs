@@ -110,8 +110,10 @@ impl CancelAndWait {
             Some(Endpoint::ReceiptKey) => {
                 let known = self.known(&event).await?;
                 let keys = self.hash.receipts.get().await?;
-                let head = super::draws::draw_head(&self.store, &known).await?.map(|h| keys.current.sign_head(&h));
                 let ring = crate::domain::entry_receipt::ReceiptKeyRing::of(&keys);
+                let head = super::draws::draw_head(&self.store, &known).await?.map(|h| {
+                    keys.current.sign_head(&crate::domain::entry_receipt::DrawHead { receipt_keys: ring.ids(), ..h })
+                });
                 Ok((json(StatusCode::OK, &ring.published(&event, head)), "OK"))
             }
             _ => Err(ApiError::RouteNotFound),

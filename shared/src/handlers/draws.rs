@@ -342,7 +342,8 @@ fn draw_of(
 
 /// The head of the event's complete draw, as its pages carry it (docs/FAIRNESS.md section 6b),
 /// from the event and the draw's record alone (no entry is read): `None` until the draw is
-/// complete. Signed by the receipt key where it is published (`GET /events/{id}/receipt-key`).
+/// complete. Signed by the receipt key where it is published (`GET /events/{id}/receipt-key`),
+/// with the ids of the keys it vouches for.
 pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>, ApiError> {
     let Some(terms) = &event.draw else { return Ok(None) };
     let record = match store.ballot_state(&event.id).await?.draw {
@@ -350,6 +351,7 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
         _ => return Ok(None),
     };
     let beacon_round = terms.beacon.as_ref().map(|b| b.round);
+    let beacon_public_key = terms.beacon.as_ref().map(|b| b.public_key.clone());
     Ok(Some(DrawHead {
         key_id: String::new(),
         event: event.id.clone(),
@@ -362,6 +364,9 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
         capacity: event.capacity,
         admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
         beacon_round,
+        beacon_public_key,
+        beacon_signature: record.beacon_signature,
+        receipt_keys: Vec::new(),
     }))
 }
 
