@@ -20,17 +20,26 @@ no small-order A or R) from ed25519_ref.py. Standard library only.
                              [--entry-key <hex>]
         checks a receipt against GET /events/{id}/receipt-key's reply (its keys and, after the
         draw, its `draw_head`, a TH1. text) and places its leaf in the draw.
+        A head matches the draw when each of its members but `k` and `receipt_keys` is the draw's
+        own (the beacon's round, public_key and signature against the draw's `beacon`); a member
+        the head lacks, the draw lacks too.
         Exit 0: the receipt checks, the draw recomputes, and either the leaf is among the places
-          (its place printed, from 1) or the receipt is a real late place: it has `r`, the draw
-          has `admission_rate` (a fair open) and the receipt's `t` is at or after `entries_close`
-          (a receipt with `r` on a ballot, or timed before the close, is an ordinary entry);
-        3: an exclusion proven: the receipt checks, is not a real late place, and its leaf is not
-          among the places of a draw that recomputes, names the receipt's event as `event_id`, and
-          matches a `draw_head` on the keys that checks against those keys and names that event;
+          (its place printed, from 1; a note when no signed head matches, or the receipt has `r`)
+          or the receipt is a real late place: it has `r`, a head that checks and matches the draw
+          has `admission_rate` (a fair open) and the receipt's `t` is at or after that head's
+          `entries_close` (a receipt with `r` under a ballot's head, or timed before the close, is
+          an ordinary entry); the terms are read from the signed head, never from a page;
+        3: an exclusion proven: the receipt checks, its key id is among the head's `receipt_keys`,
+          it is not a real late place, and its leaf is not among the places of a draw that
+          recomputes, names the receipt's event as `event_id`, and matches a `draw_head` on the
+          keys that checks against those keys and names that event;
         1: anything else: the receipt does not check (`r` other than an integer from 1 included),
           the entry key does not give the leaf, the pages do not join, the draw does not recompute
-          or names another event, or a missing leaf without a head that checks and matches (it
-          then proves nothing: anyone with the revealed secret can make a draw without it);
+          or names another event, a missing leaf without a head that checks and matches (it then
+          proves nothing: anyone with the revealed secret can make a draw without it, and without
+          the head's terms a receipt with `r` cannot be told a late place), or a missing leaf whose
+          receipt is signed by a key the head does not vouch for (not in its `receipt_keys`: anyone
+          can add a key of their own to a keys document and sign a receipt with it);
         2: unreadable input (a file missing, not JSON, not an object; an --entry-key not 64 hex).
 """
 
@@ -232,12 +241,15 @@ def check_receipt(receipt, keys):
 HEAD_STRINGS = ("e", "algorithm", "commitment", "root", "entries_close", "drawn_at")
 HEAD_INTEGERS = ("entrant_count", "capacity")
 HEAD_OPTIONAL_INTEGERS = ("admission_rate", "beacon_round")
+HEAD_OPTIONAL_HEX = ("beacon_public_key", "beacon_signature")
+LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})+")
 
 
 def check_head(head, keys):
     """Section 6b's head: its signature as section 6a's, and its members as 6b lists them (strings,
-    integers; `admission_rate` and `beacon_round` integers when present). (True, payload) or
-    (False, why)."""
+    integers; `admission_rate` and `beacon_round` integers when present, `beacon_public_key` and
+    `beacon_signature` lowercase hex when present; `receipt_keys` a list of key ids, always).
+    (True, payload) or (False, why)."""
     ok, payload = _open_signed(head, HEAD_PREFIX, HEAD_CONTEXT, keys)
     if not ok:
         return ok, payload
@@ -250,6 +262,12 @@ def check_head(head, keys):
     for name in HEAD_OPTIONAL_INTEGERS:
         if name in payload and not is_int(payload[name]):
             return False, f"the head's {name!r} is present and not an integer"
+    for name in HEAD_OPTIONAL_HEX:
+        if name in payload and not (isinstance(payload[name], str) and LOWER_HEX.fullmatch(payload[name])):
+            return False, f"the head's {name!r} is present and not lowercase hex"
+    vouched = payload.get("receipt_keys")
+    if not (isinstance(vouched, list) and all(isinstance(x, str) for x in vouched)):
+        return False, "the head's 'receipt_keys' is not a list of key ids"
     return True, payload
 
 
@@ -419,12 +437,20 @@ def main_draw(paths):
 
 # ---- Section 6b: does a head match the draw? --------------------------------------------------
 
+ABSENT = object()  # a member the draw (or the head) does not have
+
+
 def head_disagreements(head, terms, order):
-    """Each member of the head against the draw's own (section 6b's "matches"): the list of those
-    that differ, empty when the head is the draw's. `admission_rate` and `beacon_round` are the
-    head's exactly when the draw has them (6b: "when the draw has them"), so one without the other
-    differs too."""
-    beacon = terms.get("beacon") if isinstance(terms.get("beacon"), dict) else None
+    """Each member of the head but `k` and `receipt_keys` against the draw's own (section 6b's
+    "matches"): the list of those that differ, empty when the head is the draw's. The optional
+    members (`admission_rate`; `beacon_round`, `beacon_public_key` and `beacon_signature` against
+    the draw's `beacon` object's `round`, `public_key` and `signature`) are the head's exactly when
+    the draw has them: "a member the head lacks, the draw lacks too", and the other way round."""
+    beacon = terms.get("beacon") if isinstance(terms.get("beacon"), dict) else {}
+
+    def has(value, read=lambda x: x):
+        return ABSENT if value is None else read(value)
+
     draws = {
         "e": terms.get("event_id"),
         "algorithm": terms.get("algorithm"),
@@ -434,20 +460,20 @@ def head_disagreements(head, terms, order):
         "entries_close": terms.get("entries_close"),  # RFC 3339 as the pages carry it: the same text
         "drawn_at": terms.get("drawn_at"),
         "capacity": as_int(terms.get("capacity")),
-        "admission_rate": as_int(terms.get("admission_rate")) if terms.get("admission_rate") is not None else None,
-        "beacon_round": as_int(beacon.get("round")) if beacon else None,
+        "admission_rate": has(terms.get("admission_rate"), as_int),
+        "beacon_round": has(beacon.get("round"), as_int),
+        "beacon_public_key": has(beacon.get("public_key")),
+        "beacon_signature": has(beacon.get("signature")),
     }
     differ = []
     for name, ours in draws.items():
-        theirs = head.get(name)
-        if name in HEAD_OPTIONAL_INTEGERS:
-            has_it = (terms.get("admission_rate") is not None) if name == "admission_rate" else beacon is not None
-            if has_it != (name in head):
-                differ.append(f"{name}: the draw {'has' if has_it else 'has none'}, the head "
-                              f"{'has ' + json.dumps(theirs) if name in head else 'has none'}")
-                continue
-            if not has_it:
-                continue
+        theirs = head.get(name, ABSENT)
+        if ours is ABSENT or theirs is ABSENT:
+            if (ours is ABSENT) != (theirs is ABSENT):
+                differ.append(f"{name}: the draw {'has none' if ours is ABSENT else 'has ' + json.dumps(ours)}, "
+                              f"the head {'has none' if theirs is ABSENT else 'has ' + json.dumps(theirs)}")
+            continue
+        # A draw's value that is not of its kind (None) matches nothing; the head's types are check_head's.
         if ours is None or theirs != ours:
             differ.append(f"{name}: the head's {json.dumps(theirs)}, the draw's {json.dumps(ours)}")
     return differ
@@ -474,21 +500,24 @@ def keys_of(doc, path):
     return keys
 
 
-def is_late_place(payload, terms):
+def is_late_place(payload, head):
     """Section 6a: a receipt with `r` is a place taken after the entries closed only on a fair open
-    (the draw has `admission_rate`) and when its `t` is at or after the draw's `entries_close`, as
-    instants; otherwise it is an entry that belongs in the draw. (True, why) or (False, why)."""
+    (the signed head has `admission_rate`) and when its `t` is at or after the signed head's
+    `entries_close`, as instants; otherwise it is an entry that belongs in the draw. The terms are
+    the head's (one that checks and matches the draw), never an unsigned page's. (True, why) or
+    (False, why)."""
     if "r" not in payload:
         return False, "no r"
-    if terms.get("admission_rate") is None:
-        return False, "it has r, but the draw has no admission_rate (a ballot has no late places)"
-    t, close = instant(payload["t"]), instant(terms.get("entries_close"))
+    if "admission_rate" not in head:
+        return False, "it has r, but the signed head has no admission_rate (a ballot has no late places)"
+    t, close = instant(payload["t"]), instant(head.get("entries_close"))
     if t is None or close is None:
-        return False, (f"it has r, but its t {payload['t']!r} or the draw's entries_close "
-                       f"{terms.get('entries_close')!r} is not an RFC 3339 time to compare")
+        return False, (f"it has r, but its t {payload['t']!r} or the signed head's entries_close "
+                       f"{head.get('entries_close')!r} is not an RFC 3339 time to compare")
     if t < close:
-        return False, f"it has r, but its t {payload['t']} is before entries_close {terms['entries_close']}"
-    return True, f"rank {payload['r']} behind the draw, accepted at {payload['t']}, entries closed {terms['entries_close']}"
+        return False, f"it has r, but its t {payload['t']} is before the signed head's entries_close {head['entries_close']}"
+    return True, (f"rank {payload['r']} behind the draw, accepted at {payload['t']}, entries closed "
+                  f"{head['entries_close']} (the signed head's)")
 
 
 def where_it_stands(place, terms):
@@ -545,7 +574,7 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
         return 1
 
     # The signed head (section 6b), beside the keys.
-    head_text = keys_doc.get("draw_head")
+    head_text, head = keys_doc.get("draw_head"), None
     if head_text is None:
         head_ok, head_says = False, "the keys carry no draw_head"
     else:
@@ -564,6 +593,11 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
     leaf_bytes = bytes.fromhex(payload["l"])
     if event is None:
         print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
+    # Section 6b: the keys whose receipts the head vouches for (the keys document alone vouches for
+    # nothing: anyone can add a key of their own to it).
+    vouched = head_ok and payload["k"] in head["receipt_keys"]
+    not_vouched = (f"the receipt's key {payload['k']} is not among the signed head's receipt_keys "
+                   f"{json.dumps(head['receipt_keys'])}" if head_ok and not vouched else None)
     if leaf_bytes in order:
         place = order.index(leaf_bytes) + 1
         print(f"in the draw: place {place} of {len(order)}; {where_it_stands(place, terms)}")
@@ -571,22 +605,34 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
             print("note: the receipt has r (a place after the close), yet its leaf is among the drawn entrants")
         if not head_ok:
             print("note: without a signed head that matches, this place is the place in these pages only")
+        if not_vouched:
+            print(f"note: {not_vouched}")
         return 0
-    late, why = is_late_place(payload, terms)
-    if late:
-        print(f"not among the {len(order)} drawn places, as a place taken after the entries closed should not be: {why}")
-        return 0
-    if "r" in payload:
-        print(f"counted as an entry: {why}")
     if event is None:
         print(f"FAILED: the leaf is not among the {len(order)} places, but the draw names no event: this proves nothing")
         return 1
     if not head_ok:
+        if "r" in payload:
+            print("the receipt has r: whether it is a place taken after the close is read from a signed head's"
+                  " admission_rate and entries_close, and there is no head that checks and matches the draw")
         print(f"FAILED: the leaf is not among the {len(order)} places, but without a signed head that checks and"
               " matches the draw this proves nothing (anyone with the revealed secret can make a draw without it)")
         return 1
-    print(f"EXCLUDED: the receipt checks and its leaf is not among the {len(order)} places of the draw"
-          f" of {payload['e']} that recomputes and that the operator's signed head names")
+    late, why = is_late_place(payload, head)
+    if late:
+        print(f"not among the {len(order)} drawn places, as a place taken after the entries closed should not be: {why}")
+        if not_vouched:
+            print(f"note: {not_vouched}")
+        return 0
+    if "r" in payload:
+        print(f"counted as an entry: {why}")
+    if not vouched:
+        print(f"FAILED: the leaf is not among the {len(order)} places, but {not_vouched}: this proves nothing"
+              " (anyone can add a key of their own to a keys document and sign a receipt with it)")
+        return 1
+    print(f"EXCLUDED: the receipt checks, its key {payload['k']} is one the operator's signed head vouches for,"
+          f" and its leaf is not among the {len(order)} places of the draw of {payload['e']} that recomputes"
+          " and that the signed head names")
     return 3
 
 
