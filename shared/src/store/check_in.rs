@@ -178,45 +178,42 @@ impl Store {
         order_id: Option<&OrderId>,
     ) -> Result<Option<Holder>, StoreError> {
         for partition in [key::cancelled(event), key::rejected(event)] {
-            let mut start = None;
-            loop {
-                let mut query = self
-                    .client
-                    .query()
-                    .table_name(&self.table)
-                    .index_name(GSI2)
-                    .expression_attribute_names("#pk", attr::GSI2PK)
-                    .expression_attribute_values(":p", s(&partition))
-                    .set_exclusive_start_key(start);
-                query = match (ticket_no, order_id) {
-                    (Some(n), _) => query
-                        .key_condition_expression("#pk = :p AND #n = :n")
-                        .expression_attribute_names("#n", attr::GSI2SK)
-                        .expression_attribute_values(":n", AttributeValue::N(n.get().to_string())),
-                    (None, Some(o)) => query
-                        .key_condition_expression("#pk = :p")
-                        .filter_expression("order_id = :o")
-                        .expression_attribute_values(":o", s(o.as_str())),
-                    (None, None) => return Ok(None),
-                };
-                let out = query.send().await?;
-                // The latest order found (a number can be cancelled more than once over a sale).
-                if let Some(item) = out.items().iter().max_by_key(|i| get_s(i, "created_at").unwrap_or_default()) {
-                    let view = order_from_item(item)?;
-                    let email =
-                        Email::parse(&get_s(item, "email")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
-                    return Ok(Some(Holder {
-                        ticket_no: view.ticket_no,
-                        order_id: view.order_id,
-                        status: view.status,
-                        checked_in_at: view.checked_in_at,
-                        email: email.masked(),
-                    }));
-                }
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    break;
-                }
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(GSI2)
+                .expression_attribute_names("#pk", attr::GSI2PK)
+                .expression_attribute_values(":p", s(&partition));
+            let query = match (ticket_no, order_id) {
+                (Some(n), _) => query
+                    .key_condition_expression("#pk = :p AND #n = :n")
+                    .expression_attribute_names("#n", attr::GSI2SK)
+                    .expression_attribute_values(":n", AttributeValue::N(n.get().to_string())),
+                (None, Some(o)) => query
+                    .key_condition_expression("#pk = :p")
+                    .filter_expression("order_id = :o")
+                    .expression_attribute_values(":o", s(o.as_str())),
+                (None, None) => return Ok(None),
+            };
+            // The latest order found on the first page that finds one (a number can be cancelled
+            // more than once over a sale).
+            let mut found = None;
+            self.query_pages(query, |page| {
+                found = page.items().iter().max_by_key(|i| get_s(i, "created_at").unwrap_or_default()).cloned();
+                Ok(found.is_none())
+            })
+            .await?;
+            if let Some(item) = found {
+                let view = order_from_item(&item)?;
+                let email = Email::parse(&get_s(&item, "email")?).map_err(|e| StoreError::Malformed(e.to_string()))?;
+                return Ok(Some(Holder {
+                    ticket_no: view.ticket_no,
+                    order_id: view.order_id,
+                    status: view.status,
+                    checked_in_at: view.checked_in_at,
+                    email: email.masked(),
+                }));
             }
         }
         Ok(None)
@@ -226,12 +223,9 @@ impl Store {
     /// one read of each order's status, check-in and number.
     pub async fn door_counts(&self, event: &EventId) -> Result<DoorCounts, StoreError> {
         let began = OffsetDateTime::now_utc();
-        let reads = (0..GSI2_SHARDS).map(|shard| async move {
-            let mut items = Vec::new();
-            let mut start = None;
-            loop {
-                let out = self
-                    .client
+        let reads = (0..GSI2_SHARDS).map(|shard| {
+            self.query_all(
+                self.client
                     .query()
                     .table_name(&self.table)
                     .index_name(GSI2)
@@ -239,16 +233,8 @@ impl Store {
                     .projection_expression("order_id, ticket_no, #status, checked_in_at, checked_in_door")
                     .expression_attribute_names("#pk", attr::GSI2PK)
                     .expression_attribute_names("#status", "status")
-                    .expression_attribute_values(":p", s(key::event_shard(event, shard)))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await?;
-                items.extend(out.items().iter().cloned());
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    return Ok::<_, StoreError>(items);
-                }
-            }
+                    .expression_attribute_values(":p", s(key::event_shard(event, shard))),
+            )
         });
         let mut counts = DoorCounts { counted_at: Some(began), ..DoorCounts::default() };
         for item in futures::future::try_join_all(reads).await?.into_iter().flatten() {

@@ -292,33 +292,28 @@ impl Store {
     /// page by page, each item kept only as the entrant it names (not its receipt, which the draw
     /// does not need): a million entries are some 150 MB here, not a gigabyte of items.
     pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_names("#late", "late")
+            .expression_attribute_values(":pk", s(key::entries(event)))
+            .projection_expression("user_id, email, entry_key, #late")
+            .consistent_read(true);
         let mut all = Vec::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_names("#late", "late")
-                .expression_attribute_values(":pk", s(key::entries(event)))
-                .projection_expression("user_id, email, entry_key, #late")
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            for item in out.items.unwrap_or_default() {
+        self.query_pages(query, |page| {
+            for item in page.items.unwrap_or_default() {
                 let entrant = entrant_from(&item)?;
                 if entrant.late.is_none() {
                     all.push(entrant);
                 }
             }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(all);
-            }
-        }
+            Ok(true)
+        })
+        .await?;
+        Ok(all)
     }
 
     /// Loads entries already accepted elsewhere, 25 per `BatchWriteItem`, unconditioned (no check
@@ -353,26 +348,21 @@ impl Store {
     /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
     /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
     pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
+        let query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_values(":pk", s(key::entries(event)))
+            .select(aws_sdk_dynamodb::types::Select::Count);
         let mut total = 0u64;
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", attr::PK)
-                .expression_attribute_values(":pk", s(key::entries(event)))
-                .select(aws_sdk_dynamodb::types::Select::Count)
-                .set_exclusive_start_key(start)
-                .send()
-                .await?;
-            total += out.count as u64;
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(total);
-            }
-        }
+        self.query_pages(query, |page| {
+            total += page.count as u64;
+            Ok(true)
+        })
+        .await?;
+        Ok(total)
     }
 
     /// How many joined a fair open's queue after its draw (the event item's counter).

@@ -29,7 +29,10 @@ pub mod report;
 pub mod schema;
 pub mod waitlist;
 
-use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::{
+    Client,
+    operation::query::{QueryOutput, builders::QueryFluentBuilder},
+};
 
 pub use events::{BadCursor, EventBook, ListError, MISS_KEPT, PutEventError, StoredEvent};
 pub use orders::AttendeeRow;
@@ -87,29 +90,47 @@ impl Store {
     /// Every item of one partition, read consistently page after page; with `status`, only the
     /// items whose `status` is that.
     async fn partition(&self, pk: String, status: Option<&str>) -> Result<Vec<codec::Item>, StoreError> {
+        let mut query = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", schema::attr::PK)
+            .expression_attribute_values(":pk", codec::s(&pk))
+            .consistent_read(true);
+        if let Some(status) = status {
+            query = query
+                .filter_expression("#status = :status")
+                .expression_attribute_names("#status", "status")
+                .expression_attribute_values(":status", codec::s(status));
+        }
+        self.query_all(query).await
+    }
+
+    /// Every item a query returns, page after page.
+    async fn query_all(&self, query: QueryFluentBuilder) -> Result<Vec<codec::Item>, StoreError> {
         let mut all = Vec::new();
+        self.query_pages(query, |page| {
+            all.extend(page.items.unwrap_or_default());
+            Ok(true)
+        })
+        .await?;
+        Ok(all)
+    }
+
+    /// A query's pages (DynamoDB's 1 MB each), each handed to `each` as it comes, until the last
+    /// or until `each` says stop (`false`): the one place a read goes on from where a page ended.
+    async fn query_pages(
+        &self,
+        query: QueryFluentBuilder,
+        mut each: impl FnMut(QueryOutput) -> Result<bool, StoreError>,
+    ) -> Result<(), StoreError> {
         let mut start = None;
         loop {
-            let mut query = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", schema::attr::PK)
-                .expression_attribute_values(":pk", codec::s(&pk))
-                .consistent_read(true)
-                .set_exclusive_start_key(start);
-            if let Some(status) = status {
-                query = query
-                    .filter_expression("#status = :status")
-                    .expression_attribute_names("#status", "status")
-                    .expression_attribute_values(":status", codec::s(status));
-            }
-            let out = query.send().await?;
-            all.extend(out.items.unwrap_or_default());
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(all);
+            let page = query.clone().set_exclusive_start_key(start).send().await?;
+            start = page.last_evaluated_key.clone();
+            if !each(page)? || start.is_none() {
+                return Ok(());
             }
         }
     }

@@ -345,27 +345,16 @@ impl Store {
         let mut partitions: Vec<String> = (0..GSI2_SHARDS).map(|shard| key::event_shard(event, shard)).collect();
         partitions.push(key::rejected(event));
         partitions.push(key::cancelled(event));
-        let reads = partitions.into_iter().map(|partition| async move {
-            let mut items = Vec::new();
-            let mut start = None;
-            loop {
-                let out = self
-                    .client
+        let reads = partitions.into_iter().map(|partition| {
+            self.query_all(
+                self.client
                     .query()
                     .table_name(&self.table)
                     .index_name(GSI2)
                     .key_condition_expression("#pk = :p")
                     .expression_attribute_names("#pk", attr::GSI2PK)
-                    .expression_attribute_values(":p", s(partition.clone()))
-                    .set_exclusive_start_key(start)
-                    .send()
-                    .await?;
-                items.extend(out.items().iter().cloned());
-                start = out.last_evaluated_key;
-                if start.is_none() {
-                    return Ok::<_, StoreError>(items);
-                }
-            }
+                    .expression_attribute_values(":p", s(partition)),
+            )
         });
         Ok(futures::future::try_join_all(reads).await?.into_iter().flatten().collect())
     }
