@@ -108,20 +108,37 @@ pub struct Entries {
     receipts: StagedSecret<ReceiptKey>,
 }
 
-/// A user's entry, as the entry routes show it.
+/// An entry's key, its leaf in the draw and its signed receipt (docs/FAIRNESS.md sections 2a and
+/// 6a), as an entry's or a queue place's routes show them: to the entrant alone; absent for an
+/// event released before private entrants.
 #[derive(Debug, Serialize)]
-pub struct EntryView {
-    pub event_id: EventId,
-    pub status: &'static str,
-    pub entered_at: String,
-    /// The entry's key, its leaf in the draw and its signed receipt (docs/FAIRNESS.md sections 2a
-    /// and 6a): shown to the entrant alone; absent for an event released before private entrants.
+pub struct EntryShown {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub entry_key: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leaf: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub receipt: Option<String>,
+}
+
+impl EntryShown {
+    fn of(event: &EventId, entry: &StoredEntry) -> Self {
+        Self {
+            entry_key: entry.key.as_ref().map(EntryKey::to_hex),
+            leaf: entry.key.as_ref().map(|k| k.leaf(event)),
+            receipt: entry.receipt.clone(),
+        }
+    }
+}
+
+/// A user's entry, as the entry routes show it.
+#[derive(Debug, Serialize)]
+pub struct EntryView {
+    pub event_id: EventId,
+    pub status: &'static str,
+    pub entered_at: String,
+    #[serde(flatten)]
+    pub shown: EntryShown,
     /// A fair open's place taken after its entries closed: its rank behind the shuffled places
     /// (it has no place in the draw to prove).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -144,9 +161,7 @@ impl EntryView {
         Self {
             event_id: event.clone(),
             status: "ENTERED",
-            leaf: entry.key.as_ref().map(|k| k.leaf(event)),
-            entry_key: entry.key.as_ref().map(EntryKey::to_hex),
-            receipt: entry.receipt,
+            shown: EntryShown::of(event, &entry),
             late: entry.late,
             entered_at: entry.entered_at,
             draw_position: None,
@@ -694,14 +709,9 @@ pub struct QueueView {
     /// `admitted_at`) or `ADMITTED` (with a token for verify-hash).
     pub status: &'static str,
     pub entered_at: String,
-    /// The place's key, its leaf in the draw and its signed receipt, as an entry's
-    /// ([`EntryView`]); its inclusion proof is on `GET /events/{id}/entry` after the draw.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub entry_key: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leaf: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<String>,
+    /// As an entry's; its inclusion proof is on `GET /events/{id}/entry` after the draw.
+    #[serde(flatten)]
+    pub shown: EntryShown,
     /// Before the draw: when the places taken so far are shuffled.
     #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub shuffle_at: Option<OffsetDateTime>,
@@ -787,9 +797,7 @@ impl Queue {
         let mut view = QueueView {
             event_id: event.id.clone(),
             status: "QUEUED",
-            leaf: entry.key.as_ref().map(|k| k.leaf(&event.id)),
-            entry_key: entry.key.as_ref().map(EntryKey::to_hex),
-            receipt: entry.receipt,
+            shown: EntryShown::of(&event.id, &entry),
             entered_at: entry.entered_at,
             shuffle_at: Some(event.sale_start),
             position: None,

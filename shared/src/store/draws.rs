@@ -293,13 +293,8 @@ impl Store {
     /// does not need): a million entries are some 150 MB here, not a gigabyte of items.
     pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
         let query = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", attr::PK)
+            .entries_query(event)
             .expression_attribute_names("#late", "late")
-            .expression_attribute_values(":pk", s(key::entries(event)))
             .projection_expression("user_id, email, entry_key, #late")
             .consistent_read(true);
         let mut all = Vec::new();
@@ -345,17 +340,20 @@ impl Store {
         Ok(())
     }
 
-    /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
-    /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
-    pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
-        let query = self
-            .client
+    /// A query of the event's entries' partition.
+    fn entries_query(&self, event: &EventId) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
             .query()
             .table_name(&self.table)
             .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", attr::PK)
             .expression_attribute_values(":pk", s(key::entries(event)))
-            .select(aws_sdk_dynamodb::types::Select::Count);
+    }
+
+    /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
+    /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
+    pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
+        let query = self.entries_query(event).select(aws_sdk_dynamodb::types::Select::Count);
         let mut total = 0u64;
         self.query_pages(query, |page| {
             total += page.count as u64;
