@@ -148,11 +148,18 @@ impl Api {
         self.send(self.http.get(format!("{}/events/{event}/entry", self.base)).bearer_auth(token)).await
     }
 
-    /// `POST /admin/events/{id}/draw`: the organiser reveals the secret and draws.
+    /// `POST /admin/events/{id}/draw`: the organiser reveals the secret and draws, asking again
+    /// while the draw answers `202` (not finished by one ask).
     pub async fn draw(&self, admin: &str, event: &str, secret: &str) -> Answer {
         let body = serde_json::json!({ "secret": secret });
-        self.send(self.http.post(format!("{}/admin/events/{event}/draw", self.base)).bearer_auth(admin).json(&body))
-            .await
+        loop {
+            let answer = self
+                .send(self.http.post(format!("{}/admin/events/{event}/draw", self.base)).bearer_auth(admin).json(&body))
+                .await;
+            if answer.status != 202 {
+                return answer;
+            }
+        }
     }
 
     /// `GET /events/{id}/draw?from=`: the page of the published draw from place `from` (an index

@@ -35,7 +35,7 @@ use shared::{
         draw::{self, Algorithm, EntryKey, PAGE_PLACES, ProofStep, Published},
         event::rfc3339,
         hex,
-        sale_mode::Entrant,
+        sale_mode::{Entrant, EntryShards},
     },
     store::Store,
 };
@@ -415,7 +415,7 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
             });
         }
         let at = OffsetDateTime::now_utc().min(close - time::Duration::seconds(1));
-        store.load_entries(&event_id, &chunk, at).await.map_err(|e| setup(&e))?;
+        store.load_entries(&event_id, EntryShards::CURRENT, &chunk, at).await.map_err(|e| setup(&e))?;
         loaded += take;
         bar.inc(take as u64);
     }
@@ -469,10 +469,13 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
         let ms = asking.elapsed().as_secs_f64() * 1000.0;
         eprintln!("ballot-scale: the draw answered {status} in {ms:.0} ms");
         attempts.push((status, ms));
-        if !matches!(status, 0 | 500..=599) || attempts.len() >= scale.draw_attempts.max(1) {
+        if !matches!(status, 0 | 202 | 500..=599) || attempts.len() >= scale.draw_attempts.max(1) {
             break (status, reply);
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // A 202 is a draw that goes on when asked again at once; a failure is waited out.
+        if status != 202 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     };
     report.draw = DrawPhase {
         status,
@@ -746,22 +749,16 @@ impl Sizes {
     }
 }
 
-/// One page of the event's entries as the draw's read asks for it (`Store::entrants`: the whole
-/// partition, its four attributes, consistent), timed: the emulator's cost of each of the read's
-/// pages at this size.
+/// One page of one shard of the event's entries as the draw's read asks for it
+/// (`Store::shard_entrants`: its three attributes, consistent), timed: the emulator's cost of each
+/// of the read's pages at this size.
 async fn probe_query(store: &Store, event: &EventId, n: usize) -> Option<QueryProbe> {
-    use aws_sdk_dynamodb::types::AttributeValue;
-    use shared::store::schema::{attr, key};
     let started = Instant::now();
+    let shards = EntryShards::CURRENT;
     let out = store
-        .client()
-        .query()
-        .table_name(store.table())
-        .key_condition_expression("#pk = :pk")
-        .expression_attribute_names("#pk", attr::PK)
+        .entries_query(event, shards, 0)
         .expression_attribute_names("#late", "late")
-        .expression_attribute_values(":pk", AttributeValue::S(key::entries(event)))
-        .projection_expression("user_id, email, entry_key, #late")
+        .projection_expression("user_id, entry_key, #late")
         .consistent_read(true)
         .send()
         .await;
@@ -769,7 +766,7 @@ async fn probe_query(store: &Store, event: &EventId, n: usize) -> Option<QueryPr
     match out {
         Ok(out) => {
             let items = out.items.map_or(0, |i| i.len()).max(1);
-            let pages = n.div_ceil(items);
+            let pages = n.div_ceil(shards.get() as usize).div_ceil(items) * shards.get() as usize;
             Some(QueryProbe { items, seconds, pages_estimated: pages, read_seconds_estimated: seconds * pages as f64 })
         }
         Err(e) => {

@@ -77,9 +77,9 @@ struct Cli {
     /// ballot-scale: how long to wait for the draw's reply and each page's (seconds).
     #[arg(long, default_value_t = 1800.0)]
     http_timeout_seconds: f64,
-    /// ballot-scale: requests of the draw at most (one cut off at the function's timeout is
-    /// finished by asking again).
-    #[arg(long, default_value_t = 5)]
+    /// ballot-scale: requests of the draw at most (a draw answers 202 until it is finished, and
+    /// one cut off at the function's timeout goes on when asked again).
+    #[arg(long, default_value_t = 200)]
     draw_attempts: usize,
     /// ballot-scale: the local runner's process id: its memory (VmRSS, VmHWM) is read between the
     /// phases.

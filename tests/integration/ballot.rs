@@ -5,20 +5,23 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
+use aws_sdk_dynamodb::types::AttributeValue::S;
 use futures::StreamExt;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 use shared::{
     domain::{
-        EventId,
+        EventId, UserId,
         beacon::{self, LocalChain},
         draw::{self, Algorithm, EntryKey, ProofStep, Published},
         entry_receipt::ReceiptKeyRing,
         event::rfc3339,
         hex, proof_of_work,
+        sale_mode::EntryShards,
     },
     gate::keys,
     http::routes::Function,
+    store::schema::key,
 };
 use time::{Duration, OffsetDateTime};
 
@@ -89,7 +92,18 @@ impl TestApp {
         ReceiptKeyRing::from_published(&reply.body).expect("a ring")
     }
 
+    /// The organiser's draw, asked again while it answers `202` (not finished by one ask).
     async fn draw(&self, event: &EventId, reveal: &Value) -> Reply {
+        loop {
+            let reply = self.draw_once(event, reveal).await;
+            if reply.status != 202 {
+                return reply;
+            }
+        }
+    }
+
+    /// One ask of the draw.
+    async fn draw_once(&self, event: &EventId, reveal: &Value) -> Reply {
         let req = as_member(with_body(for_event(fixture("release-draw.json"), event), reveal), "organiser", "[admin]");
         self.call(Function::Release, req).await
     }
@@ -155,7 +169,7 @@ async fn a_ballot_of_100_tickets_for_2000_entrants_mails_100_and_waits_the_rest_
     let created = replies.iter().filter(|r| r.status == 201).count();
     let again = replies.iter().filter(|r| r.status == 200 && r.body["status"] == "ENTERED").count();
     assert_eq!((created, again), (2_000, 200), "one entry per user, the duplicate told so");
-    assert_eq!(app.functions.store.entrants(&id).await.unwrap().len(), 2_000);
+    assert_eq!(app.functions.store.entry_count(&id, EntryShards::CURRENT).await.unwrap(), 2_000);
     assert_eq!(app.entry(&id, "fan-0007").await.body["status"], "ENTERED");
     assert_eq!(app.published_draw(&id).await.code(), "NOT_DRAWN");
 
@@ -421,7 +435,7 @@ async fn a_ballots_release_and_routes_refuse_what_they_must_and_change_nothing()
     let as_user = for_user(with_body_of_draw(&id, &reveal), "u1");
     assert_eq!(app.call(Function::Release, as_user).await.status, 403);
     assert_eq!(app.functions.store.ballot_state(&id).await.unwrap(), Default::default(), "nothing closed or drawn");
-    assert!(app.functions.store.entrants(&id).await.unwrap().is_empty());
+    assert_eq!(app.functions.store.entry_count(&id, EntryShards::CURRENT).await.unwrap(), 0);
 }
 
 /// An operator who drops an accepted entry from the store before the draw signs a head for the
@@ -450,8 +464,11 @@ async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head()
         .client()
         .delete_item()
         .table_name(app.functions.store.table())
-        .key("PK", aws_sdk_dynamodb::types::AttributeValue::S(format!("ENTRY#{id}")))
-        .key("SK", aws_sdk_dynamodb::types::AttributeValue::S("USER#dropped".into()))
+        .key(
+            "PK",
+            S(key::entries(&id, EntryShards::CURRENT, EntryShards::CURRENT.of(&UserId::parse("dropped").unwrap()))),
+        )
+        .key("SK", S(key::waiter(&UserId::parse("dropped").unwrap())))
         .send()
         .await
         .unwrap();
@@ -527,11 +544,91 @@ async fn a_ballot_asking_for_work_enters_only_who_did_it() {
         let refused = enter("worker", work.clone()).await;
         assert_eq!((refused.status, refused.code()), (403, "BAD_PROOF_OF_WORK"), "{work:?}: {}", refused.body);
     }
-    assert!(app.functions.store.entrants(&id).await.unwrap().is_empty(), "nothing entered");
+    assert_eq!(app.functions.store.entry_count(&id, EntryShards::CURRENT).await.unwrap(), 0, "nothing entered");
     assert_eq!(enter("worker", Some(mine.clone())).await.status, 201);
     assert_eq!(enter("worker", Some(mine)).await.status, 200, "the same entry again");
 }
 
 fn with_body_of_draw(id: &EventId, reveal: &Value) -> Value {
     with_body(for_event(fixture("release-draw.json"), id), reveal)
+}
+
+/// A draw one ask cannot finish (a large ballot's: release's 15 s) goes on from where each ask
+/// stopped: asked a wave of the entries' shards, then a chunk of places at a time, and by two
+/// organisers at once, it lays down the same draw a single ask would, each number once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draw_in_many_asks_at_once_lays_down_the_one_draw() -> Result<(), draw::DrawFault> {
+    use shared::handlers::draws::{Draw, DrawStep, Reveal};
+    let app = TestApp::for_mail(60).await;
+    let id = fresh_event_id();
+    let secret = secret();
+    let draw_from = OffsetDateTime::now_utc() + Duration::seconds(30);
+    let released = app.release_body(&ballot(&id, 500, draw_from, &draw::commitment(&secret))).await;
+    assert_eq!(released.status, 201, "{}", released.body);
+    let users: Vec<String> = (0..1_200).map(|i| format!("fan-{i:04}")).collect();
+    let answered: Vec<Reply> =
+        futures::stream::iter(users.iter().map(|u| app.enter_surely(&id, u))).buffer_unordered(50).collect().await;
+    assert!(answered.iter().all(|r| r.status == 201), "one entry each");
+    let mut user_of: HashMap<String, String> = HashMap::new();
+    for user in &users {
+        let entry = app.entry(&id, user).await.body;
+        user_of.insert(entry["leaf"].as_str().expect("a leaf").to_owned(), user.clone());
+    }
+    until(draw_from).await;
+
+    // Every ask does the least it may: one wave of shards, or one chunk of 500 places.
+    let draw = Draw::new(
+        app.functions.store.clone(),
+        app.functions.gate.clone(),
+        app.functions.rebuilder.clone(),
+        shared::delivery::Courier::new(
+            app.functions.gate.clone(),
+            app.functions.queue.clone(),
+            app.settings.seal_keys(),
+        ),
+    )
+    .paced(std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let organiser = |draw: Draw| {
+        let id = id.clone();
+        let reveal = Reveal { secret: hex::encode(&secret), beacon_signature: None };
+        async move {
+            let mut steps = Vec::new();
+            loop {
+                match draw.draw(&id, &reveal, OffsetDateTime::now_utc()).await.expect("an ask") {
+                    DrawStep::Done(summary) => return (steps, summary),
+                    DrawStep::Drawing(p) => steps.push((p.shards_read, p.places_laid, p.shards)),
+                }
+            }
+        }
+    };
+    let ((one, first), (other, second)) = tokio::join!(organiser(draw.clone()), organiser(draw));
+    assert_eq!((first.entrants, first.winners, first.waiting), (1_200, Some(500), Some(500)), "{first:?}");
+    assert_eq!((&first.root, first.drawn_at), (&second.root, second.drawn_at), "one draw, whoever finished it");
+    let steps = one.len() + other.len();
+    assert!(steps >= 256 / 16, "one wave an ask: {one:?} {other:?}");
+    for steps in [&one, &other] {
+        assert!(steps.windows(2).all(|w| (w[0].0, w[0].1) <= (w[1].0, w[1].1)), "progress only grows: {steps:?}");
+        assert!(steps.iter().all(|s| s.2 == 256), "256 shards: {steps:?}");
+    }
+
+    // The draw a single ask would make: the published one checks, and is the entrants' leaves
+    // shuffled by the secret.
+    let (_, published) = app.whole_draw(&id).await;
+    assert_eq!(published.verify(), Ok(()));
+    assert_eq!(published.root, first.root);
+    let mut leaves: Vec<String> = user_of.keys().cloned().collect();
+    leaves.sort();
+    assert_eq!(published.order, draw::draw(Algorithm::V2, &leaves, &secret, b""));
+    let in_order: Vec<String> = published.order.iter().map(|leaf| user_of[leaf].clone()).collect();
+
+    // Exactly the first 500 hold, once each, and are mailed once; the next 500 wait in order.
+    let cache = app.cache(&id).await;
+    let holders: BTreeSet<String> = cache.holdings.keys().cloned().collect();
+    assert_eq!(holders, in_order[..500].iter().cloned().collect(), "the winners hold, nobody else");
+    assert_eq!(cache.held(), (1..=500).collect::<Vec<_>>(), "every number held once");
+    assert_eq!(app.deliver_all().await, 500, "one order per winner, none twice for the second organiser");
+    let mut redis = app.redis.clone();
+    let waiting: Vec<String> = redis.zrange(keys::wait(&id), 0, -1).await.unwrap();
+    assert_eq!(waiting, in_order[500..1_000], "the waitlist is the draw's order after the winners");
+    Ok(())
 }

@@ -254,5 +254,9 @@ async fn a_fair_opens_release_and_queue_refuse_what_they_must() {
     assert_eq!(app.queue_place(&plain, "u1").await.code(), "NOT_A_FAIR_OPEN");
     let with_body = with_body(for_user(for_event(fixture("queue-join.json"), &id), "u1"), &json!({ "x": 1 }));
     assert_eq!(app.call(Function::Grab, with_body).await.code(), "BAD_REQUEST");
-    assert!(app.functions.store.entrants(&id).await.unwrap().is_empty(), "nothing joined");
+    assert_eq!(
+        app.functions.store.entry_count(&id, shared::domain::sale_mode::EntryShards::CURRENT).await.unwrap(),
+        0,
+        "nothing joined"
+    );
 }

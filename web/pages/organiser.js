@@ -561,13 +561,20 @@ async function draw(e) {
   button.disabled = true;
   result.textContent = 'Running the draw…';
   try {
-    // A draw may take release's whole 15 s: more patience than a poll's.
-    const reply = await session.api(`/admin/events/${encodeURIComponent(ev)}/draw`, {
-      signal: AbortSignal.timeout(30_000),
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+    // One ask of a draw takes up to release's 15 s (more patience than a poll's); a large draw
+    // answers 202 with how far it got, and goes on when asked again.
+    let reply;
+    for (;;) {
+      reply = await session.api(`/admin/events/${encodeURIComponent(ev)}/draw`, {
+        signal: AbortSignal.timeout(30_000),
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      if (reply.status !== 202) break;
+      const p = await reply.json();
+      result.textContent = `Drawing: ${p.shards_read} of ${p.shards} shards of the entries read, ${p.places_laid} places laid down…`;
+    }
     if (reply.status === 401) return signOut('Your token was refused (expired or not valid): sign in again.');
     if (reply.ok) {
       const d = await reply.json();

@@ -23,7 +23,7 @@ use super::{
     stream::Stream,
 };
 
-type Hash = [u8; 32];
+pub type Hash = [u8; 32];
 
 /// Which bytes a draw is made of (docs/FAIRNESS.md: a new name wherever a byte changes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -121,6 +121,11 @@ impl Event {
         self.draw.as_ref().map(|d| d.entries_close.unwrap_or(self.sale_start))
     }
 
+    /// Where a draw's entries are kept: one partition for a sale that does not draw.
+    pub fn entry_shards(&self) -> super::sale_mode::EntryShards {
+        self.draw.as_ref().map(|d| d.entry_shards).unwrap_or_default()
+    }
+
     /// Whether `other` is this event released again: the same definition, whatever its release
     /// time and its red packets' seed (a retry draws a new one; the first is kept).
     pub fn same_release(&self, other: &Event) -> bool {

@@ -96,6 +96,52 @@ pub struct DrawTerms {
     /// `None` only for an event released before this was kept (its close is its `sale_start`).
     #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub entries_close: Option<time::OffsetDateTime>,
+    /// How many partitions its entries are spread over, fixed at release (not published: where
+    /// the entries are kept, not what the draw is).
+    #[serde(skip)]
+    pub entry_shards: EntryShards,
+}
+
+/// How many partitions an event's entries are spread over, fixed at release: a user's entry is
+/// always in the same one ([`EntryShards::of`]), and the draw reads them all at once, each a
+/// fraction of the list (a million entries in one partition are one long sequential read, and one
+/// partition's write rate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryShards(u32);
+
+impl EntryShards {
+    /// An event released before its entries were spread: one partition, under the first key.
+    pub const ONE: Self = Self(1);
+    /// Every event released now.
+    pub const CURRENT: Self = Self(256);
+    /// The most a stored event may name.
+    pub const MAX: u32 = 4096;
+
+    pub fn new(n: u32) -> Option<Self> {
+        (1..=Self::MAX).contains(&n).then_some(Self(n))
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+
+    /// The user's shard: the first four bytes of SHA-256 of their id, modulo the count.
+    pub fn of(self, user: &UserId) -> u32 {
+        use sha2::Digest;
+        let hash = sha2::Sha256::digest(user.as_str().as_bytes());
+        u32::from_be_bytes([hash[0], hash[1], hash[2], hash[3]]) % self.0
+    }
+
+    /// Every shard, in order.
+    pub fn all(self) -> std::ops::Range<u32> {
+        0..self.0
+    }
+}
+
+impl Default for EntryShards {
+    fn default() -> Self {
+        Self::ONE
+    }
 }
 
 impl DrawTerms {
@@ -119,6 +165,7 @@ impl DrawTerms {
             beacon,
             proof_of_work_bits: None,
             entries_close: None,
+            entry_shards: EntryShards::CURRENT,
         })
     }
 

@@ -6,15 +6,18 @@
 //! release).
 //!
 //! The draw reveals the secret committed at release, closes the registration (DynamoDB), reads
-//! every entry, records the draw on the event's item. A ballot's is then laid down in the cache
-//! chunk by chunk (`draw.lua`): each winner's order goes to the outbox and on to the queue like a
-//! grab's, each other entrant's place is written to DynamoDB and the cache in draw order. Every
-//! step is idempotent, so a draw interrupted anywhere is finished by asking for it again. A fair
-//! open's draw lays nothing down: its queue admits in the draw's order from then.
+//! every entry shard by shard into the draw's roll, draws from the roll and records the draw on
+//! the event's item. A ballot's is then laid down in the cache chunk by chunk (`draw.lua`): each
+//! winner's order goes to the outbox and on to the queue like a grab's, each waiting entrant's
+//! place is written to DynamoDB and the cache in draw order. Every step is idempotent and counted
+//! where it is stored, and one ask of the draw starts new work only for a few seconds (`ROLL_FOR`,
+//! `LAY_FOR`), answering `202 DRAWING` with how far it got: a draw of any size is finished by
+//! asking again. A fair open's draw lays nothing down: its queue admits in the draw's order.
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::{Duration, Instant},
 };
 
 use futures::{StreamExt, stream};
@@ -31,7 +34,7 @@ use crate::{
         hex,
         order::{MessageHead, WaitHead},
         proof_of_work,
-        sale_mode::{self, Entrant, Revealed, SaleMode},
+        sale_mode::{self, Entrant, EntryShards, Revealed, SaleMode},
         verify_hash::HashKey,
     },
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
@@ -40,7 +43,7 @@ use crate::{
     secrets::StagedSecret,
     store::{
         Store,
-        draws::{DrawRecord, Registered, StoredEntry},
+        draws::{DrawRecord, Registered, RollEntry, StoredEntry},
     },
 };
 
@@ -49,6 +52,15 @@ use crate::{
 const DRAW_CHUNK: usize = 500;
 /// Waiting places written to DynamoDB at once.
 const PLACE_WRITES: usize = 16;
+/// Shards of the entries read into the roll at once: one wave, then its shards counted as read.
+const ROLL_WAVE: usize = 16;
+/// One ask of a draw starts reading the entries for this long, and draws from the roll only if it
+/// is complete by then (release's timeout is 15 s: a wave, the roll's read and the draw of a
+/// million entrants each take seconds on the emulator)...
+const ROLL_FOR: Duration = Duration::from_secs(6);
+/// ... and lays down chunks until this long after it began. Whatever it has not begun, the next
+/// ask does.
+const LAY_FOR: Duration = Duration::from_secs(10);
 
 /// How long an admission token lasts: long enough to ask verify-hash, short enough that a token
 /// passed on is soon worthless (a user asks for another whenever they like).
@@ -209,7 +221,7 @@ impl Entries {
             return Err(ApiError::RegistrationClosed);
         }
         let (entrant, _) = new_entry(&self.receipts, &event, &caller.user, email, now).await?;
-        let (entry, new) = match self.store.register(id, &entrant, now).await? {
+        let (entry, new) = match self.store.register(id, event.entry_shards(), &entrant, now).await? {
             Registered::Entered => {
                 (StoredEntry { entered_at: rfc3339(now), late: None, key: entrant.key, receipt: entrant.receipt }, true)
             }
@@ -221,14 +233,17 @@ impl Entries {
 }
 
 /// A complete draw as this environment keeps it: its terms as published, the draw in compact form
-/// (32 bytes and two indices an entrant: a million entrants are some 110 MB), and each entrant's
-/// user (never published: the audit, the lay-down and a user's own place need them).
+/// (two hashes and two indices an entrant: a million entrants are some 72 MB), and the users of
+/// the places a ballot lays down (never published: the audit checks them).
 pub struct Drawn {
     /// The published terms, without places: [`Drawn::page`] adds them.
     pub terms: Published,
     compact: draw::Compact,
-    /// Entrant index (the draw's entrant order) -> user.
-    users: Vec<UserId>,
+    /// The users of the first places (a ballot's winners and waiting places), in place order.
+    placed: Vec<UserId>,
+    /// `ticket-draw/v1`'s entrants (entrant index -> user), which it publishes; empty for v2,
+    /// whose leaves name nobody.
+    v1_users: Vec<UserId>,
     pub drawn_at: OffsetDateTime,
 }
 
@@ -249,10 +264,10 @@ impl Drawn {
     /// What `GET /events/{id}/draw?from=` shows: v2 a page of leaves from place `from`; v1 the
     /// whole draw with its user ids, as it always was.
     pub fn page(&self, from: usize) -> Published {
-        let user_at = |p: usize| self.compact.at(p).map(|i| self.users[i].as_str().to_owned());
+        let user_at = |p: usize| self.compact.at(p).map(|i| self.v1_users[i].as_str().to_owned());
         match self.algorithm() {
             Algorithm::V1 => Published {
-                entrants: self.users.iter().map(|u| u.as_str().to_owned()).collect(),
+                entrants: self.v1_users.iter().map(|u| u.as_str().to_owned()).collect(),
                 order: (0..self.len()).filter_map(user_at).collect(),
                 ..self.terms.clone()
             },
@@ -274,18 +289,17 @@ impl Drawn {
         crate::domain::audit::DrawnOrder {
             algorithm: self.algorithm().name(),
             entrants: self.len(),
-            first: (0..n.min(self.len())).filter_map(|p| self.compact.at(p)).map(|i| &self.users[i]).collect(),
+            first: self.placed.iter().take(n).collect(),
         }
     }
 
-    /// The user's entrant index: v1 by their id (entrants are in id order), v2 by their entry's
-    /// leaf, which must be theirs.
+    /// The user's entrant index: v1 by their id (entrants are in id order), v2 by the leaf of
+    /// their own entry's key.
     fn index_of(&self, event: &EventId, user: &UserId, entry: &StoredEntry) -> Option<usize> {
-        let index = match self.algorithm() {
-            Algorithm::V1 => self.users.binary_search_by(|u| u.as_str().cmp(user.as_str())).ok()?,
-            Algorithm::V2 => self.compact.leaves().binary_search(&entry.key.as_ref()?.leaf_bytes(event)).ok()?,
-        };
-        (self.users.get(index) == Some(user)).then_some(index)
+        match self.algorithm() {
+            Algorithm::V1 => self.v1_users.binary_search_by(|u| u.as_str().cmp(user.as_str())).ok(),
+            Algorithm::V2 => self.compact.leaves().binary_search(&entry.key.as_ref()?.leaf_bytes(event)).ok(),
+        }
     }
 
     /// The user's place, 1 first.
@@ -300,39 +314,25 @@ impl Drawn {
     }
 }
 
-/// The draw of the stored entrants with the revealed secret and round, as `event` publishes its
-/// terms: each entrant's leaf (v1: of its user id, in id order; v2: of its entry key, in leaf
-/// order), the compact draw, its users and their addresses in entrant order.
+/// The draw of the roll's entrants with the revealed secret and round, as `event` publishes its
+/// terms: the entrants in entrant order (v1: by user id; v2: by leaf), the compact draw, and their
+/// users in that order.
 fn draw_of(
     event: &Event,
-    entrants: Vec<Entrant>,
+    mut roll: Vec<RollEntry>,
     revealed: &Revealed,
-) -> Result<(Published, draw::Compact, Vec<UserId>, Vec<crate::domain::Email>), ApiError> {
+) -> Result<(Published, draw::Compact, Vec<UserId>), ApiError> {
     let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
     let algorithm = terms.algorithm;
-    let mut keyed = Vec::with_capacity(entrants.len());
-    for entrant in entrants {
-        let leaf = match (algorithm, &entrant.key) {
-            (Algorithm::V1, _) => algorithm.leaf(entrant.user.as_str()),
-            (Algorithm::V2, Some(key)) => Some(key.leaf_bytes(&event.id)),
-            (Algorithm::V2, None) => None,
-        };
-        let Some(leaf) = leaf else {
-            tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
-            return Err(ApiError::Busy);
-        };
-        keyed.push((leaf, entrant.user, entrant.email));
-    }
     match algorithm {
-        Algorithm::V1 => keyed.sort_unstable_by(|a, b| a.1.as_str().cmp(b.1.as_str())),
-        Algorithm::V2 => keyed.sort_unstable_by_key(|e| e.0),
+        Algorithm::V1 => roll.sort_unstable_by(|a, b| a.user.as_str().cmp(b.user.as_str())),
+        Algorithm::V2 => roll.sort_unstable_by_key(|e| e.leaf),
     }
-    let n = keyed.len();
-    let (mut leaves, mut users, mut emails) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-    for (leaf, user, email) in keyed {
+    let n = roll.len();
+    let (mut leaves, mut users) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    for RollEntry { leaf, user } in roll {
         leaves.push(leaf);
         users.push(user);
-        emails.push(email);
     }
     let compact = draw::Compact::draw(algorithm, leaves, &revealed.secret, &revealed.randomness);
     let published = Published {
@@ -352,7 +352,12 @@ fn draw_of(
         capacity: Some(event.capacity),
         admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
     };
-    Ok((published, compact, users, emails))
+    Ok((published, compact, users))
+}
+
+/// The users of the draw's first `n` places, in place order.
+fn placed(compact: &draw::Compact, users: &[UserId], n: usize) -> Vec<UserId> {
+    (0..n.min(compact.len())).filter_map(|p| compact.at(p)).map(|i| users[i].clone()).collect()
 }
 
 /// The head of the event's complete draw, as its pages carry it (docs/FAIRNESS.md section 6b),
@@ -385,9 +390,10 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
     }))
 }
 
-/// The draws this environment has recomputed: a draw never changes once complete. When full, the
-/// draw kept longest makes room (not every draw at once: asking for 101 events in turn would
-/// otherwise read every entry of each again on every request).
+/// The draws this environment has recomputed: a draw never changes once complete. When it holds
+/// more than [`DRAWS_KEPT`] draws or [`ENTRANTS_KEPT`] entrants, the draws kept longest make room
+/// (not every draw at once: asking for 101 events in turn would otherwise read every roll again
+/// on every request), the one just kept last of all.
 #[derive(Clone, Default)]
 pub struct DrawBook {
     drawn: Arc<Mutex<Kept>>,
@@ -406,7 +412,8 @@ impl DrawBook {
         if book.insert(id.clone(), drawn).is_none() {
             kept.push_back(id.clone());
         }
-        while kept.len() > DRAWS_KEPT {
+        let entrants = |book: &HashMap<EventId, Arc<Drawn>>| book.values().map(|d| d.len()).sum::<usize>();
+        while kept.len() > 1 && (kept.len() > DRAWS_KEPT || entrants(book) > ENTRANTS_KEPT) {
             if let Some(oldest) = kept.pop_front() {
                 book.remove(&oldest);
             }
@@ -414,8 +421,10 @@ impl DrawBook {
     }
 }
 
-/// Complete draws remembered per execution environment.
+/// Complete draws remembered per execution environment...
 const DRAWS_KEPT: usize = 100;
+/// ... and their entrants at most (some 72 bytes each: 144 MB), beside the draw being served.
+const ENTRANTS_KEPT: usize = 2_000_000;
 
 /// `GET /events/{id}/draw` and `GET /events/{id}/entry` (query).
 #[derive(Clone)]
@@ -454,13 +463,15 @@ impl DrawView {
             ApiError::Busy
         };
         let revealed = terms.reveal(&record.secret, record.beacon_signature.as_deref()).map_err(|e| stored(&e))?;
-        let entrants = self.store.entrants(&event.id).await?;
-        let (mut terms, compact, users, _) = draw_of(event, entrants, &revealed).map_err(|e| stored(&e))?;
+        let roll = self.store.roll(&event.id).await?;
+        let (mut terms, compact, users) = draw_of(event, roll, &revealed).map_err(|e| stored(&e))?;
         if terms.root != record.root {
-            return Err(stored(&"the entries' root is not the one the draw recorded"));
+            return Err(stored(&"the roll's root is not the one the draw recorded"));
         }
         terms.drawn_at = Some(rfc3339(record.drawn_at));
-        let drawn = Arc::new(Drawn { terms, compact, users, drawn_at: record.drawn_at });
+        let placed = placed(&compact, &users, laid_down(event, compact.len()));
+        let v1_users = if compact.algorithm == Algorithm::V1 { users } else { Vec::new() };
+        let drawn = Arc::new(Drawn { terms, compact, placed, v1_users, drawn_at: record.drawn_at });
         self.book.keep(&event.id, drawn.clone());
         Ok(Some(drawn))
     }
@@ -469,7 +480,7 @@ impl DrawView {
     /// and inclusion proof: the path from what they are drawn as (v2: their leaf) to the root.
     pub async fn entry(&self, id: &EventId, caller: &Caller) -> Result<EntryView, ApiError> {
         let event = drawing_event(&self.rebuilder, id).await?;
-        let entry = self.store.entry(id, &caller.user).await?.ok_or(ApiError::NotEntered)?;
+        let entry = self.store.entry(id, event.entry_shards(), &caller.user).await?.ok_or(ApiError::NotEntered)?;
         let drawn = match self.published(id).await {
             Ok(drawn) => drawn,
             Err(ApiError::NotDrawn) => return Ok(EntryView::entered(id, entry)),
@@ -527,6 +538,57 @@ pub struct DrawSummary {
     pub drawn_at: OffsetDateTime,
 }
 
+/// A complete draw's summary, from the event and its record alone.
+fn summary(event: &Event, record: &DrawRecord) -> DrawSummary {
+    let ballot = event.sale_mode == SaleMode::Ballot;
+    let laid = laid_down(event, record.entrants as usize);
+    let winners = laid.min(event.capacity as usize);
+    DrawSummary {
+        event_id: event.id.clone(),
+        sale_mode: event.sale_mode,
+        algorithm: event.draw.as_ref().map_or(Algorithm::V1, |d| d.algorithm).name(),
+        commitment: event.draw.as_ref().map(|d| d.commitment.clone()).unwrap_or_default(),
+        root: record.root.clone(),
+        entrants: record.entrants,
+        winners: ballot.then_some(winners),
+        waiting: ballot.then_some(laid - winners),
+        admits_from: event.queue.as_ref().map(|_| record.drawn_at),
+        drawn_at: record.drawn_at,
+    }
+}
+
+/// A draw not finished by this ask: how far it got. Asking again goes on from there.
+#[derive(Debug, Serialize)]
+pub struct DrawProgress {
+    pub event_id: EventId,
+    /// `DRAWING`.
+    pub status: &'static str,
+    /// Shards of the entries read into the draw's roll, of all of them.
+    pub shards_read: usize,
+    pub shards: u32,
+    /// A ballot's places laid down so far (its winners first).
+    pub places_laid: usize,
+}
+
+impl DrawProgress {
+    fn of(event: &Event, shards_read: usize, places_laid: usize) -> Self {
+        Self {
+            event_id: event.id.clone(),
+            status: "DRAWING",
+            shards_read,
+            shards: event.entry_shards().get(),
+            places_laid,
+        }
+    }
+}
+
+/// What one ask of a draw did: the draw complete, or how far it is.
+#[derive(Debug)]
+pub enum DrawStep {
+    Done(DrawSummary),
+    Drawing(DrawProgress),
+}
+
 /// `POST /admin/events/{id}/draw` (release).
 #[derive(Clone)]
 pub struct Draw {
@@ -534,15 +596,28 @@ pub struct Draw {
     gate: Gate,
     rebuilder: Rebuilder,
     courier: Courier,
+    /// How long one ask reads the entries, and lays places down ([`ROLL_FOR`], [`LAY_FOR`]).
+    roll_for: Duration,
+    lay_for: Duration,
 }
 
 impl Draw {
     pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, courier: Courier) -> Self {
-        Self { store, gate, rebuilder, courier }
+        Self { store, gate, rebuilder, courier, roll_for: ROLL_FOR, lay_for: LAY_FOR }
     }
 
-    /// Draws the ballot, or finishes a draw left unfinished; a complete draw is answered again.
-    pub async fn draw(&self, id: &EventId, reveal: &Reveal, now: OffsetDateTime) -> Result<DrawSummary, ApiError> {
+    /// The same draw, one ask doing at most a wave of the read, or a chunk of the lay-down, past
+    /// these (a test's draw in many asks).
+    pub fn paced(self, roll_for: Duration, lay_for: Duration) -> Self {
+        Self { roll_for, lay_for, ..self }
+    }
+
+    /// Draws the ballot, or goes on with a draw left unfinished; a complete draw is answered
+    /// again from its record. One ask reads shards of the entries into the roll for `roll_for`,
+    /// draws once the roll is complete, and lays chunks down until `lay_for`; what it has not
+    /// done it says ([`DrawStep::Drawing`]), and the next ask goes on from there.
+    pub async fn draw(&self, id: &EventId, reveal: &Reveal, now: OffsetDateTime) -> Result<DrawStep, ApiError> {
+        let began = Instant::now();
         let event = drawing_event(&self.rebuilder, id).await?;
         let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
         if now < event.sale_start {
@@ -553,17 +628,38 @@ impl Draw {
             .reveal(&reveal.secret, reveal.beacon_signature.as_deref())
             .map_err(|e| ApiError::BadReveal(e.to_string()))?;
         let state = self.store.ballot_state(id).await?;
+        if let Some(record) = &state.draw
+            && record.done
+        {
+            return Ok(DrawStep::Done(summary(&event, record)));
+        }
         if state.draw.is_none() {
             self.store.close_registration(id, now).await?;
         }
-        // Once the registration is closed the entries are all there will be; the secret the
-        // commitment fixes and the named round's one signature give the recorded draw again.
-        let entrants = self.store.entrants(id).await?;
-        let (drawn, compact, users, emails) = draw_of(&event, entrants, &revealed)?;
+        // Once the registration is closed the entries are all there will be: each shard read
+        // into the roll is read for good.
+        let shards = event.entry_shards();
+        let mut rolled = state.rolled.clone();
+        let unread: Vec<u32> = shards.all().filter(|s| !rolled.contains(s)).collect();
+        for (i, wave) in unread.chunks(ROLL_WAVE).enumerate() {
+            // Each ask reads a wave at least.
+            if i > 0 && began.elapsed() >= self.roll_for {
+                return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), 0)));
+            }
+            futures::future::try_join_all(wave.iter().map(|&shard| self.roll_shard(&event, shards, shard))).await?;
+            self.store.shards_rolled(id, wave).await?;
+            rolled.extend(wave);
+        }
+        if !unread.is_empty() && began.elapsed() >= self.roll_for {
+            return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), 0)));
+        }
+        // The secret the commitment fixes and the named round's one signature give the recorded
+        // draw again.
+        let (drawn, compact, users) = draw_of(&event, self.store.roll(id).await?, &revealed)?;
         let record = match state.draw {
-            // A draw asked again lays down the recorded draw: the entries' root must be its.
+            // A draw asked again lays down the recorded draw: the roll's root must be its.
             Some(record) if record.root != drawn.root => {
-                tracing::error!(event_id = %id, "the entries' root is not the one the draw recorded");
+                tracing::error!(event_id = %id, "the roll's root is not the one the draw recorded");
                 return Err(ApiError::Busy);
             }
             Some(record) => record,
@@ -582,55 +678,67 @@ impl Draw {
                 self.store.record_draw(id, &record).await?
             }
         };
-        // Only the places laid down need their users and addresses.
-        let laid = laid_down(&event, compact.len());
-        let indices: Vec<usize> = (0..laid).filter_map(|p| compact.at(p)).collect();
-        let in_order: Vec<UserId> = indices.iter().map(|&i| users[i].clone()).collect();
-        let emails: HashMap<UserId, crate::domain::Email> =
-            indices.iter().map(|&i| (users[i].clone(), emails[i].clone())).collect();
-        drop(users);
-        let (winners, waiting) = in_order.split_at(laid.min(event.capacity as usize));
-        let ballot = event.sale_mode == SaleMode::Ballot;
-        if !record.done {
+        // Only the places laid down need their users (and, chunk by chunk, their addresses).
+        let in_order = placed(&compact, &users, laid_down(&event, compact.len()));
+        drop((users, compact));
+        if event.sale_mode == SaleMode::Ballot {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
-            if ballot {
-                self.lay_down(&event, &in_order, &emails, &record).await?;
+            let laid = self.lay_down(&event, &in_order, &record, began).await?;
+            if laid < in_order.len() {
+                return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), laid)));
             }
-            self.store.draw_done(id, now).await?;
-            tracing::info!(event_id = %id, entrants = compact.len(), mode = event.sale_mode.as_str(), "drawn");
         }
-        Ok(DrawSummary {
-            event_id: id.clone(),
-            sale_mode: event.sale_mode,
-            algorithm: terms.algorithm.name(),
-            commitment: drawn.commitment,
-            root: drawn.root,
-            entrants: record.entrants,
-            winners: ballot.then_some(winners.len()),
-            waiting: ballot.then_some(waiting.len()),
-            admits_from: event.queue.as_ref().map(|_| record.drawn_at),
-            drawn_at: record.drawn_at,
-        })
+        self.store.draw_done(id, now).await?;
+        tracing::info!(event_id = %id, entrants = record.entrants, mode = event.sale_mode.as_str(), "drawn");
+        Ok(DrawStep::Done(summary(&event, &record)))
     }
 
-    /// Lays the draw down, chunk by chunk in draw order: the winners' orders (outbox, then the
-    /// queue), the others' places (DynamoDB first, then the cache, as a join does). Each chunk
-    /// laid is counted on the event's item, so a draw cut off goes on from the next one.
+    /// Reads one shard of the entries into the roll: each entrant as its leaf (v1: of the user
+    /// id; v2: of the entry's key) and its user.
+    async fn roll_shard(&self, event: &Event, shards: EntryShards, shard: u32) -> Result<(), ApiError> {
+        let algorithm = event.draw.as_ref().ok_or(ApiError::NotABallot)?.algorithm;
+        let mut roll = Vec::new();
+        for (user, key) in self.store.shard_entrants(&event.id, shards, shard).await? {
+            let leaf = match (algorithm, &key) {
+                (Algorithm::V1, _) => algorithm.leaf(user.as_str()),
+                (Algorithm::V2, Some(key)) => Some(key.leaf_bytes(&event.id)),
+                (Algorithm::V2, None) => None,
+            };
+            let Some(leaf) = leaf else {
+                tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
+                return Err(ApiError::Busy);
+            };
+            roll.push(RollEntry { leaf, user });
+        }
+        self.store.write_roll(&event.id, shard, roll).await?;
+        Ok(())
+    }
+
+    /// Lays the draw down, chunk by chunk in draw order, from the first not laid yet until
+    /// `lay_for` after `began`: the winners' orders (outbox, then the queue), the others' places
+    /// (DynamoDB first, then the cache, as a join does). Each chunk laid is counted on the event's
+    /// item, so the next ask goes on from the next one. How many places are laid down.
     async fn lay_down(
         &self,
         event: &Event,
         order: &[UserId],
-        emails: &HashMap<UserId, crate::domain::Email>,
         record: &DrawRecord,
-    ) -> Result<(), ApiError> {
+        began: Instant,
+    ) -> Result<usize, ApiError> {
         let id = &event.id;
         let created_at = rfc3339(record.drawn_at);
         let drawn_at = record.drawn_at;
         let capacity = event.capacity as usize;
         for (chunk_no, chunk) in order.chunks(DRAW_CHUNK).enumerate().skip(record.chunks_laid as usize) {
             let first = chunk_no * DRAW_CHUNK;
+            // Each ask lays a chunk at least.
+            if chunk_no > record.chunks_laid as usize && began.elapsed() >= self.lay_for {
+                return Ok(first);
+            }
             let users = chunk;
+            let emails = self.store.entry_emails(id, event.entry_shards(), users).await?;
             let email = |u: &UserId| emails.get(u).ok_or(ApiError::Busy);
+
             let mut orders = Vec::new();
             let mut waits = Vec::new();
             for (i, user) in users.iter().enumerate() {
@@ -686,7 +794,7 @@ impl Draw {
             }
             self.store.chunks_laid(id, chunk_no as u32 + 1).await?;
         }
-        Ok(())
+        Ok(order.len())
     }
 }
 
@@ -761,7 +869,7 @@ impl Queue {
         if event.entries_close().is_some_and(|close| now >= close) {
             self.store.close_registration(id, now).await?;
         }
-        let new = match self.store.register(id, &entrant, now).await? {
+        let new = match self.store.register(id, event.entry_shards(), &entrant, now).await? {
             Registered::Entered | Registered::Late(_) => true,
             Registered::Already(_) => false,
             Registered::Closed => {
@@ -776,7 +884,8 @@ impl Queue {
                     (Some(s), Some(leaf)) => Some(s.current.issue(id, leaf, &at, Some(rank))),
                     _ => None,
                 };
-                matches!(self.store.join_late(id, &late, now, sign).await?, Registered::Late(_) | Registered::Entered)
+                let joined = self.store.join_late(id, event.entry_shards(), &late, now, sign).await?;
+                matches!(joined, Registered::Late(_) | Registered::Entered)
             }
         };
         Ok((self.place_in(&event, caller, now).await?, new))
@@ -790,7 +899,8 @@ impl Queue {
 
     async fn place_in(&self, event: &Event, caller: &Caller, now: OffsetDateTime) -> Result<QueueView, ApiError> {
         let terms = event.queue.as_ref().ok_or(ApiError::NotAFairOpen)?;
-        let entry = self.store.entry(&event.id, &caller.user).await?.ok_or(ApiError::NotQueued)?;
+        let entry =
+            self.store.entry(&event.id, event.entry_shards(), &caller.user).await?.ok_or(ApiError::NotQueued)?;
         let late = entry.late;
         let drawn = self.draws.published_of(event).await?;
         let place = drawn.as_ref().and_then(|d| d.place_of(&event.id, &caller.user, &entry));

@@ -350,7 +350,7 @@ impl Live {
         let drawn = match event.sale_mode {
             // The figures of a draw are the page's, not the audit's: a read that fails leaves
             // them out of this view rather than failing it.
-            SaleMode::Ballot | SaleMode::FairOpen => self.drawn(&event.id).await.unwrap_or_else(|e| {
+            SaleMode::Ballot | SaleMode::FairOpen => self.drawn(event).await.unwrap_or_else(|e| {
                 tracing::warn!(event_id = %event.id, error = %e, "the draw's figures unreadable; the live view goes on without them");
                 None
             }),
@@ -363,17 +363,22 @@ impl Live {
         Ok((audit, drawn, drain))
     }
 
-    /// A draw's figures: before it, the entries counted (one `COUNT` query of the partition);
-    /// after it, the draw's own count and the late arrivals' counter, no query.
-    async fn drawn(&self, event: &EventId) -> Result<Option<Drawn>, crate::store::StoreError> {
-        let store = &self.auditor.store;
+    /// A draw's figures: before it, the entries counted (a `COUNT` query of each shard); after
+    /// it, the draw's own count and the late arrivals' counter, no query.
+    async fn drawn(&self, whole: &Event) -> Result<Option<Drawn>, crate::store::StoreError> {
+        let (store, event) = (&self.auditor.store, &whole.id);
         let state = store.ballot_state(event).await?;
         Ok(Some(match state.draw {
             Some(draw) => {
                 let late = store.late_joins(event).await?;
                 Drawn { entered: u64::from(draw.entrants) + late, late, drawn_at: Some(draw.drawn_at), done: draw.done }
             }
-            None => Drawn { entered: store.entry_count(event).await?, late: 0, drawn_at: None, done: false },
+            None => Drawn {
+                entered: store.entry_count(event, whole.entry_shards()).await?,
+                late: 0,
+                drawn_at: None,
+                done: false,
+            },
         }))
     }
 }

@@ -21,7 +21,7 @@ use crate::{
     },
     fleet::{LimitsReader, deployment_limits_from_env},
     gate::{Gate, GateError},
-    handlers::draws::{Draw, Reveal},
+    handlers::draws::{Draw, DrawStep, Reveal},
     http::{
         ApiError, Caller, apigw, json,
         reply::{endpoint, event_id, json_body},
@@ -186,8 +186,15 @@ impl Release {
             if endpoint(&req) == Some(Endpoint::Draw) {
                 let id = event_id(&req)?;
                 let reveal: Reveal = json_body(&req)?;
-                let drawn = self.draw.draw(&id, &reveal, OffsetDateTime::now_utc()).await?;
-                return Ok((json(StatusCode::OK, &drawn), "DRAWN"));
+                return Ok(match self.draw.draw(&id, &reveal, OffsetDateTime::now_utc()).await? {
+                    DrawStep::Done(drawn) => (json(StatusCode::OK, &drawn), "DRAWN"),
+                    // Not finished by this ask: asking again goes on from where it stopped.
+                    DrawStep::Drawing(progress) => {
+                        let mut reply = json(StatusCode::ACCEPTED, &progress);
+                        reply.headers_mut().insert("retry-after", http::HeaderValue::from_static("1"));
+                        (reply, "DRAWING")
+                    }
+                });
             }
             let body: Value = json_body(&req)?;
             let draft = EventDraft::from_json(&body)?;

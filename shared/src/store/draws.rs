@@ -1,16 +1,25 @@
-//! The sales that draw, in DynamoDB: one entry per user (`ENTRY#<E>` / `USER#<u>`: a ballot's
-//! entry, a fair open's place), and on the event's item the registration's close, the draw's
-//! record and a fair open's count of late arrivals.
+//! The sales that draw, in DynamoDB: one entry per user (`ENTRY#<E>#<shard>` / `USER#<u>`: a
+//! ballot's entry, a fair open's place, in the user's shard of the event's), the draw's roll
+//! (`ROLL#<E>`: the entrants as the draw read them), and on the event's item the registration's
+//! close, the draw's record and a fair open's count of late arrivals.
 //!
 //! An entry is written in one transaction with a check that the event's registration is still
 //! open, and the draw closes the registration before it reads the entries: a registration either
 //! committed before the close (and is in the draw) or is refused. The key is the rule for "one
 //! entry per user": a retry or a concurrent duplicate finds the first.
+//!
+//! The draw reads the entries shard by shard and writes each shard's entrants to the roll as it
+//! goes (a leaf and a user each, in parts under DynamoDB's 400 KB item): what a draw cut off has
+//! read stays read, and the draw and every page of its publication are made from the roll, never
+//! from the entries again.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::{
     operation::{transact_write_items::TransactWriteItemsError, update_item::UpdateItemError},
     types::{ConditionCheck, Put, TransactWriteItem},
 };
+use futures::{StreamExt, TryStreamExt, stream};
 use time::OffsetDateTime;
 
 use super::{
@@ -18,7 +27,24 @@ use super::{
     codec::{Item, get_n, get_s, get_time, n, opt_s, s},
     schema::{attr, key},
 };
-use crate::domain::{Email, EventId, UserId, draw::EntryKey, event::rfc3339, sale_mode::Entrant};
+use crate::domain::{
+    Email, EventId, UserId,
+    draw::{EntryKey, Hash},
+    event::rfc3339,
+    sale_mode::{Entrant, EntryShards},
+};
+
+/// Shards read, or entries counted, at once.
+const SHARD_READS: usize = 16;
+/// The most a roll part holds (DynamoDB's item is 400 KB): some 4,000 entrants of 36-character ids.
+const ROLL_PART_BYTES: usize = 300_000;
+
+/// One entrant as the roll keeps it: what the draw shuffles (its leaf) and whose it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RollEntry {
+    pub leaf: Hash,
+    pub user: UserId,
+}
 
 /// An entry as stored, as its entrant sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,17 +92,26 @@ pub struct DrawRecord {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BallotState {
     pub registration_closed: bool,
+    /// The shards of the entries the draw has read into its roll.
+    pub rolled: BTreeSet<u32>,
     pub draw: Option<DrawRecord>,
 }
 
-fn entry_key(event: &EventId, user: &UserId) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
-    [(attr::PK.to_owned(), s(key::entries(event))), (attr::SK.to_owned(), s(key::waiter(user)))]
+fn entry_key(
+    event: &EventId,
+    shards: EntryShards,
+    user: &UserId,
+) -> [(String, aws_sdk_dynamodb::types::AttributeValue); 2] {
+    [
+        (attr::PK.to_owned(), s(key::entries(event, shards, shards.of(user)))),
+        (attr::SK.to_owned(), s(key::waiter(user))),
+    ]
 }
 
 /// An entry as stored: its key, the user and their address, when they entered, and a fair open's
 /// late rank.
-fn entry_item(event: &EventId, entrant: &Entrant, now: OffsetDateTime, late: Option<u64>) -> Item {
-    let mut item: Item = entry_key(event, &entrant.user).into_iter().collect();
+fn entry_item(event: &EventId, shards: EntryShards, entrant: &Entrant, now: OffsetDateTime, late: Option<u64>) -> Item {
+    let mut item: Item = entry_key(event, shards, &entrant.user).into_iter().collect();
     item.insert("event_id".into(), s(event.as_str()));
     item.insert("user_id".into(), s(entrant.user.as_str()));
     item.insert("email".into(), s(entrant.email.as_str()));
@@ -117,14 +152,48 @@ fn malformed(e: impl std::fmt::Display) -> StoreError {
     StoreError::Malformed(e.to_string())
 }
 
-fn entrant_from(item: &Item) -> Result<Entrant, StoreError> {
-    Ok(Entrant {
-        user: UserId::parse(&get_s(item, "user_id")?).map_err(malformed)?,
-        email: Email::parse(&get_s(item, "email")?).map_err(malformed)?,
-        late: super::codec::opt_n(item, "late")?,
-        key: entry_key_of(item)?,
-        receipt: opt_s(item, "receipt"),
-    })
+/// A roll part: its entrants' leaves end to end, their users one a line, and how many parts the
+/// shard has.
+fn roll_part_item(event: &EventId, shard: u32, part: u32, parts: u32, entries: &[RollEntry]) -> Item {
+    let mut item = Item::from([
+        (attr::PK.to_owned(), s(key::roll(event))),
+        (attr::SK.to_owned(), s(key::roll_part(shard, part))),
+        ("parts".to_owned(), n(parts)),
+    ]);
+    if !entries.is_empty() {
+        let leaves: Vec<u8> = entries.iter().flat_map(|e| e.leaf).collect();
+        let users: Vec<&str> = entries.iter().map(|e| e.user.as_str()).collect();
+        item.insert("leaves".into(), aws_sdk_dynamodb::types::AttributeValue::B(leaves.into()));
+        item.insert("users".into(), s(users.join("\n")));
+    }
+    item
+}
+
+/// A roll part's shard, its number of parts, and its entrants.
+fn roll_part_from(item: &Item) -> Result<(u32, u32, Vec<RollEntry>), StoreError> {
+    let sk = get_s(item, attr::SK)?;
+    let shard = sk.split('#').next().and_then(|s| s.parse().ok()).ok_or_else(|| malformed("roll part key"))?;
+    let parts = get_n(item, "parts")?;
+    let leaves = match item.get("leaves") {
+        Some(aws_sdk_dynamodb::types::AttributeValue::B(b)) => b.as_ref().to_vec(),
+        _ => Vec::new(),
+    };
+    let users = opt_s(item, "users").unwrap_or_default();
+    let users: Vec<&str> = if users.is_empty() { Vec::new() } else { users.split('\n').collect() };
+    if leaves.len() != users.len() * 32 {
+        return Err(malformed("a roll part's leaves and users differ"));
+    }
+    let entries = leaves
+        .chunks_exact(32)
+        .zip(users)
+        .map(|(leaf, user)| {
+            Ok(RollEntry {
+                leaf: leaf.try_into().map_err(|_| malformed("roll leaf"))?,
+                user: UserId::parse(user).map_err(malformed)?,
+            })
+        })
+        .collect::<Result<Vec<_>, StoreError>>()?;
+    Ok((shard, parts, entries))
 }
 
 impl Store {
@@ -132,13 +201,14 @@ impl Store {
     pub async fn register(
         &self,
         event: &EventId,
+        shards: EntryShards,
         entrant: &Entrant,
         now: OffsetDateTime,
     ) -> Result<Registered, StoreError> {
         let put = built(
             Put::builder()
                 .table_name(&self.table)
-                .set_item(Some(entry_item(event, entrant, now, None)))
+                .set_item(Some(entry_item(event, shards, entrant, now, None)))
                 .condition_expression("attribute_not_exists(#pk)")
                 .expression_attribute_names("#pk", attr::PK)
                 .build(),
@@ -169,7 +239,7 @@ impl Store {
             |i: usize| cancelled.cancellation_reasons().get(i).and_then(|r| r.code()) == Some("ConditionalCheckFailed");
         if failed(0) {
             // Entered before: the first entry stands, whatever the registration's state now.
-            return self.already(event, &entrant.user).await;
+            return self.already(event, shards, &entrant.user).await;
         }
         if failed(1) {
             return Ok(Registered::Closed);
@@ -180,8 +250,8 @@ impl Store {
     }
 
     /// The entry a duplicate found in its way.
-    async fn already(&self, event: &EventId, user: &UserId) -> Result<Registered, StoreError> {
-        match self.entry(event, user).await? {
+    async fn already(&self, event: &EventId, shards: EntryShards, user: &UserId) -> Result<Registered, StoreError> {
+        match self.entry(event, shards, user).await? {
             Some(entry) => Ok(Registered::Already(entry)),
             None => Err(StoreError::Dynamo("entry vanished after a duplicate".into())),
         }
@@ -189,12 +259,17 @@ impl Store {
 
     /// The user's entry in the event's ballot or queue, if they entered: when, their key and
     /// receipt, and their late rank if they joined a fair open after its draw.
-    pub async fn entry(&self, event: &EventId, user: &UserId) -> Result<Option<StoredEntry>, StoreError> {
+    pub async fn entry(
+        &self,
+        event: &EventId,
+        shards: EntryShards,
+        user: &UserId,
+    ) -> Result<Option<StoredEntry>, StoreError> {
         let out = self
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(entry_key(event, user).into_iter().collect()))
+            .set_key(Some(entry_key(event, shards, user).into_iter().collect()))
             .consistent_read(true)
             .send()
             .await?;
@@ -209,11 +284,12 @@ impl Store {
     pub async fn join_late(
         &self,
         event: &EventId,
+        shards: EntryShards,
         entrant: &Entrant,
         now: OffsetDateTime,
         receipt_for: impl Fn(u64) -> Option<String>,
     ) -> Result<Registered, StoreError> {
-        if let Some(entry) = self.entry(event, &entrant.user).await? {
+        if let Some(entry) = self.entry(event, shards, &entrant.user).await? {
             return Ok(Registered::Already(entry));
         }
         let counted = self
@@ -238,6 +314,7 @@ impl Store {
             .table_name(&self.table)
             .set_item(Some(entry_item(
                 event,
+                shards,
                 &Entrant { receipt: receipt_for(rank), ..entrant.clone() },
                 now,
                 Some(rank),
@@ -254,7 +331,7 @@ impl Store {
                     Some(aws_sdk_dynamodb::operation::put_item::PutItemError::ConditionalCheckFailedException(_))
                 ) =>
             {
-                self.already(event, &entrant.user).await
+                self.already(event, shards, &entrant.user).await
             }
             Err(e) => Err(e.into()),
         }
@@ -288,21 +365,25 @@ impl Store {
         Ok(())
     }
 
-    /// Every entry the draw shuffles (a fair open's late arrivals left out), read consistently
-    /// page by page, each item kept only as the entrant it names (not its receipt, which the draw
-    /// does not need): a million entries are some 150 MB here, not a gigabyte of items.
-    pub async fn entrants(&self, event: &EventId) -> Result<Vec<Entrant>, StoreError> {
+    /// The entrants of one shard the draw shuffles (a fair open's late arrivals left out), read
+    /// consistently page by page, each only as its user and key (the draw needs no address, and
+    /// no receipt).
+    pub async fn shard_entrants(
+        &self,
+        event: &EventId,
+        shards: EntryShards,
+        shard: u32,
+    ) -> Result<Vec<(UserId, Option<EntryKey>)>, StoreError> {
         let query = self
-            .entries_query(event)
+            .entries_query(event, shards, shard)
             .expression_attribute_names("#late", "late")
-            .projection_expression("user_id, email, entry_key, #late")
+            .projection_expression("user_id, entry_key, #late")
             .consistent_read(true);
         let mut all = Vec::new();
         self.query_pages(query, |page| {
             for item in page.items.unwrap_or_default() {
-                let entrant = entrant_from(&item)?;
-                if entrant.late.is_none() {
-                    all.push(entrant);
+                if !item.contains_key("late") {
+                    all.push((UserId::parse(&get_s(&item, "user_id")?).map_err(malformed)?, entry_key_of(&item)?));
                 }
             }
             Ok(true)
@@ -311,12 +392,139 @@ impl Store {
         Ok(all)
     }
 
+    /// The addresses of `users`' entries (the places a draw lays down: only they are mailed or
+    /// wait), a hundred a `BatchGetItem`.
+    pub async fn entry_emails(
+        &self,
+        event: &EventId,
+        shards: EntryShards,
+        users: &[UserId],
+    ) -> Result<HashMap<UserId, Email>, StoreError> {
+        use aws_sdk_dynamodb::types::KeysAndAttributes;
+        let batch = |users: &[UserId]| {
+            let mut keys: Vec<Item> = users.iter().map(|u| entry_key(event, shards, u).into_iter().collect()).collect();
+            async move {
+                let mut found = Vec::new();
+                while !keys.is_empty() {
+                    let request = built(
+                        KeysAndAttributes::builder()
+                            .set_keys(Some(keys))
+                            .projection_expression("user_id, email")
+                            .consistent_read(true)
+                            .build(),
+                    )?;
+                    let out = self.client.batch_get_item().request_items(&self.table, request).send().await?;
+                    for item in out.responses.as_ref().and_then(|r| r.get(&self.table)).into_iter().flatten() {
+                        found.push((
+                            UserId::parse(&get_s(item, "user_id")?).map_err(malformed)?,
+                            Email::parse(&get_s(item, "email")?).map_err(malformed)?,
+                        ));
+                    }
+                    keys = out
+                        .unprocessed_keys
+                        .and_then(|mut u| u.remove(&self.table))
+                        .map(|k| k.keys)
+                        .unwrap_or_default();
+                }
+                Ok::<_, StoreError>(found)
+            }
+        };
+        let found: Vec<Vec<(UserId, Email)>> =
+            stream::iter(users.chunks(100).map(batch)).buffer_unordered(SHARD_READS).try_collect().await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// Writes one shard's entrants to the draw's roll, in parts (sorted by leaf, so a shard
+    /// written twice is written the same).
+    pub async fn write_roll(&self, event: &EventId, shard: u32, mut entries: Vec<RollEntry>) -> Result<(), StoreError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        entries.sort_unstable_by_key(|e| e.leaf);
+        let mut parts: Vec<&[RollEntry]> = Vec::new();
+        let (mut from, mut bytes) = (0, 0);
+        for (i, e) in entries.iter().enumerate() {
+            let size = 33 + e.user.as_str().len();
+            if bytes + size > ROLL_PART_BYTES && i > from {
+                parts.push(&entries[from..i]);
+                (from, bytes) = (i, 0);
+            }
+            bytes += size;
+        }
+        parts.push(&entries[from..]);
+        let count = parts.len() as u32;
+        let puts = parts.iter().enumerate().map(|(i, part)| {
+            self.client
+                .put_item()
+                .table_name(&self.table)
+                .set_item(Some(roll_part_item(event, shard, i as u32, count, part)))
+                .send()
+        });
+        futures::future::try_join_all(puts).await?;
+        Ok(())
+    }
+
+    /// Counts `shards` as read into the roll, on the event's item (`roll_shards`, a set: a
+    /// shard counted twice is counted once), once their parts are written.
+    pub async fn shards_rolled(&self, event: &EventId, shards: &[u32]) -> Result<(), StoreError> {
+        if shards.is_empty() {
+            return Ok(());
+        }
+        self.client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("ADD roll_shards :shards")
+            .condition_expression("attribute_exists(registration_closed_at)")
+            .expression_attribute_values(
+                ":shards",
+                aws_sdk_dynamodb::types::AttributeValue::Ns(shards.iter().map(u32::to_string).collect()),
+            )
+            .send()
+            .await?;
+        Ok(())
+    }
+
+    /// The whole roll, once every shard is read into it (a draw records itself only then): its
+    /// entrants, in no particular order. Every part of each shard must be there.
+    pub async fn roll(&self, event: &EventId) -> Result<Vec<RollEntry>, StoreError> {
+        let mut all = Vec::new();
+        let mut parts: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
+        self.query_pages(self.roll_query(event), |page| {
+            for item in page.items.unwrap_or_default() {
+                let (shard, of, entries) = roll_part_from(&item)?;
+                let (written, count) = parts.entry(shard).or_insert((0, of));
+                *written += 1;
+                *count = (*count).max(of);
+                all.extend(entries);
+            }
+            Ok(true)
+        })
+        .await?;
+        // An empty shard writes no part; a shard that has any has them all.
+        if parts.values().any(|(written, of)| written != of) {
+            return Err(StoreError::Malformed("a shard of the draw's roll is missing a part".into()));
+        }
+        Ok(all)
+    }
+
+    fn roll_query(&self, event: &EventId) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+        self.client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk")
+            .expression_attribute_names("#pk", attr::PK)
+            .expression_attribute_values(":pk", s(key::roll(event)))
+            .consistent_read(true)
+    }
+
     /// Loads entries already accepted elsewhere, 25 per `BatchWriteItem`, unconditioned (no check
     /// that the registration is open, none against a duplicate): for a benchmark's million-entrant
     /// ballot (`loadgen ballot-scale`), never beside a sale's own registration.
     pub async fn load_entries(
         &self,
         event: &EventId,
+        shards: EntryShards,
         entrants: &[Entrant],
         now: OffsetDateTime,
     ) -> Result<(), StoreError> {
@@ -327,7 +535,7 @@ impl Store {
                 chunk
                     .iter()
                     .map(|e| {
-                        let put = PutRequest::builder().set_item(Some(entry_item(event, e, now, None))).build();
+                        let put = PutRequest::builder().set_item(Some(entry_item(event, shards, e, now, None))).build();
                         put.map(|p| WriteRequest::builder().put_request(p).build())
                             .map_err(|e| StoreError::Dynamo(e.to_string()))
                     })
@@ -340,27 +548,37 @@ impl Store {
         Ok(())
     }
 
-    /// A query of the event's entries' partition.
-    fn entries_query(&self, event: &EventId) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
+    /// A query of one shard of the event's entries.
+    pub fn entries_query(
+        &self,
+        event: &EventId,
+        shards: EntryShards,
+        shard: u32,
+    ) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
         self.client
             .query()
             .table_name(&self.table)
             .key_condition_expression("#pk = :pk")
             .expression_attribute_names("#pk", attr::PK)
-            .expression_attribute_values(":pk", s(key::entries(event)))
+            .expression_attribute_values(":pk", s(key::entries(event, shards, shard)))
     }
 
     /// How many entered (a ballot's entries, a fair open's queue before its draw): counted, not
-    /// returned (`Select: COUNT`; DynamoDB still reads, and bills, every item of the partition).
-    pub async fn entry_count(&self, event: &EventId) -> Result<u64, StoreError> {
-        let query = self.entries_query(event).select(aws_sdk_dynamodb::types::Select::Count);
-        let mut total = 0u64;
-        self.query_pages(query, |page| {
-            total += page.count as u64;
-            Ok(true)
-        })
-        .await?;
-        Ok(total)
+    /// returned (`Select: COUNT`, every shard; DynamoDB still reads, and bills, every item).
+    pub async fn entry_count(&self, event: &EventId, shards: EntryShards) -> Result<u64, StoreError> {
+        let count = |shard| async move {
+            let query = self.entries_query(event, shards, shard).select(aws_sdk_dynamodb::types::Select::Count);
+            let mut total = 0u64;
+            self.query_pages(query, |page| {
+                total += page.count as u64;
+                Ok(true)
+            })
+            .await?;
+            Ok::<_, StoreError>(total)
+        };
+        let counts: Vec<u64> =
+            stream::iter(shards.all().map(count)).buffer_unordered(SHARD_READS).try_collect().await?;
+        Ok(counts.into_iter().sum())
     }
 
     /// How many joined a fair open's queue after its draw (the event item's counter).
@@ -399,7 +617,13 @@ impl Store {
             }),
             None => None,
         };
-        Ok(BallotState { registration_closed: item.contains_key("registration_closed_at"), draw })
+        let rolled = match item.get("roll_shards") {
+            Some(aws_sdk_dynamodb::types::AttributeValue::Ns(shards)) => {
+                shards.iter().map(|s| s.parse().map_err(|_| malformed("roll_shards"))).collect::<Result<_, _>>()?
+            }
+            _ => BTreeSet::new(),
+        };
+        Ok(BallotState { registration_closed: item.contains_key("registration_closed_at"), rolled, draw })
     }
 
     /// Records the draw once: a second record (a retry, a concurrent draw) keeps the first, which

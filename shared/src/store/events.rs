@@ -17,7 +17,7 @@ use crate::domain::{
     draw::Algorithm,
     event::rfc3339,
     red_packet::{AmountSeed, Currency, RedPacket},
-    sale_mode::{BeaconRound, DrawTerms, QueueTerms, SaleMode},
+    sale_mode::{BeaconRound, DrawTerms, EntryShards, QueueTerms, SaleMode},
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +218,9 @@ pub(super) fn event_item(event: &Event) -> Item {
         if let Some(close) = terms.entries_close {
             item.insert("entries_close".into(), s(rfc3339(close)));
         }
+        if terms.entry_shards != EntryShards::ONE {
+            item.insert("entry_shards".into(), n(terms.entry_shards.get()));
+        }
     }
     for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
         if let Some(v) = at {
@@ -289,7 +292,18 @@ fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
         Some(name) => Algorithm::parse(&name).ok_or_else(|| StoreError::Malformed(format!("draw_algorithm {name}")))?,
         None => Algorithm::V1,
     };
-    Ok(Some(DrawTerms { algorithm, proof_of_work_bits: opt_n(item, "pow_bits")?, entries_close, ..terms }))
+    // An event released before its entries were spread keeps them in one partition.
+    let entry_shards = match opt_n::<u32>(item, "entry_shards")? {
+        Some(count) => EntryShards::new(count).ok_or_else(|| StoreError::Malformed(format!("entry_shards {count}")))?,
+        None => EntryShards::ONE,
+    };
+    Ok(Some(DrawTerms {
+        algorithm,
+        proof_of_work_bits: opt_n(item, "pow_bits")?,
+        entries_close,
+        entry_shards,
+        ..terms
+    }))
 }
 
 fn red_packet_from_item(item: &Item) -> Result<Option<RedPacket>, StoreError> {

@@ -12,7 +12,7 @@ pub const EVENTS_PARTITION: &str = "EVENTS";
 /// The items' key values, built here and nowhere else (tests included).
 pub mod key {
     use super::GSI2_SHARDS;
-    use crate::domain::{EventId, TicketNo, UserId};
+    use crate::domain::{EventId, TicketNo, UserId, sale_mode::EntryShards};
 
     pub const EVENT_SK: &str = "META";
     pub const ORDER_SK: &str = "ORDER";
@@ -63,9 +63,19 @@ pub mod key {
     pub fn rebuilds(e: &EventId) -> String {
         format!("REBUILD#{e}")
     }
-    /// A ballot's entries, a fair open's queue: one item per user (`store::draws`), sorted by `waiter`.
-    pub fn entries(e: &EventId) -> String {
-        format!("ENTRY#{e}")
+    /// A ballot's entries, a fair open's queue: one item per user (`store::draws`), sorted by
+    /// `waiter`, in the user's shard of the event's (`ENTRY#<E>#<shard>`; an event released before
+    /// the entries were spread keeps them all in `ENTRY#<E>`).
+    pub fn entries(e: &EventId, shards: EntryShards, shard: u32) -> String {
+        if shards == EntryShards::ONE { format!("ENTRY#{e}") } else { format!("ENTRY#{e}#{shard}") }
+    }
+    /// The draw's roll (`store::draws`): the entrants as the draw read them once the registration
+    /// closed, a shard's in one or more parts (`roll_part`).
+    pub fn roll(e: &EventId) -> String {
+        format!("ROLL#{e}")
+    }
+    pub fn roll_part(shard: u32, part: u32) -> String {
+        format!("{shard:05}#{part:05}")
     }
     pub fn waiter(u: &UserId) -> String {
         format!("USER#{u}")
