@@ -37,7 +37,7 @@ use shared::{
         hex,
         sale_mode::{Entrant, EntryShards},
     },
-    store::Store,
+    store::{Store, draws::RollEntry},
 };
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 
@@ -664,8 +664,8 @@ const MIB: f64 = 1024.0 * 1024.0;
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Sizes {
     pub entrants: usize,
-    /// What the draw's read returns (`Store::entrants`): an `Entrant` each, with its user id and
-    /// address (the key inline, no receipt).
+    /// The draw's roll as the release and query functions read it (`Store::roll`): a
+    /// `RollEntry` each, its leaf and its user id.
     pub read_mib: f64,
     /// The same built here as the read builds it (pushed one by one), after the rest: loadgen's
     /// resident growth holding it.
@@ -673,11 +673,11 @@ pub struct Sizes {
     /// The compact draw: every level of the tree (32 bytes a node), the order and its inverse
     /// (4 bytes each a place).
     pub compact_mib: f64,
-    /// The users in entrant order (the query function keeps them beside the compact draw).
+    /// The users in entrant order, beside the compact draw until the places laid down are taken
+    /// from them.
     pub users_mib: f64,
-    /// Their addresses in entrant order (the release function's lay-down).
-    pub emails_mib: f64,
-    /// What the query function keeps for a drawn event: the compact draw and the users.
+    /// What the query function keeps for a drawn event: the compact draw (and the users of the
+    /// places laid down, a few thousand).
     pub kept_mib: f64,
     /// `draw::Compact::draw` over the sorted leaves, here: its time, and loadgen's resident growth
     /// holding it and its leaves (its vectors are fresh mappings: a measure of `compact_mib`).
@@ -695,15 +695,12 @@ impl Sizes {
         compact_draw_rss_mib: f64,
     ) -> Self {
         let n = compact.len();
-        let (mut users, mut emails) = (0usize, 0usize);
-        for (user, email) in http {
+        let mut users = 0usize;
+        for (user, _) in http {
             users += chunk(user.len());
-            emails += chunk(email.len());
         }
         for i in 0..bulk {
-            let user = bulk_user(run_id, i);
-            users += chunk(user.len());
-            emails += chunk(user.len() + "@example.com".len());
+            users += chunk(bulk_user(run_id, i).len());
         }
         let string = std::mem::size_of::<String>();
         // The tree's levels: n leaves, then each level half the one below, rounded up.
@@ -715,34 +712,23 @@ impl Sizes {
         nodes += level;
         let compact_bytes = nodes * 32 + n * 8;
         let users_bytes = n * string + users;
-        // The read's result, built: the users and addresses as loaded, a key each (any: its size
-        // is the same).
+        // The roll's read, built: the users as loaded, a leaf each (any: its size is the same).
         let before = Memory::own();
         let mut read = Vec::new();
-        let entrant = |user: &str, email: &str| {
-            Some(Entrant {
-                user: UserId::parse(user).ok()?,
-                email: Email::parse(email).ok()?,
-                late: None,
-                key: Some(EntryKey::from_bytes([7; 32])),
-                receipt: None,
-            })
-        };
-        read.extend(http.iter().filter_map(|(u, e)| entrant(u, e)));
+        let entry = |user: &str| Some(RollEntry { leaf: [7; 32], user: UserId::parse(user).ok()? });
+        read.extend(http.iter().filter_map(|(u, _)| entry(u)));
         for i in 0..bulk {
-            let user = bulk_user(run_id, i);
-            read.extend(entrant(&user, &format!("{user}@example.com")));
+            read.extend(entry(&bulk_user(run_id, i)));
         }
         let read_rss_mib = Memory::own().zip(before).map_or(0.0, |(a, b)| a.rss_mib - b.rss_mib);
         drop(read);
         Self {
             read_rss_mib,
             entrants: n,
-            read_mib: (n * std::mem::size_of::<Entrant>() + users + emails) as f64 / MIB,
+            read_mib: (n * std::mem::size_of::<RollEntry>() + users) as f64 / MIB,
             compact_mib: compact_bytes as f64 / MIB,
             users_mib: users_bytes as f64 / MIB,
-            emails_mib: (n * string + emails) as f64 / MIB,
-            kept_mib: (compact_bytes + users_bytes) as f64 / MIB,
+            kept_mib: compact_bytes as f64 / MIB,
             compact_draw_ms,
             compact_draw_rss_mib,
         }
@@ -974,10 +960,10 @@ impl ScaleReport {
         );
         let _ = writeln!(
             out,
-            "  the draw's structures at {} entrants, from their types: the read's entrants {:.0} MiB (built here: +{:.0} MiB \
-             resident); the compact draw {:.0} MiB; users {:.0} MiB; addresses {:.0} MiB; kept by the query function \
-             (compact + users) {:.0} MiB",
-            z.entrants, z.read_mib, z.read_rss_mib, z.compact_mib, z.users_mib, z.emails_mib, z.kept_mib
+            "  the draw's structures at {} entrants, from their types: the roll as read {:.0} MiB (built here: +{:.0} MiB \
+             resident); the compact draw {:.0} MiB; users in entrant order {:.0} MiB; kept by the query function \
+             (the compact draw) {:.0} MiB",
+            z.entrants, z.read_mib, z.read_rss_mib, z.compact_mib, z.users_mib, z.kept_mib
         );
         if p.read_over_http {
             let _ = writeln!(

@@ -345,6 +345,45 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     assert_eq!(app.cancel(&id, &in_order[0]).await.status, 200);
     assert_eq!(app.deliver_all().await, 1, "the promotion's order");
     assert_eq!(app.order_of(&id, &in_order[3]).await.body["status"], "CONFIRMED");
+
+    // A draw completed before draws kept a roll (no shard counted read, no roll written) is still
+    // published, from its entries: the same draw.
+    let store = &app.functions.store;
+    store
+        .client()
+        .update_item()
+        .table_name(store.table())
+        .key("PK", S(key::event(&id)))
+        .key("SK", S(key::EVENT_SK.into()))
+        .update_expression("REMOVE roll_shards")
+        .send()
+        .await
+        .unwrap();
+    for shard in EntryShards::CURRENT.all() {
+        let parts = store
+            .client()
+            .query()
+            .table_name(store.table())
+            .key_condition_expression("PK = :pk")
+            .expression_attribute_values(":pk", S(key::roll(&id, shard)))
+            .send()
+            .await
+            .unwrap();
+        for part in parts.items() {
+            let key = [("PK", part["PK"].clone()), ("SK", part["SK"].clone())];
+            store
+                .client()
+                .delete_item()
+                .table_name(store.table())
+                .set_key(Some(key.map(|(k, v)| (k.to_owned(), v)).into()))
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    let fresh = shared::handlers::draws::DrawView::new(store.clone(), app.functions.rebuilder.clone());
+    let again = fresh.published(&id).await.expect("published from the entries");
+    assert_eq!(again.page(0).order, published.order, "the same draw");
 }
 
 #[tokio::test]

@@ -168,7 +168,7 @@ impl Report {
     }
 }
 
-/// A complete draw as the audit checks a sale against it: recomputed from the stored entries and
+/// A complete draw as the audit checks a sale against it: recomputed from the draw's roll and
 /// the revealed secret (a draw that does not is no draw: the view answers `503`), its algorithm,
 /// how many it shuffled, and the users of its first places in order (the winners and as many
 /// waiting places as it laid down: a private draw publishes leaves, not users).
@@ -180,7 +180,7 @@ pub struct DrawnOrder<'a> {
 }
 
 impl Report {
-    /// A ballot's check `ballot_draw`: the draw, recomputed from the stored entries and the
+    /// A ballot's check `ballot_draw`: the draw, recomputed from the draw's roll and the
     /// revealed secret (`drawn`; `None` until the draw is complete), decided who holds and who
     /// waits. Every order not from the waitlist belongs to one of the first `capacity` of the
     /// draw's order, every order from the waitlist to one after them; every winner's order is
@@ -224,7 +224,7 @@ impl Report {
             name: "ballot_draw",
             passed,
             detail: format!(
-                "{entrants} entrants, {capacity} drawn to win ({algorithm}, recomputed from the stored entries): {} hold a stored order, {missing} \
+                "{entrants} entrants, {capacity} drawn to win ({algorithm}, recomputed from the draw's roll): {} hold a stored order, {missing} \
                  not stored yet ({in_flight} orders on their way); {strangers} orders outside the draw's outcome; \
                  {} waiting places, {misplaced} out of draw order",
                 winners_stored.len(),
@@ -238,7 +238,7 @@ impl Report {
 }
 
 impl Report {
-    /// A fair open's check `fair_open_draw`: the queue's draw, recomputed from the stored entries
+    /// A fair open's check `fair_open_draw`: the queue's draw, recomputed from the draw's roll
     /// and the revealed secret, is the one published (`None` until the draw is complete). Who
     /// then won is the grab script's, among those admitted in that order.
     pub fn with_queue_draw(mut self, drawn: Option<DrawnOrder<'_>>) -> Self {

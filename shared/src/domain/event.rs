@@ -134,6 +134,10 @@ impl Event {
         if let (Some(mine), Some(theirs)) = (&self.red_packet, &mut other.red_packet) {
             theirs.seed = mine.seed.clone();
         }
+        // Where the entries are kept is the deployment's, not the definition's.
+        if let (Some(mine), Some(theirs)) = (&self.draw, &mut other.draw) {
+            theirs.entry_shards = mine.entry_shards;
+        }
         *self == other
     }
 

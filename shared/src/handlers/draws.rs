@@ -20,7 +20,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use futures::{StreamExt, stream};
+use futures::{StreamExt, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -355,6 +355,31 @@ fn draw_of(
     Ok((published, compact, users))
 }
 
+/// One shard of the event's entries as the draw takes them: each entrant as its leaf (v1: of the
+/// user id; v2: of the entry's key) and its user.
+async fn roll_of_shard(
+    store: &Store,
+    event: &Event,
+    shards: EntryShards,
+    shard: u32,
+) -> Result<Vec<RollEntry>, ApiError> {
+    let algorithm = event.draw.as_ref().ok_or(ApiError::NotABallot)?.algorithm;
+    let mut roll = Vec::new();
+    for (user, key) in store.shard_entrants(&event.id, shards, shard).await? {
+        let leaf = match (algorithm, &key) {
+            (Algorithm::V1, _) => algorithm.leaf(user.as_str()),
+            (Algorithm::V2, Some(key)) => Some(key.leaf_bytes(&event.id)),
+            (Algorithm::V2, None) => None,
+        };
+        let Some(leaf) = leaf else {
+            tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
+            return Err(ApiError::Busy);
+        };
+        roll.push(RollEntry { leaf, user });
+    }
+    Ok(roll)
+}
+
 /// The users of the draw's first `n` places, in place order.
 fn placed(compact: &draw::Compact, users: &[UserId], n: usize) -> Vec<UserId> {
     (0..n.min(compact.len())).filter_map(|p| compact.at(p)).map(|i| users[i].clone()).collect()
@@ -390,10 +415,10 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
     }))
 }
 
-/// The draws this environment has recomputed: a draw never changes once complete. When it holds
-/// more than [`DRAWS_KEPT`] draws or [`ENTRANTS_KEPT`] entrants, the draws kept longest make room
-/// (not every draw at once: asking for 101 events in turn would otherwise read every roll again
-/// on every request), the one just kept last of all.
+/// The draws this environment has recomputed: a draw never changes once complete. When it would
+/// hold more than [`DRAWS_KEPT`] draws or [`ENTRANTS_KEPT`] entrants, the draws kept longest make
+/// room (not every draw at once: asking for 101 events in turn would otherwise read every roll
+/// again on every request).
 #[derive(Clone, Default)]
 pub struct DrawBook {
     drawn: Arc<Mutex<Kept>>,
@@ -412,19 +437,30 @@ impl DrawBook {
         if book.insert(id.clone(), drawn).is_none() {
             kept.push_back(id.clone());
         }
-        let entrants = |book: &HashMap<EventId, Arc<Drawn>>| book.values().map(|d| d.len()).sum::<usize>();
-        while kept.len() > 1 && (kept.len() > DRAWS_KEPT || entrants(book) > ENTRANTS_KEPT) {
+        while kept.len() > DRAWS_KEPT {
             if let Some(oldest) = kept.pop_front() {
                 book.remove(&oldest);
             }
+        }
+    }
+
+    /// Makes room for a draw of `entrants` about to be built: the draws kept longest leave until
+    /// those left and it are within [`ENTRANTS_KEPT`] (all of them, for a draw that size alone).
+    fn make_room(&self, entrants: usize) {
+        let (book, kept) = &mut *self.drawn.lock().expect("draws");
+        while book.values().map(|d| d.len()).sum::<usize>() + entrants > ENTRANTS_KEPT {
+            let Some(oldest) = kept.pop_front() else { return };
+            book.remove(&oldest);
         }
     }
 }
 
 /// Complete draws remembered per execution environment...
 const DRAWS_KEPT: usize = 100;
-/// ... and their entrants at most (some 72 bytes each: 144 MB), beside the draw being served.
-const ENTRANTS_KEPT: usize = 2_000_000;
+/// ... and their entrants at most, the one being built counted: a v2 draw keeps some 72 bytes an
+/// entrant (two hashes, two indices) and building one holds about 160 more until it is made, so a
+/// 256 MB function holds a million-entrant draw and builds it, and a draw that size alone.
+const ENTRANTS_KEPT: usize = 1_000_000;
 
 /// `GET /events/{id}/draw` and `GET /events/{id}/entry` (query).
 #[derive(Clone)]
@@ -453,17 +489,28 @@ impl DrawView {
         if let Some(drawn) = self.book.get(&event.id) {
             return Ok(Some(drawn));
         }
-        let record = match self.store.ballot_state(&event.id).await?.draw {
+        let state = self.store.ballot_state(&event.id).await?;
+        let record = match state.draw {
             Some(record) if record.done => record,
             _ => return Ok(None),
         };
         let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
+        // Room first: what this environment keeps and what it builds now stay within the book.
+        self.book.make_room(record.entrants as usize);
         let stored = |e: &dyn std::fmt::Display| {
             tracing::error!(event_id = %event.id, error = %e, "a stored draw does not check out");
             ApiError::Busy
         };
         let revealed = terms.reveal(&record.secret, record.beacon_signature.as_deref()).map_err(|e| stored(&e))?;
-        let roll = self.store.roll(&event.id).await?;
+        let shards = event.entry_shards();
+        let roll = if state.rolled.len() == shards.get() as usize {
+            self.store.roll(&event.id, shards).await?
+        } else {
+            // A draw completed before draws kept a roll: its entries, read as the draw read them.
+            let reads = shards.all().map(|shard| roll_of_shard(&self.store, event, shards, shard));
+            let read: Vec<Vec<RollEntry>> = stream::iter(reads).buffer_unordered(ROLL_WAVE).try_collect().await?;
+            read.into_iter().flatten().collect()
+        };
         let (mut terms, compact, users) = draw_of(event, roll, &revealed).map_err(|e| stored(&e))?;
         if terms.root != record.root {
             return Err(stored(&"the roll's root is not the one the draw recorded"));
@@ -646,16 +693,28 @@ impl Draw {
             if i > 0 && began.elapsed() >= self.roll_for {
                 return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), 0)));
             }
-            futures::future::try_join_all(wave.iter().map(|&shard| self.roll_shard(&event, shards, shard))).await?;
-            self.store.shards_rolled(id, wave).await?;
-            rolled.extend(wave);
+            // The shards read are counted even when another of the wave failed: the next ask
+            // reads only what is left.
+            let event = &event;
+            let read = futures::future::join_all(wave.iter().map(|&shard| async move {
+                let roll = roll_of_shard(&self.store, event, shards, shard).await?;
+                self.store.write_roll(id, shard, roll).await?;
+                Ok::<_, ApiError>(shard)
+            }))
+            .await;
+            let done: Vec<u32> = read.iter().filter_map(|r| r.as_ref().ok().copied()).collect();
+            self.store.shards_rolled(id, &done).await?;
+            rolled.extend(&done);
+            if let Some(Err(e)) = read.into_iter().find(Result::is_err) {
+                return Err(e);
+            }
         }
         if !unread.is_empty() && began.elapsed() >= self.roll_for {
             return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), 0)));
         }
         // The secret the commitment fixes and the named round's one signature give the recorded
         // draw again.
-        let (drawn, compact, users) = draw_of(&event, self.store.roll(id).await?, &revealed)?;
+        let (drawn, compact, users) = draw_of(&event, self.store.roll(id, shards).await?, &revealed)?;
         let record = match state.draw {
             // A draw asked again lays down the recorded draw: the roll's root must be its.
             Some(record) if record.root != drawn.root => {
@@ -691,27 +750,6 @@ impl Draw {
         self.store.draw_done(id, now).await?;
         tracing::info!(event_id = %id, entrants = record.entrants, mode = event.sale_mode.as_str(), "drawn");
         Ok(DrawStep::Done(summary(&event, &record)))
-    }
-
-    /// Reads one shard of the entries into the roll: each entrant as its leaf (v1: of the user
-    /// id; v2: of the entry's key) and its user.
-    async fn roll_shard(&self, event: &Event, shards: EntryShards, shard: u32) -> Result<(), ApiError> {
-        let algorithm = event.draw.as_ref().ok_or(ApiError::NotABallot)?.algorithm;
-        let mut roll = Vec::new();
-        for (user, key) in self.store.shard_entrants(&event.id, shards, shard).await? {
-            let leaf = match (algorithm, &key) {
-                (Algorithm::V1, _) => algorithm.leaf(user.as_str()),
-                (Algorithm::V2, Some(key)) => Some(key.leaf_bytes(&event.id)),
-                (Algorithm::V2, None) => None,
-            };
-            let Some(leaf) = leaf else {
-                tracing::error!(event_id = %event.id, "an entry of a private draw has no key");
-                return Err(ApiError::Busy);
-            };
-            roll.push(RollEntry { leaf, user });
-        }
-        self.store.write_roll(&event.id, shard, roll).await?;
-        Ok(())
     }
 
     /// Lays the draw down, chunk by chunk in draw order, from the first not laid yet until

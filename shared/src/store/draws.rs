@@ -13,7 +13,7 @@
 //! read stays read, and the draw and every page of its publication are made from the roll, never
 //! from the entries again.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use aws_sdk_dynamodb::{
     operation::{transact_write_items::TransactWriteItemsError, update_item::UpdateItemError},
@@ -156,8 +156,8 @@ fn malformed(e: impl std::fmt::Display) -> StoreError {
 /// shard has.
 fn roll_part_item(event: &EventId, shard: u32, part: u32, parts: u32, entries: &[RollEntry]) -> Item {
     let mut item = Item::from([
-        (attr::PK.to_owned(), s(key::roll(event))),
-        (attr::SK.to_owned(), s(key::roll_part(shard, part))),
+        (attr::PK.to_owned(), s(key::roll(event, shard))),
+        (attr::SK.to_owned(), s(key::roll_part(part))),
         ("parts".to_owned(), n(parts)),
     ]);
     if !entries.is_empty() {
@@ -169,10 +169,9 @@ fn roll_part_item(event: &EventId, shard: u32, part: u32, parts: u32, entries: &
     item
 }
 
-/// A roll part's shard, its number of parts, and its entrants.
+/// A roll part's number, the number of parts of its shard, and its entrants.
 fn roll_part_from(item: &Item) -> Result<(u32, u32, Vec<RollEntry>), StoreError> {
-    let sk = get_s(item, attr::SK)?;
-    let shard = sk.split('#').next().and_then(|s| s.parse().ok()).ok_or_else(|| malformed("roll part key"))?;
+    let part = get_s(item, attr::SK)?.parse().map_err(|_| malformed("roll part key"))?;
     let parts = get_n(item, "parts")?;
     let leaves = match item.get("leaves") {
         Some(aws_sdk_dynamodb::types::AttributeValue::B(b)) => b.as_ref().to_vec(),
@@ -193,7 +192,7 @@ fn roll_part_from(item: &Item) -> Result<(u32, u32, Vec<RollEntry>), StoreError>
             })
         })
         .collect::<Result<Vec<_>, StoreError>>()?;
-    Ok((shard, parts, entries))
+    Ok((part, parts, entries))
 }
 
 impl Store {
@@ -425,6 +424,10 @@ impl Store {
                         .and_then(|mut u| u.remove(&self.table))
                         .map(|k| k.keys)
                         .unwrap_or_default();
+                    if !keys.is_empty() {
+                        // Throttled: a moment before the rest.
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
                 }
                 Ok::<_, StoreError>(found)
             }
@@ -486,36 +489,41 @@ impl Store {
     }
 
     /// The whole roll, once every shard is read into it (a draw records itself only then): its
-    /// entrants, in no particular order. Every part of each shard must be there.
-    pub async fn roll(&self, event: &EventId) -> Result<Vec<RollEntry>, StoreError> {
-        let mut all = Vec::new();
-        let mut parts: BTreeMap<u32, (u32, u32)> = BTreeMap::new();
-        self.query_pages(self.roll_query(event), |page| {
-            for item in page.items.unwrap_or_default() {
-                let (shard, of, entries) = roll_part_from(&item)?;
-                let (written, count) = parts.entry(shard).or_insert((0, of));
-                *written += 1;
-                *count = (*count).max(of);
-                all.extend(entries);
+    /// entrants, in no particular order, the shards read sixteen at once. A shard's parts must all
+    /// be there and agree on their count; a shard without entrants has none.
+    pub async fn roll(&self, event: &EventId, shards: EntryShards) -> Result<Vec<RollEntry>, StoreError> {
+        let shard = |shard: u32| async move {
+            let query = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk")
+                .expression_attribute_names("#pk", attr::PK)
+                .expression_attribute_values(":pk", s(key::roll(event, shard)))
+                .consistent_read(true);
+            let (mut entries, mut parts, mut count) = (Vec::new(), BTreeSet::new(), None);
+            self.query_pages(query, |page| {
+                for item in page.items.unwrap_or_default() {
+                    let (part, of, mut found) = roll_part_from(&item)?;
+                    if *count.get_or_insert(of) != of {
+                        return Err(malformed("a shard's roll parts disagree on their count"));
+                    }
+                    parts.insert(part);
+                    entries.append(&mut found);
+                }
+                Ok(true)
+            })
+            .await?;
+            if parts.len() as u32 != count.unwrap_or(0)
+                || parts.last().is_some_and(|&last| last + 1 != parts.len() as u32)
+            {
+                return Err(malformed("a shard of the draw's roll is missing a part"));
             }
-            Ok(true)
-        })
-        .await?;
-        // An empty shard writes no part; a shard that has any has them all.
-        if parts.values().any(|(written, of)| written != of) {
-            return Err(StoreError::Malformed("a shard of the draw's roll is missing a part".into()));
-        }
-        Ok(all)
-    }
-
-    fn roll_query(&self, event: &EventId) -> aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder {
-        self.client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk")
-            .expression_attribute_names("#pk", attr::PK)
-            .expression_attribute_values(":pk", s(key::roll(event)))
-            .consistent_read(true)
+            Ok::<_, StoreError>(entries)
+        };
+        let shards: Vec<Vec<RollEntry>> =
+            stream::iter(shards.all().map(shard)).buffer_unordered(SHARD_READS).try_collect().await?;
+        Ok(shards.into_iter().flatten().collect())
     }
 
     /// Loads entries already accepted elsewhere, 25 per `BatchWriteItem`, unconditioned (no check

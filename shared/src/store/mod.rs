@@ -8,7 +8,7 @@
 //! | give-back marker | `RETURN#<E>` | `ORDER#<order id>` | a cancelled number Redis has yet to take back |
 //! | waiter | `WAIT#<E>`          | `USER#<u>` | a place on the waitlist (`waitlist`)                   |
 //! | entry  | `ENTRY#<E>#<shard>` | `USER#<u>` | a ballot's entry or a fair open's place (`draws`; `ENTRY#<E>` before the entries were spread) |
-//! | roll part | `ROLL#<E>`       | `<shard>#<part>` | the entrants as the draw read them (`draws`)       |
+//! | roll part | `ROLL#<E>#<shard>` | `<part>` | a shard's entrants as the draw read them (`draws`)  |
 //! | rebuild | `REBUILD#<E>`      | `<read ms>#<token>` | one exact rebuild of the cache (`rebuilds`)     |
 //!
 //! Cancelled orders move to GSI2 `EVENT#<E>#CANCELLED`, rejected ones sit in `EVENT#<E>#REJECTED`:

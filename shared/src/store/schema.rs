@@ -69,13 +69,14 @@ pub mod key {
     pub fn entries(e: &EventId, shards: EntryShards, shard: u32) -> String {
         if shards == EntryShards::ONE { format!("ENTRY#{e}") } else { format!("ENTRY#{e}#{shard}") }
     }
-    /// The draw's roll (`store::draws`): the entrants as the draw read them once the registration
-    /// closed, a shard's in one or more parts (`roll_part`).
-    pub fn roll(e: &EventId) -> String {
-        format!("ROLL#{e}")
+    /// The draw's roll (`store::draws`): the entrants of one shard as the draw read them once the
+    /// registration closed, in one or more parts (`roll_part`); a partition per shard, as the
+    /// entries are.
+    pub fn roll(e: &EventId, shard: u32) -> String {
+        format!("ROLL#{e}#{shard}")
     }
-    pub fn roll_part(shard: u32, part: u32) -> String {
-        format!("{shard:05}#{part:05}")
+    pub fn roll_part(part: u32) -> String {
+        format!("{part:05}")
     }
     pub fn waiter(u: &UserId) -> String {
         format!("USER#{u}")
