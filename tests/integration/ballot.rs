@@ -671,3 +671,42 @@ async fn a_draw_in_many_asks_at_once_lays_down_the_one_draw() -> Result<(), draw
     assert_eq!(waiting, in_order[500..1_000], "the waitlist is the draw's order after the winners");
     Ok(())
 }
+
+/// The roll is read whole or not at all: a shard's part missing (an empty shard's too: it is not
+/// told from one never read) or its parts disagreeing on their count fails the read, and the draw
+/// records nothing from it.
+#[tokio::test]
+async fn a_roll_with_a_part_missing_or_disagreeing_is_refused() {
+    use shared::store::draws::RollEntry;
+    let app = TestApp::new().await;
+    let store = &app.functions.store;
+    let id = fresh_event_id();
+    let shards = EntryShards::new(3).unwrap();
+    let entry = |i: u64| {
+        let mut leaf = [0u8; 32];
+        leaf[..8].copy_from_slice(&i.to_be_bytes());
+        RollEntry { leaf, user: UserId::parse(&format!("roll-{i:06}-{}", "x".repeat(50))).unwrap() }
+    };
+    // Shard 0 in two parts (6,000 entrants of some 90 bytes), shard 1 empty, shard 2 one.
+    store.write_roll(&id, 0, (0..6_000).map(entry).collect()).await.unwrap();
+    store.write_roll(&id, 1, Vec::new()).await.unwrap();
+    store.write_roll(&id, 2, vec![entry(9_999)]).await.unwrap();
+    assert_eq!(store.roll(&id, shards).await.unwrap().len(), 6_001);
+
+    let part = |shard: u32, part: u32| {
+        [("PK".to_owned(), S(key::roll(&id, shard))), ("SK".to_owned(), S(key::roll_part(part)))].into()
+    };
+    let delete = |shard, n| store.client().delete_item().table_name(store.table()).set_key(Some(part(shard, n))).send();
+    delete(1, 0).await.unwrap();
+    assert!(store.roll(&id, shards).await.is_err(), "an empty shard's part gone");
+    store.write_roll(&id, 1, Vec::new()).await.unwrap();
+    delete(0, 1).await.unwrap();
+    assert!(store.roll(&id, shards).await.is_err(), "a part gone");
+    store.write_roll(&id, 0, (0..6_000).map(entry).collect()).await.unwrap();
+    assert_eq!(store.roll(&id, shards).await.unwrap().len(), 6_001, "written again, whole");
+    let first = store.client().get_item().table_name(store.table()).set_key(Some(part(0, 0))).send().await.unwrap();
+    let mut first = first.item.unwrap();
+    first.insert("parts".into(), aws_sdk_dynamodb::types::AttributeValue::N("3".into()));
+    store.client().put_item().table_name(store.table()).set_item(Some(first)).send().await.unwrap();
+    assert!(store.roll(&id, shards).await.is_err(), "parts that disagree on their count");
+}

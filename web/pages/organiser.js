@@ -563,17 +563,25 @@ async function draw(e) {
   try {
     // One ask of a draw takes up to release's 15 s (more patience than a poll's); a large draw
     // answers 202 with how far it got, and goes on when asked again.
+    // A 503 (a dependency failed) loses nothing of the draw either: asked again a few times.
     let reply;
-    for (;;) {
+    for (let failures = 0; ; ) {
       reply = await session.api(`/admin/events/${encodeURIComponent(ev)}/draw`, {
         signal: AbortSignal.timeout(30_000),
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
-      if (reply.status !== 202) break;
-      const p = await reply.json();
-      result.textContent = `Drawing: ${p.shards_read} of ${p.shards} shards of the entries read, ${p.places_laid} places laid down…`;
+      if (reply.status === 503 && ++failures <= 5) {
+        result.textContent = `The draw was cut off (${failures} of 5 tries); asking again…`;
+      } else if (reply.status === 202) {
+        const p = await reply.json();
+        result.textContent = `Drawing: ${p.shards_read} of ${p.shards} shards of the entries read, ${p.places_laid} places laid down…`;
+      } else {
+        break;
+      }
+      const wait = Number(reply.headers.get('retry-after')) || 1;
+      await new Promise((resolve) => setTimeout(resolve, wait * 1000));
     }
     if (reply.status === 401) return signOut('Your token was refused (expired or not valid): sign in again.');
     if (reply.ok) {

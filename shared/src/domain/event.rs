@@ -744,6 +744,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ballot_released_again_is_the_same_release_wherever_its_entries_are_kept() {
+        let ballot = EventDraft::from_json(&json!({
+            "title": "t", "capacity": 10, "sale_mode": "ballot", "draw_commitment": "00".repeat(32),
+            "sale_start": "2026-11-22T12:00:00Z", "sale_end": "2026-11-22T13:00:00Z"
+        }))
+        .and_then(|d| d.into_event(NOW))
+        .unwrap();
+        assert_eq!(ballot.entry_shards(), super::super::sale_mode::EntryShards::CURRENT, "released now: spread");
+        // Stored before the entries were spread: the same definition is the same release.
+        let mut stored = ballot.clone();
+        stored.draw.as_mut().unwrap().entry_shards = super::super::sale_mode::EntryShards::ONE;
+        assert!(stored.same_release(&ballot));
+        let mut other = ballot.clone();
+        other.capacity = 11;
+        assert!(!stored.same_release(&other), "another definition is not");
+    }
+
+    #[test]
     fn capacity_is_bounded() {
         for bad in [json!(0), json!(-1), json!(1.5), json!("10"), json!(MAX_CAPACITY + 1)] {
             let err = EventDraft::from_json(&json!({

@@ -355,6 +355,15 @@ fn draw_of(
     Ok((published, compact, users))
 }
 
+/// An ask's failure, with the step it failed in and the shards read so far (its reply, a `503`,
+/// says nothing of either).
+fn failed_in(step: &'static str, event: &EventId, shards_read: usize) -> impl FnOnce(ApiError) -> ApiError {
+    move |e| {
+        tracing::warn!(event_id = %event, step, shards_read, error = %e, "an ask of a draw failed; the next goes on");
+        e
+    }
+}
+
 /// One shard of the event's entries as the draw takes them: each entrant as its leaf (v1: of the
 /// user id; v2: of the entry's key) and its user.
 async fn roll_of_shard(
@@ -422,6 +431,9 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
 #[derive(Clone, Default)]
 pub struct DrawBook {
     drawn: Arc<Mutex<Kept>>,
+    /// One build of a draw at a time per event: the requests that find it missing meanwhile (a
+    /// fair open's whole queue polling at its draw) wait for that one, not each read the roll.
+    building: Arc<Mutex<HashMap<EventId, Arc<tokio::sync::Mutex<()>>>>>,
 }
 
 /// The draws kept, and their events in the order they were kept.
@@ -430,6 +442,15 @@ type Kept = (HashMap<EventId, Arc<Drawn>>, std::collections::VecDeque<EventId>);
 impl DrawBook {
     fn get(&self, id: &EventId) -> Option<Arc<Drawn>> {
         self.drawn.lock().expect("draws").0.get(id).cloned()
+    }
+
+    /// The event's build lock (held while its draw is built; a build cut off lets the next in).
+    fn builder(&self, id: &EventId) -> Arc<tokio::sync::Mutex<()>> {
+        let mut building = self.building.lock().expect("builds");
+        // Locks of draws already kept are of no use: dropped whenever one is handed out.
+        let kept = &self.drawn.lock().expect("draws").0;
+        building.retain(|event, _| !kept.contains_key(event));
+        building.entry(id.clone()).or_default().clone()
     }
 
     fn keep(&self, id: &EventId, drawn: Arc<Drawn>) {
@@ -494,6 +515,12 @@ impl DrawView {
             Some(record) if record.done => record,
             _ => return Ok(None),
         };
+        // Complete: built once here, whoever else asks meanwhile.
+        let builder = self.book.builder(&event.id);
+        let _building = builder.lock().await;
+        if let Some(drawn) = self.book.get(&event.id) {
+            return Ok(Some(drawn));
+        }
         let terms = event.draw.as_ref().ok_or(ApiError::NotABallot)?;
         // Room first: what this environment keeps and what it builds now stay within the book.
         self.book.make_room(record.entrants as usize);
@@ -706,7 +733,7 @@ impl Draw {
             self.store.shards_rolled(id, &done).await?;
             rolled.extend(&done);
             if let Some(Err(e)) = read.into_iter().find(Result::is_err) {
-                return Err(e);
+                return Err(failed_in("reading the entries", id, rolled.len())(e));
             }
         }
         if !unread.is_empty() && began.elapsed() >= self.roll_for {
@@ -714,7 +741,9 @@ impl Draw {
         }
         // The secret the commitment fixes and the named round's one signature give the recorded
         // draw again.
-        let (drawn, compact, users) = draw_of(&event, self.store.roll(id, shards).await?, &revealed)?;
+        let roll =
+            self.store.roll(id, shards).await.map_err(|e| failed_in("reading the roll", id, rolled.len())(e.into()))?;
+        let (drawn, compact, users) = draw_of(&event, roll, &revealed)?;
         let record = match state.draw {
             // A draw asked again lays down the recorded draw: the roll's root must be its.
             Some(record) if record.root != drawn.root => {
@@ -742,7 +771,11 @@ impl Draw {
         drop((users, compact));
         if event.sale_mode == SaleMode::Ballot {
             // A fair open's draw hands out nothing: its queue admits in the draw's order.
-            let laid = self.lay_down(&event, &in_order, &record, began).await?;
+            let laid = self.lay_down(&event, &in_order, &record, began).await.map_err(failed_in(
+                "laying down",
+                id,
+                rolled.len(),
+            ))?;
             if laid < in_order.len() {
                 return Ok(DrawStep::Drawing(DrawProgress::of(&event, rolled.len(), laid)));
             }

@@ -36,6 +36,9 @@ use crate::domain::{
 
 /// Shards read, or entries counted, at once.
 const SHARD_READS: usize = 16;
+/// `BatchGetItem` calls for one hundred addresses at most (DynamoDB leaves keys unprocessed when
+/// throttled): the ask fails then (`503`), and the next goes on.
+const BATCH_TRIES: usize = 10;
 /// The most a roll part holds (DynamoDB's item is 400 KB): some 4,000 entrants of 36-character ids.
 const ROLL_PART_BYTES: usize = 300_000;
 
@@ -404,7 +407,10 @@ impl Store {
             let mut keys: Vec<Item> = users.iter().map(|u| entry_key(event, shards, u).into_iter().collect()).collect();
             async move {
                 let mut found = Vec::new();
-                while !keys.is_empty() {
+                for _ in 0..BATCH_TRIES {
+                    if keys.is_empty() {
+                        return Ok(found);
+                    }
                     let request = built(
                         KeysAndAttributes::builder()
                             .set_keys(Some(keys))
@@ -429,7 +435,10 @@ impl Store {
                         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                     }
                 }
-                Ok::<_, StoreError>(found)
+                match keys.is_empty() {
+                    true => Ok(found),
+                    false => Err(StoreError::Dynamo("addresses still unprocessed after every try".into())),
+                }
             }
         };
         let found: Vec<Vec<(UserId, Email)>> =
@@ -438,11 +447,9 @@ impl Store {
     }
 
     /// Writes one shard's entrants to the draw's roll, in parts (sorted by leaf, so a shard
-    /// written twice is written the same).
+    /// written twice is written the same); a shard without entrants as one empty part, so that a
+    /// shard read is never told from one missing.
     pub async fn write_roll(&self, event: &EventId, shard: u32, mut entries: Vec<RollEntry>) -> Result<(), StoreError> {
-        if entries.is_empty() {
-            return Ok(());
-        }
         entries.sort_unstable_by_key(|e| e.leaf);
         let mut parts: Vec<&[RollEntry]> = Vec::new();
         let (mut from, mut bytes) = (0, 0);
@@ -489,8 +496,9 @@ impl Store {
     }
 
     /// The whole roll, once every shard is read into it (a draw records itself only then): its
-    /// entrants, in no particular order, the shards read sixteen at once. A shard's parts must all
-    /// be there and agree on their count; a shard without entrants has none.
+    /// entrants, in no particular order, the shards read sixteen at once. Every shard has a part
+    /// at least (an empty one without entrants), and its parts must all be there and agree on
+    /// their count.
     pub async fn roll(&self, event: &EventId, shards: EntryShards) -> Result<Vec<RollEntry>, StoreError> {
         let shard = |shard: u32| async move {
             let query = self
@@ -514,7 +522,8 @@ impl Store {
                 Ok(true)
             })
             .await?;
-            if parts.len() as u32 != count.unwrap_or(0)
+            if parts.is_empty()
+                || parts.len() as u32 != count.unwrap_or(0)
                 || parts.last().is_some_and(|&last| last + 1 != parts.len() as u32)
             {
                 return Err(malformed("a shard of the draw's roll is missing a part"));
