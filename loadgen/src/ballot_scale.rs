@@ -10,13 +10,12 @@
 //! `/proc/<pid>/status` with `--runner-pid`) is read between the phases, and the figures are
 //! printed and written as JSON (`--json`).
 //!
-//! Where the emulator makes a step impossible (the draw reads every entry through a `Query` that
-//! MiniStack answers by sorting and filtering the whole partition for every 1 MB page: the read is
-//! quadratic, and past some 40,000 entrants longer than the release function's 15 s), the run says
-//! so with the figures of where the time goes (one page of that `Query`, timed here) and computes
-//! the draw itself from the same leaves with the product's own code ([`draw::Compact::draw`]), so
-//! the publication's size and the verifier's figures are still measured: the report names which
-//! it is. Either way it sizes the structures the draw holds at this many entrants, from their
+//! The draw is asked again while it answers `202` (it reads the entries' shards a wave an ask) or
+//! a 5xx. Should the runner still not finish it (`--draw-attempts`), the run says so with the
+//! figures of where the time goes (one page of a shard's `Query`, timed here: MiniStack sorts and
+//! filters a whole partition for every 1 MB page) and computes the draw itself from the same
+//! leaves with the product's own code ([`draw::Compact::draw`]), so the publication's size and the
+//! verifier's figures are still measured: the report names which it is. Either way it sizes the structures the draw holds at this many entrants, from their
 //! types ([`Sizes`]).
 
 use std::{
