@@ -620,11 +620,7 @@ async fn a_draw_in_many_asks_at_once_lays_down_the_one_draw() -> Result<(), draw
         app.functions.store.clone(),
         app.functions.gate.clone(),
         app.functions.rebuilder.clone(),
-        shared::delivery::Courier::new(
-            app.functions.gate.clone(),
-            app.functions.queue.clone(),
-            app.settings.seal_keys(),
-        ),
+        app.courier(),
     )
     .paced(std::time::Duration::ZERO, std::time::Duration::ZERO);
     let organiser = |draw: Draw| {

@@ -194,6 +194,15 @@ impl TestApp {
         event.id
     }
 
+    /// The courier the functions send orders with, on their queue and with their seal keys.
+    pub fn courier(&self) -> shared::delivery::Courier {
+        shared::delivery::Courier::new(
+            self.functions.gate.clone(),
+            self.functions.queue.clone(),
+            self.settings.seal_keys(),
+        )
+    }
+
     /// What Redis holds for the event, read with raw commands (docs/DESIGN.md section 6).
     pub async fn cache(&self, event: &EventId) -> Cache {
         Cache::read(&self.redis, event).await

@@ -171,11 +171,7 @@ async fn an_account_that_cannot_be_read_is_named_not_a_failure() {
         app.functions.store.clone(),
         app.functions.gate.clone(),
         app.functions.rebuilder.clone(),
-        shared::delivery::Courier::new(
-            app.functions.gate.clone(),
-            app.functions.queue.clone(),
-            app.settings.seal_keys(),
-        ),
+        app.courier(),
         LimitsReader::new(&nowhere),
         DeploymentLimits { grab_route: Some(2_000), ..Default::default() },
         app.settings.beacon_chains.clone(),
