@@ -55,8 +55,13 @@ impl GiveBacks {
         let (gave, written) = self.gate.give_back(&give).await?;
         let settled = match &gave {
             GaveBack::Promoted { order_id, message, .. } => {
-                let delivery =
-                    Delivery { event: event.clone(), order_id: order_id.clone(), message: message.clone(), written };
+                let delivery = Delivery {
+                    event: event.clone(),
+                    order_id: order_id.clone(),
+                    message: message.clone(),
+                    written,
+                    generation: None,
+                };
                 self.courier.deliver(&delivery).await
             }
             GaveBack::Freed | GaveBack::HeldBack => true,

@@ -171,21 +171,29 @@ impl Rebuilder {
         // A cache an older release laid out lost nothing: it is rebuilt at once, its waitlist kept.
         let outdated = self.gate.layout_outdated(&event.id).await?;
         // 1. Every bucket stops deciding: from here no script grants, gives back or promotes, so
-        //    what is read next is all there will be.
+        //    what is read next is all there will be. Then every sent record stops taking orders: an
+        //    order decided before the stop is sent only once its record holds it, so from here what
+        //    the records hold is every order that may be on the queue.
         self.gate.stop(&buckets, lock).await?;
+        let recorded = self.gate.stop_sent(&buckets, lock).await?;
         if halts(RebuildStep::Stopped) {
             return Ok(Step::Halted);
         }
-        // 2. What was decided before the stop reaches the queue, and the queue drains into DynamoDB.
-        let now = epoch_ms(OffsetDateTime::now_utc());
-        let mut in_flight = Some(0);
-        if !outdated {
+        // 2. Only where a sent record was lost too (its shard lost as well, or a cache laid down
+        //    before sent records): what was decided before the stop reaches the queue, and the
+        //    queue drains into DynamoDB, as far as its approximate depth tells.
+        let proof = if outdated {
+            Proof::Intact
+        } else if recorded {
+            Proof::SentRecords
+        } else {
+            let now = epoch_ms(OffsetDateTime::now_utc());
             let lost_since = self.gate.mark_lost(&event.id, now).await?;
             let waited = Duration::from_millis((now - lost_since).max(0) as u64);
             if waited < self.settings.settle {
                 return Ok(Step::Wait);
             }
-            in_flight = match self.in_flight().await {
+            let in_flight = match self.in_flight().await {
                 Ok(n) => Some(n),
                 // Past the longest wait the rebuild goes on; an unknown depth is recorded as such.
                 Err(e) if waited >= self.settings.max_wait => {
@@ -198,16 +206,19 @@ impl Rebuilder {
                 tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
                 return Ok(Step::Wait);
             }
-        }
-        // 3. The snapshot: the outboxes first, then DynamoDB. The consumer removes an entry only
-        //    once DynamoDB holds its order, so an order is in one or the other, or both.
+            Proof::Queue { in_flight }
+        };
+        // 3. The snapshot: the outboxes and the sent records first, then DynamoDB. The consumer
+        //    removes an entry only once DynamoDB holds its order, so an order is in one or the
+        //    other, or both.
         let read_at = OffsetDateTime::now_utc();
         let outbox = self.gate.outbox_of(&buckets).await?;
+        let sent = self.gate.sent_of(&buckets).await?;
         if halts(RebuildStep::OutboxesRead) {
             return Ok(Step::Halted);
         }
         let mut holdings = self.store.holdings(&event.id).await?;
-        add_undelivered(outbox, &mut holdings);
+        let undelivered = add_undelivered(outbox, sent, &mut holdings);
         if outdated {
             // The older layout kept its waitlist only in Redis: it becomes durable first.
             for waiter in self.gate.older_waitlist(&event.id).await? {
@@ -220,12 +231,14 @@ impl Rebuilder {
         if halts(RebuildStep::StoreRead) {
             return Ok(Step::Halted);
         }
-        // 4. Recorded before anything is laid down: the audit explains a REJECTED order only by a
-        //    rebuild that read while orders were still on the queue.
-        if in_flight != Some(0) {
+        // 4. Recorded before anything is laid down: the audit names the rebuilds that read while
+        //    orders may still have been on the queue.
+        if let Proof::Queue { in_flight } = proof
+            && in_flight != Some(0)
+        {
             tracing::warn!(event_id = %event.id, ?in_flight, "rebuild stopped waiting for the queue: late orders may be REJECTED");
         }
-        self.store.record_rebuild(&event.id, lock.token(), read_at, in_flight).await?;
+        self.store.record_rebuild(&event.id, lock.token(), read_at, proof.in_flight()).await?;
         if halts(RebuildStep::Recorded) {
             return Ok(Step::Halted);
         }
@@ -234,7 +247,7 @@ impl Rebuilder {
             Some(RebuildStep::Laid(n)) => Some(n),
             _ => None,
         };
-        let laid = self.gate.lay_down(lock, event, &buckets, &holdings, stop_after).await?;
+        let laid = self.gate.lay_down(lock, event, &buckets, &holdings, &undelivered, stop_after).await?;
         match laid {
             LaidDown::Open => {}
             LaidDown::Halted => return Ok(Step::Halted),
@@ -248,8 +261,8 @@ impl Rebuilder {
             returned = holdings.returned.len(),
             waiting = holdings.waiting.len(),
             promoted = holdings.promotions.len(),
-            ?in_flight,
-            outdated,
+            restored = holdings.restored.len(),
+            proof = proof.name(),
             "cache rebuilt from DynamoDB"
         );
         Ok(Step::Done)
@@ -285,19 +298,65 @@ enum Step {
     Halted,
 }
 
-/// Orders that survived in an outbox (the cache was lost in part, or the send failed and the
-/// queue has drained without them) hold their users and numbers too: DynamoDB does not have them
-/// yet, reconcile will deliver them.
-fn add_undelivered(outbox: Vec<crate::gate::OutboxEntry>, holdings: &mut Holdings) {
-    let users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
-    for entry in outbox {
+/// Orders that survived in an outbox or a sent record (the cache was lost in part, or the send
+/// failed and the queue has drained without them) hold their users and numbers too: DynamoDB does
+/// not have them yet, reconcile will deliver them. Those found only in a sent record go back to
+/// their bucket's outbox. Returns every order taken: the sent records are laid down with them.
+fn add_undelivered(
+    outbox: Vec<crate::gate::OutboxEntry>,
+    sent: Vec<crate::gate::OutboxEntry>,
+    holdings: &mut Holdings,
+) -> Vec<crate::gate::OutboxEntry> {
+    let mut users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
+    let in_outbox: HashSet<OrderId> = outbox.iter().map(|e| e.order_id.clone()).collect();
+    let only_sent = sent.into_iter().filter(|e| !in_outbox.contains(&e.order_id));
+    let mut taken = Vec::new();
+    for entry in outbox.into_iter().chain(only_sent) {
         let Ok(message) = OrderMessage::parse(&entry.message) else { continue };
         let (user, order) = (message.user_id, message.order_id);
         // A number already held by a stored order stays with it; DynamoDB rejects the other.
         if users.contains(&user) || !holdings.held.insert(message.ticket_no) {
             continue;
         }
+        users.insert(user.clone());
+        if !in_outbox.contains(&entry.order_id) {
+            holdings.restored.push((entry.order_id.clone(), entry.message.clone()));
+        }
         holdings.buyers.push(Buyer { user, order, ticket_no: message.ticket_no });
+        taken.push(entry);
+    }
+    taken
+}
+
+/// How a rebuild knew every order that may still be on the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proof {
+    /// Nothing was lost: an older layout's cache, read whole.
+    Intact,
+    /// Every bucket's sent record was there, holding every order that may be on the queue.
+    SentRecords,
+    /// A sent record was lost too: the queue's depth, as SQS approximates it (`in_flight` still on
+    /// it when the rebuild read: more than 0 only when it stopped waiting; `None`: unread).
+    Queue { in_flight: Option<u64> },
+}
+
+impl Proof {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Intact => "intact",
+            Self::SentRecords => "sent records",
+            Self::Queue { in_flight: Some(0) } => "queue drained",
+            Self::Queue { .. } => "queue not drained",
+        }
+    }
+
+    /// What the rebuild's record says was still on the queue: nothing, when the sent records or
+    /// the intact cache held every order on its way.
+    fn in_flight(self) -> Option<u64> {
+        match self {
+            Self::Intact | Self::SentRecords => Some(0),
+            Self::Queue { in_flight } => in_flight,
+        }
     }
 }
 

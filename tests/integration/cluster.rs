@@ -417,7 +417,7 @@ async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() 
     // No replica yet: the reader's map has none, and it reads the primary.
     reset(&mut p).await;
     assert_eq!(app.grab(&event, "fan-0").await.code(), "SOLD_OUT");
-    assert_eq!((calls(&mut p, "hget").await, calls(&mut p, "evalsha").await), (1, 0), "one read, no script");
+    assert_eq!((calls(&mut p, "hmget").await, calls(&mut p, "evalsha").await), (1, 0), "one read, no script");
 
     // A replica joins the shard.
     let replica = private_node().await;
@@ -444,7 +444,7 @@ async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() 
     // Within the reader's renewal, the refusals move to the replica.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let mut n = 1;
-    while calls(&mut r, "hget").await == 0 {
+    while calls(&mut r, "hmget").await == 0 {
         assert!(std::time::Instant::now() < deadline, "the refusals never reached the new replica");
         assert_eq!(app.grab(&event, &format!("fan-{n}")).await.code(), "SOLD_OUT");
         n += 1;
@@ -459,5 +459,5 @@ async fn in_cluster_mode_refusals_read_the_slots_replica_even_one_added_later() 
     assert_eq!((again.status, &again.body["order_id"]), (200, &ada.body["order_id"]), "the holder gets their order");
     let on_primary = calls_of(&p, &SCRIPT_AND_FIELD_COMMANDS).await;
     assert_eq!(on_primary, 0, "31 refusals ran and wrote nothing on the primary");
-    assert_eq!(calls(&mut r, "hget").await, 31, "one read each, on the slot's replica");
+    assert_eq!(calls(&mut r, "hmget").await, 31, "one read each, on the slot's replica");
 }

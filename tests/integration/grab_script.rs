@@ -42,7 +42,7 @@ async fn grab(app: &TestApp, event: &EventId, user: &str) -> GrabOutcome {
 async fn a_grab_pops_a_number_records_the_holding_and_writes_the_outbox() {
     let app = TestApp::new().await;
     let event = app.open_event(3).await;
-    let GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, message } =
+    let GrabOutcome::Granted { holding: Holding { order: order_id, ticket_no }, message, .. } =
         grab(&app, &event, "u1").await
     else {
         panic!("expected OK");
@@ -235,8 +235,39 @@ async fn a_cache_written_in_another_history_decides_nothing_and_writes_nothing()
     // (their grab may be among the writes it lacks) is "busy", not "no order".
     assert_eq!(app.functions.gate.stock(&event).await.unwrap(), None);
     assert_eq!(app.functions.gate.window(&event).await.unwrap(), None);
+    // With the sent record lost as well, nothing says which orders are on the queue until it drains.
+    let buckets = app.functions.gate.buckets(&event).await.unwrap();
+    let _: () = r.del(keys::sent(buckets.get(0).unwrap())).await.unwrap();
     let order = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u2")).await;
     assert_eq!((order.status, order.code()), (503, "BUSY"), "{}", order.body);
+}
+
+/// A cache written in another history whose sent record is there: the record holds every order
+/// that may be on the queue, so the rebuild runs at once, whatever the queue holds, and the users'
+/// orders read as they are.
+#[tokio::test]
+async fn a_cache_from_another_history_is_rebuilt_at_once_from_its_sent_record() {
+    let app = TestApp::new().await;
+    let event = app.open_event(2).await;
+    let grabbed = app.grab(&event, "u1").await;
+    assert_eq!(grabbed.status, 202, "{}", grabbed.body);
+    let opening = app.functions.gate.opening(&event).await.unwrap();
+    let mut r = app.redis.clone();
+    // A failover that lost the order's outbox entry and holding: only its sent record has it.
+    let _: () = redis::pipe()
+        .hdel(keys::meta(&event), &[opening.as_str(), "=u1"])
+        .del(keys::outbox(&event))
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    let mine = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u1")).await;
+    assert_eq!((mine.status, mine.body["status"].as_str()), (200, Some("PENDING")), "{}", mine.body);
+    assert_eq!(mine.body["order_id"], grabbed.body["order_id"]);
+    let other = app.call(Function::Query, for_user(for_event(fixture("query-order.json"), &event), "u2")).await;
+    assert_eq!((other.status, other.code()), (404, "NO_ORDER"), "{}", other.body);
+    let cache = app.cache(&event).await;
+    assert_eq!(cache.seats.len(), 1, "the order's number stays held");
+    assert_eq!(cache.outbox.len(), 1, "the order is back in the outbox, which reconcile re-drives");
 }
 
 #[tokio::test]

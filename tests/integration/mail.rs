@@ -521,7 +521,9 @@ async fn an_order_the_rebuilt_cache_never_counted_never_takes_a_number_sold_agai
     let lock = gate.lock_rebuild(&event, Duration::from_secs(30)).await.unwrap().expect("the lock");
     let buckets = gate.buckets_of(&stored);
     gate.stop(&buckets, &lock).await.unwrap();
-    let laid = gate.lay_down(&lock, &stored, &buckets, &store.holdings(&event).await.unwrap(), None).await.unwrap();
+    gate.stop_sent(&buckets, &lock).await.unwrap();
+    let holdings = store.holdings(&event).await.unwrap();
+    let laid = gate.lay_down(&lock, &stored, &buckets, &holdings, &[], None).await.unwrap();
     assert_eq!(laid, shared::gate::LaidDown::Open);
     gate.unlock_rebuild(lock).await.unwrap();
 

@@ -170,6 +170,7 @@ async fn an_overtaken_rebuild_lays_nothing_down() {
     // The first rebuild stops every bucket and reads, then stalls past its lock.
     let first = gate.lock_rebuild(&event, Duration::from_secs(30)).await.unwrap().expect("the lock");
     gate.stop(&buckets, &first).await.unwrap();
+    gate.stop_sent(&buckets, &first).await.unwrap();
     let snapshot = store.holdings(&event).await.unwrap();
     let mut r = app.redis.clone();
     let _: () = r.del(keys::rebuild_lock(&event)).await.unwrap();
@@ -186,9 +187,83 @@ async fn an_overtaken_rebuild_lays_nothing_down() {
     }
     let before = crate::buckets::caches(&app, &buckets).await;
     // The first resumes: refused at the first bucket it opens, nothing changed.
-    let laid = gate.lay_down(&first, &stored, &buckets, &snapshot, None).await.unwrap();
+    let laid = gate.lay_down(&first, &stored, &buckets, &snapshot, &[], None).await.unwrap();
     assert_eq!(laid, shared::gate::LaidDown::Fenced);
     assert_eq!(crate::buckets::caches(&app, &buckets).await, before, "nothing laid down");
     app.deliver_all().await;
     assert_exact_after(&app, &event, &told, 9).await;
+}
+
+/// A sharded sale loses one bucket whole (outbox and all) while its orders are still on the
+/// shared queue behind another sale's backlog, and the consumer has not reached them: the queue
+/// reads busy for as long as the rebuild would wait (and longer). The bucket's sent record, on
+/// another shard, holds every order on its way: the rebuild runs at once, whatever the queue holds,
+/// the holders' `GET /order` reads `PENDING` (never `NO_ORDER`), none of their numbers is sold
+/// again, and once the queue drains every user told `202` holds that number, no order `REJECTED`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bucket_lost_behind_another_sales_backlog_sells_none_of_its_numbers_again() {
+    use futures::StreamExt;
+    use shared::domain::{Email, OrderId, OrderMessage, TicketNo, UserId, order::MessageHead};
+    // The rebuild would give up on the queue after 3 s; the backlog outlasts that.
+    let app = on_cluster_with(|s| s.rebuild.max_wait = Duration::from_secs(3)).await;
+    let (event, buckets) = open_sharded(&app, 30, 3).await;
+    let other = app.open_event(400).await;
+    let backlog: Vec<String> = (1..=400)
+        .map(|n| {
+            let user = UserId::parse(&format!("other-{n}")).unwrap();
+            let email = Email::parse(&format!("other-{n}@example.com")).unwrap();
+            MessageHead::new(&OrderId::generate(), &other, &user, &email, "2026-11-29T00:00:00Z")
+                .complete(TicketNo::new(n))
+        })
+        .collect();
+    futures::stream::iter(&backlog).for_each_concurrent(16, |body| app.send_order(body)).await;
+
+    let tail = own_tail(&event).to_owned();
+    let mut told = Told::new();
+    let lost = buckets.get(1).unwrap();
+    let holders = crate::buckets::homed_at(&buckets, 1, &format!("lost-{tail}"), 6);
+    for user in &holders {
+        let reply = app.grab(&event, user).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        told.insert(user.clone(), reply.body["ticket_no"].as_u64().unwrap() as u32);
+    }
+    let mut r = app.redis.clone();
+    let _: () = r.del(&keys::cache(lost)).await.unwrap();
+
+    // Every holder still reads their order: the rebuild this asks for needs nothing of the queue.
+    let started = std::time::Instant::now();
+    for user in &holders {
+        let order = app
+            .call(shared::http::routes::Function::Query, for_user(for_event(fixture("query-order.json"), &event), user))
+            .await;
+        assert_eq!((order.status, order.body["status"].as_str()), (200, Some("PENDING")), "{user}: {}", order.body);
+        assert_eq!(order.body["ticket_no"].as_u64(), Some(u64::from(told[user])));
+    }
+    assert!(started.elapsed() < Duration::from_secs(3), "the rebuild waited for the queue: {:?}", started.elapsed());
+    let depth = shared::queue::OrderQueue::new(app.sqs.clone(), app.queue_url.clone()).in_flight().await.unwrap();
+    assert!(depth >= 400, "the other sale's backlog is still queued ({depth})");
+
+    // The rest of the sale: every number not held is sold once, none of the lost bucket's.
+    for user in (0..40).map(|i| format!("after-{tail}-{i}")) {
+        let reply = app.grab(&event, &user).await;
+        match (reply.status, reply.code()) {
+            (202, _) => _ = told.insert(user, reply.body["ticket_no"].as_u64().unwrap() as u32),
+            (409, "SOLD_OUT") => {}
+            other => panic!("{user}: {other:?} {}", reply.body),
+        }
+    }
+    assert_eq!(told.len(), 30, "every number sold once");
+    // The queue drains: the other sale's orders first, then this one's.
+    loop {
+        let bodies = app.drain_queue_raw().await;
+        if bodies.is_empty() {
+            break;
+        }
+        let ours: Vec<&String> =
+            bodies.iter().filter(|b| OrderMessage::parse(b).is_ok_and(|m| m.event_id == event)).collect();
+        for body in ours {
+            app.deliver(body).await.expect("delivered");
+        }
+    }
+    assert_exact_after(&app, &event, &told, 30).await;
 }

@@ -680,8 +680,8 @@ async fn grab_answers_busy_fast_when_redis_is_unreachable() {
 /// replica (the local stack's), the order is only in one server's outbox: the user is told
 /// `503 BUSY`, the outbox keeps the order for reconcile, and the retry is told that same order.
 #[tokio::test]
-async fn a_failed_queue_send_without_a_replica_is_busy_and_the_retry_gets_the_same_order() {
-    let app = TestApp::new().await;
+async fn a_failed_queue_send_without_a_replica_is_busy_and_so_is_the_retry_until_it_is_sent() {
+    let app = TestApp::for_mail(30).await;
     let id = app.open_event(10).await;
     let unreachable_queue =
         format!("{}/000000000000/no-such-queue-{}", app.settings.aws_endpoint, uuid::Uuid::now_v7().simple());
@@ -696,11 +696,20 @@ async fn a_failed_queue_send_without_a_replica_is_busy_and_the_retry_gets_the_sa
     assert_eq!(entry["order_id"], order_id.as_str());
     assert_eq!(entry["email"], "u1@example.com");
 
+    // The retry's 200 would be a promise too: while the queue is unreachable and no replica holds
+    // the order, it is busy as well, and takes no second ticket.
     let retry = call_with(&broken, Function::Grab, app.grab_event(&id, "u1")).await;
+    assert_problem(&retry, 503, "BUSY");
+    assert_eq!(app.cache(&id).await.outbox.len(), 1, "the retry took no second ticket");
+    // With the queue back, the retry sends the same order and is told of it.
+    let retry = app.call(Function::Grab, app.grab_event(&id, "u1")).await;
     assert_eq!(retry.status, 200, "{}", retry.body);
     assert_eq!(retry.body["order_id"], order_id.as_str());
     assert_eq!(retry.body["ticket_no"], entry["ticket_no"]);
     assert_eq!(app.cache(&id).await.outbox.len(), 1, "the retry took no second ticket");
+    let sent = app.drain_queue().await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!(sent[0]["order_id"], order_id.as_str());
 }
 
 /// The cache requires its AUTH token, locally as deployed: a client without it is refused on every

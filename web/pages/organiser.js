@@ -50,7 +50,7 @@ const CHECKS = {
   numbers_accounted: ['Every ticket accounted for', 'Each number is on sale, held, or on its way: none lost, none in two places.'],
   promotions_within_cancellations: ['Waitlist within cancellations', 'No more tickets went to the waitlist than were given back.'],
   tickets_agree_with_orders: ['Tickets match orders', 'The ticket records and the orders say the same.'],
-  rejections_explained: ['Rejections explained', 'Every rejected order has a recorded reason.'],
+  no_order_rejected: ['No order rejected', 'No user told 202 lost their ticket: a rejected order is one the cache forgot.'],
   every_confirmed_order_mailed: ['Every ticket mailed', 'Each confirmed order had its mail sent.'],
   orders_stored_in_time: ['Orders stored in time', 'No granted order has waited too long to be stored.'],
   red_packet_amounts: ['Red packet amounts', 'The amounts add up to the total, and each ticket holds at least one unit.'],

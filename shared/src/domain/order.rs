@@ -252,6 +252,9 @@ pub struct Holdings {
     /// failover lost the give-back's write but not the join's durable place). They go to the
     /// outbox, whence reconcile sends them. Order id and whole message.
     pub promotions: Vec<(OrderId, String)>,
+    /// Orders found only in a sent record (their bucket lost its outbox while they were on their
+    /// way): they go back to the outbox, so reconcile sends them again if the queue lost them.
+    pub restored: Vec<(OrderId, String)>,
 }
 
 /// Where the confirmation mail of an order stands: `PENDING -> SENDING -> SENT`, moved only by

@@ -69,6 +69,8 @@ impl Gate {
         let buckets = self.buckets.learn(&event.id, event.buckets);
         let mut conn = self.link.conn().await?;
         let generation = uuid::Uuid::now_v7().to_string();
+        // The sent records first: a bucket's first order is kept in its record before it is sent.
+        self.warm_sent(&mut conn, &buckets, &generation, forget_at(event)).await?;
         // Bucket 0 last: its meta is what "warmed" means to a grab that has not read the count.
         for bucket in buckets.iter().rev() {
             let mut pipe = redis::pipe();
@@ -142,21 +144,33 @@ impl Gate {
         Ok(())
     }
 
-    /// The rebuild's last step: each bucket laid down from `holdings` under staged names, then
-    /// opened (`open.lua`), bucket 0 last, each only while `lock`'s stop still holds it. A test
-    /// may stop after `stop_after` buckets. The outbox is left as it is.
+    /// The rebuild's last step: each bucket laid down from `holdings` under staged names, its sent
+    /// record laid down with `undelivered` (the orders of its outbox that may be on the queue), then
+    /// the bucket opened (`open.lua`), bucket 0 last, each only while `lock`'s stop still holds it.
+    /// A test may stop after `stop_after` buckets. The outbox is left as it is, but for the
+    /// rebuild's promotions and the orders found only in a sent record, which join it.
     pub async fn lay_down(
         &self,
         lock: &RebuildLock,
         event: &Event,
         buckets: &keys::Buckets,
         holdings: &Holdings,
+        undelivered: &[super::OutboxEntry],
         stop_after: Option<u16>,
     ) -> Result<LaidDown, GateError> {
         let mut conn = self.link.conn().await?;
         for (laid, bucket) in buckets.iter().rev().enumerate() {
             if stop_after == Some(laid as u16) {
                 return Ok(LaidDown::Halted);
+            }
+            let homed: Vec<&super::OutboxEntry> = undelivered
+                .iter()
+                .filter(|e| {
+                    crate::domain::OrderMessage::parse(&e.message).is_ok_and(|m| buckets.home(&m.user_id) == bucket)
+                })
+                .collect();
+            if !self.lay_sent(&mut conn, bucket, lock, forget_at(event), &homed).await? {
+                return Ok(LaidDown::Fenced);
             }
             let opening = opening_on(&mut conn, bucket).await?;
             let staged = |live: String| keys::staged(&live, &lock.token);
@@ -212,6 +226,11 @@ impl Gate {
             .await?;
         Ok(since.unwrap_or(now_ms))
     }
+}
+
+/// When the event's cache expires (epoch ms): [`CACHE_AFTER_END`] after its sale and cancellations.
+fn forget_at(event: &Event) -> i64 {
+    epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64
 }
 
 /// The commands that lay down one bucket of an event's cache (inside a `MULTI`; an unsharded
@@ -279,7 +298,7 @@ fn fill(
             .collect();
         pipe.hset_multiple(&meta, &fields).ignore();
     }
-    for (order, message) in &holdings.promotions {
+    for (order, message) in holdings.promotions.iter().chain(&holdings.restored) {
         let user = crate::domain::OrderMessage::parse(message).map(|m| m.user_id);
         if user.map_or(line, |u| homed(&u)) {
             pipe.hset(&promotions, order.as_str(), message).ignore();
@@ -331,9 +350,8 @@ fn fill(
         ],
     )
     .ignore();
-    let forget_at = epoch_ms(event.active_until()) + CACHE_AFTER_END.as_millis() as i64;
     for key in laid {
-        pipe.cmd("PEXPIREAT").arg(key).arg(forget_at).ignore();
+        pipe.cmd("PEXPIREAT").arg(key).arg(forget_at(event)).ignore();
     }
     if promotions != keys::outbox(b) {
         // Staged promotions live only until their bucket opens.

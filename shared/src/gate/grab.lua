@@ -23,7 +23,8 @@
 --          (docs/DESIGN.md section 6, "Buckets"); with the bucket's `generation` and `arrivals` as
 --          the emptiness was seen, so the caller knows whether any came here after
 -- Returns one string:
---   OK:<ticket no> | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
+--   OK:<ticket no>:<generation> (the bucket's lay-down: the order's sent record takes it only in
+--   that one) | ALREADY:<order id>:<ticket no> | CANCELLED:<order id> |
 --   RATE_LIMITED:<ms until the window ends> |
 --   NOT_FOUND | STALE (cached in another history or layout: rebuild it) | NOT_STARTED | ENDED | SOLD_OUT |
 --   DRY:<generation>:<arrivals> (ARGV[8] given, and no number left here: nothing written)
@@ -39,7 +40,7 @@ if #ARGV < 7 or #ARGV > 8 or #now ~= 15 or #ARGV[5] ~= 15 then
   return redis.error_reply('ERR grab: expected user field, order, message head, limit, window end, clock (15-digit ms), opening field')
 end
 local field = ARGV[1]
-local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field)
+local m = redis.call('HMGET', KEYS[1], opening, 'open_until', field, 'generation')
 if not m[1] then
   return uncached(KEYS[1])
 end
@@ -95,7 +96,7 @@ if open then
   if n then
     redis.call('HSET', KEYS[1], field, ARGV[2] .. ':' .. n)
     redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ',"ticket_no":' .. n .. '}')
-    return 'OK:' .. n
+    return 'OK:' .. n .. ':' .. (m[4] or '')
   end
   if ARGV[8] then
     local seen = redis.call('HMGET', KEYS[1], 'generation', 'arrivals')

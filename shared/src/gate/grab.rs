@@ -45,10 +45,12 @@ pub enum GrabOutcome {
     /// The user cancelled this order: one ticket per user, even a given-back one.
     Cancelled(OrderId),
     SoldOut,
-    /// A new order, and its message as the outbox holds it (the head completed with the number).
+    /// A new order, and its message as the outbox holds it (the head completed with the number),
+    /// decided in the bucket's lay-down `generation` (its sent record takes it in that one only).
     Granted {
         holding: Holding,
         message: String,
+        generation: String,
     },
 }
 
@@ -313,10 +315,12 @@ fn parse_grab_reply(reply: &str, attempt: &GrabAttempt<'_>, policy: GrabPolicy) 
     let (code, rest) = reply.split_once(':').unwrap_or((reply, ""));
     Ok(match code {
         "OK" => {
-            let ticket_no = rest.parse().map_err(|_| bad())?;
+            let (n, generation) = rest.split_once(':').ok_or_else(bad)?;
+            let ticket_no = n.parse().map_err(|_| bad())?;
             GrabOutcome::Granted {
                 holding: Holding { order: attempt.order_id.clone(), ticket_no },
                 message: attempt.head.complete(ticket_no),
+                generation: generation.to_owned(),
             }
         }
         "ALREADY" => GrabOutcome::Already(split_holding(rest)?),
@@ -560,10 +564,11 @@ mod tests {
         let read = |reply: &str| parse_grab_reply(reply, &attempt, p);
         // A granted grab comes back whole: the order and the very message the outbox holds.
         assert_eq!(
-            read("OK:17").unwrap(),
+            read("OK:17:g1").unwrap(),
             GrabOutcome::Granted {
                 holding: Holding { order: order.clone(), ticket_no: TicketNo::new(17) },
-                message: head.complete(TicketNo::new(17))
+                message: head.complete(TicketNo::new(17)),
+                generation: "g1".into(),
             }
         );
         assert_eq!(
@@ -576,9 +581,19 @@ mod tests {
             assert_eq!(read(code).unwrap().code(), code);
         }
         assert_eq!(read(&format!("CANCELLED:{other}")).unwrap(), GrabOutcome::Cancelled(other.clone()));
-        for bad in
-            ["", "OK", "OK:x", "ALREADY:abc", "ALREADY:abc:3", "MAYBE", "RATE_LIMITED:", "CANCELLED", "CANCELLED:x"]
-        {
+        for bad in [
+            "",
+            "OK",
+            "OK:x",
+            "OK:17",
+            "OK:x:g1",
+            "ALREADY:abc",
+            "ALREADY:abc:3",
+            "MAYBE",
+            "RATE_LIMITED:",
+            "CANCELLED",
+            "CANCELLED:x",
+        ] {
             assert!(read(bad).is_err(), "{bad:?} accepted");
         }
     }

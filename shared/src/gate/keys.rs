@@ -20,12 +20,28 @@ impl HashTag for Bucket {}
 pub struct Bucket {
     tag: String,
     index: u16,
+    /// The tag of the bucket's [`sent`] record: half the slot ring away, so on another shard.
+    sent_tag: String,
 }
 
 impl Bucket {
     pub fn index(&self) -> u16 {
         self.index
     }
+
+    fn new(event: &EventId, tag: String, index: u16) -> Self {
+        let sent_tag =
+            near(u32::from(slot(&tag)) + SLOTS / 2, |s| format!("{event}~{index}.{s}"), format!("{event}~{index}"));
+        Self { tag, index, sent_tag }
+    }
+}
+
+/// The first tag `name(s)` (s = 0, 1, ...) whose slot lies within [`SPREAD`] slots after `point` on
+/// the ring: about 16,384 / `SPREAD` hashes; the bound (and `otherwise`) only guards the loop.
+fn near(point: u32, name: impl Fn(u32) -> String, otherwise: String) -> String {
+    let from = point % SLOTS;
+    let within = |tag: &str| (u32::from(slot(tag)) + SLOTS - from) % SLOTS < SPREAD;
+    (0..1_000_000).map(name).find(|tag| within(tag)).unwrap_or(otherwise)
 }
 
 impl std::fmt::Display for Bucket {
@@ -63,16 +79,11 @@ impl Buckets {
     pub fn of(event: &EventId, count: u16) -> Self {
         let count = count.clamp(1, crate::domain::event::MAX_BUCKETS);
         let first = u32::from(slot(event.as_str()));
-        let mut all = vec![Bucket { tag: event.to_string(), index: 0 }];
+        let mut all = vec![Bucket::new(event, event.to_string(), 0)];
         for k in 1..count {
-            let from = (first + SLOTS * u32::from(k) / u32::from(count)) % SLOTS;
-            let within = |tag: &str| (u32::from(slot(tag)) + SLOTS - from) % SLOTS < SPREAD;
-            // About 1,000 tries each; the bound only guards the loop.
-            let tag = (0..1_000_000)
-                .map(|s| format!("{event}#{k}.{s}"))
-                .find(|tag| within(tag))
-                .unwrap_or_else(|| format!("{event}#{k}"));
-            all.push(Bucket { tag, index: k });
+            let point = first + SLOTS * u32::from(k) / u32::from(count);
+            let tag = near(point, |s| format!("{event}#{k}.{s}"), format!("{event}#{k}"));
+            all.push(Bucket::new(event, tag, k));
         }
         Self { all: all.into() }
     }
@@ -140,6 +151,25 @@ pub fn seats(e: &impl HashTag) -> String {
 pub fn outbox(e: &impl HashTag) -> String {
     format!("ev:{{{e}}}:outbox")
 }
+/// A bucket's sent record: order id -> order message, for every order of the bucket's outbox that
+/// may be on the queue. Written before the message is sent (`sent.lua`, then `WAIT` for a replica),
+/// removed once DynamoDB holds the order, like the outbox entry. Its tag puts it half the slot ring
+/// from its bucket, on another shard: a bucket lost whole (outbox and all) leaves in its sent
+/// record every order a user may have been told of, so the rebuild reads them there instead of
+/// waiting for the queue (docs/DESIGN.md section 10). Beside the entries, the fields
+/// [`SENT_LAID`], [`SENT_OPEN`] and [`SENT_STOP`].
+pub fn sent(b: &Bucket) -> String {
+    format!("ev:{{{}}}:sent", b.sent_tag)
+}
+/// The sent record's field present since it was laid down (at warming, by a rebuild, or repaired
+/// from its bucket's outbox): a record without it was lost, and cannot say what was sent.
+pub const SENT_LAID: &str = "@laid";
+/// The sent record's field naming the generation of its bucket whose orders it takes; absent while
+/// a rebuild has it stopped.
+pub const SENT_OPEN: &str = "@open";
+/// The sent record's field naming the rebuild that stopped it last: only that rebuild opens it
+/// again.
+pub const SENT_STOP: &str = "@stop";
 /// The user's field in `meta`, `=<user>` (the `=` keeps it apart from the event's own fields).
 /// Its value is one of: [`holding`] (the user holds that order, or cancelled it and its number is
 /// not given back yet), [`cancelled`] (`!<order id>`: no second ticket), or `#<window end

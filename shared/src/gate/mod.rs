@@ -3,7 +3,8 @@
 //!
 //! - [`keys`]: every key of an event and what its fields mean (the layout, written once);
 //! - `grab`: the grab script and its outcome; `admit`: the consumer's question before it stores;
-//! - `outbox`: orders decided but not yet stored; `stock`: what the cache says of a sale;
+//! - `outbox`: orders decided but not yet stored; `sent`: their records on another shard, kept
+//!   before each is sent; `stock`: what the cache says of a sale;
 //! - `cache`: warming, the exact rebuild and its lock; `give_back`: giving a number back;
 //!   `waitlist`: joining, places, closing; `draw`: a ballot's draw laid down; `limits`: the
 //!   per-user request counters;
@@ -32,6 +33,7 @@ mod link;
 mod live;
 mod moves;
 mod outbox;
+mod sent;
 mod sold_out;
 mod stock;
 mod tally;
@@ -48,6 +50,7 @@ use link::{Link, LinkConn};
 pub use live::{GrabCounts, SaleNow};
 pub use moves::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE};
 pub use outbox::OutboxEntry;
+pub use sent::Kept;
 pub use stock::Window;
 pub use tally::GrabTally;
 pub use waitlist::{Join, WAIT_SOURCE, WaitlistPlace, Waitlisted};
@@ -128,6 +131,8 @@ pub struct Gate {
     sold_out_memory: std::time::Duration,
     /// The events' bucket counts this environment has read.
     buckets: std::sync::Arc<buckets::BucketBook>,
+    /// The `WAIT`s that confirm orders kept in their sent records, shared by the orders kept at once.
+    sent_waits: std::sync::Arc<sent::SentWaits>,
 }
 
 impl Gate {
@@ -162,6 +167,7 @@ impl Gate {
             sold_out: std::sync::Arc::default(),
             sold_out_memory: settings.sold_out_memory,
             buckets: std::sync::Arc::default(),
+            sent_waits: std::sync::Arc::default(),
         })
     }
 

@@ -56,8 +56,20 @@ impl Gate {
         Ok(entries)
     }
 
+    /// The message of `user`'s order in the outbox (at their home bucket), if it is there.
+    pub async fn outbox_entry(
+        &self,
+        event: &EventId,
+        user: &UserId,
+        order_id: &OrderId,
+    ) -> Result<Option<String>, GateError> {
+        let buckets = self.buckets(event).await?;
+        Ok(self.link.conn().await?.hget(keys::outbox(buckets.home(user)), order_id.as_str()).await?)
+    }
+
     /// Removes an order's outbox entry once DynamoDB holds the order: from its user's home bucket
-    /// (the only one that can hold it), or, for an entry whose user cannot be read, from every one.
+    /// (the only one that can hold it), or, for an entry whose user cannot be read, from every one;
+    /// then its sent record's entry.
     pub async fn remove_from_outbox(
         &self,
         event: &EventId,
@@ -69,7 +81,7 @@ impl Gate {
         for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
             let _: u32 = conn.hdel(keys::outbox(b), order_id.as_str()).await?;
         }
-        Ok(())
+        self.remove_sent(&mut conn, &buckets, user, order_id).await
     }
 
     /// Outbox entries older than `age` on the server's clock (age from the UUIDv7 order id), at

@@ -23,8 +23,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use redis::AsyncCommands;
-
 use super::{Gate, GateError, GrabOutcome, Written, keys, link};
 use crate::domain::{EventId, OrderId, UserId};
 
@@ -59,7 +57,10 @@ impl Gate {
         }
         let buckets = self.buckets(event).await.ok()?;
         match self.reader.user_field(&self.link, buckets.home(user), user).await {
-            Ok(field) => Some(refusal(field.as_deref())),
+            Ok(Some(field)) => Some(refusal(field.as_deref())),
+            // The user's home is not there (lost, not yet rebuilt): its field says nothing of what
+            // they hold, so the script decides (and the event is rebuilt first).
+            Ok(None) => None,
             Err(e) => {
                 tracing::warn!(event_id = %event, error = %e, "the reader could not answer; the grab script decides");
                 None
@@ -176,18 +177,22 @@ impl ReplicaReads {
 }
 
 impl Reader {
+    /// The user's field at their home bucket, read with the bucket's `generation` in one command;
+    /// `None` when the bucket has none (its meta is not there: lost, or not laid down yet).
     async fn user_field(
         &self,
         primary: &link::Link,
         event: &keys::Bucket,
         user: &UserId,
-    ) -> Result<Option<String>, GateError> {
-        let (meta, field) = (keys::meta(event), keys::user_field(user));
-        Ok(match self {
-            Self::Primary => primary.conn().await?.hget(meta, field).await?,
-            Self::Single(conn) => conn.clone().hget(meta, field).await?,
-            Self::Cluster(reads) => reads.connection().await?.hget(meta, field).await?,
-        })
+    ) -> Result<Option<Option<String>>, GateError> {
+        let mut read = redis::cmd("HMGET");
+        read.arg(keys::meta(event)).arg(keys::user_field(user)).arg("generation");
+        let (field, generation): (Option<String>, Option<String>) = match self {
+            Self::Primary => read.query_async(&mut primary.conn().await?).await?,
+            Self::Single(conn) => read.query_async(&mut conn.clone()).await?,
+            Self::Cluster(reads) => read.query_async(&mut reads.connection().await?).await?,
+        };
+        Ok(generation.map(|_| field))
     }
 }
 

@@ -228,7 +228,8 @@ impl CancelAndWait {
                 // A number returned after the sale with nobody waiting: the user's order now, sent
                 // like a grab's, with the same promise for a `202`.
                 let message = head.complete(&WaitHead::tail(&promotion, &created_at), ticket_no);
-                let delivery = Delivery { event: id.clone(), order_id: promotion.clone(), message, written };
+                let delivery =
+                    Delivery { event: id.clone(), order_id: promotion.clone(), message, written, generation: None };
                 if !self.courier.deliver(&delivery).await {
                     return Err(ApiError::Busy);
                 }

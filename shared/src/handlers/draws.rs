@@ -853,6 +853,7 @@ impl Draw {
                         order_id: held.order.clone(),
                         message: head.complete(held.ticket_no),
                         written: written.clone(),
+                        generation: None,
                     })
                 })
                 .collect();

@@ -206,20 +206,37 @@ impl Grab {
         };
         let code = outcome.code();
         match outcome {
-            GrabOutcome::Granted { holding, message } => {
+            GrabOutcome::Granted { holding, message, generation } => {
                 // A grant comes from the script, which wrote it on this connection.
                 let Some(written) = written else { return Err(ApiError::Busy) };
                 // No `remaining` here: the script does not count the stock (query serves it live).
                 let mut reply = json!({ "order_id": holding.order, "ticket_no": holding.ticket_no, "status": OrderStatus::Pending });
                 self.with_amount(&mut reply, &event, holding.ticket_no).await;
-                let delivery = Some(Delivery { event, order_id: holding.order, message, written });
+                let generation = Some(generation);
+                let delivery = Some(Delivery { event, order_id: holding.order, message, written, generation });
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
             GrabOutcome::Already(held) => {
                 let status = self.durable_status(&event, &caller).await;
+                // An order not yet stored whose entry is still in the outbox may never have been
+                // sent (its first grab was told 503): the retry's 200 is as much a promise as a
+                // 202, so it is delivered as the first would have been (a second copy on the queue
+                // stores nothing twice).
+                let delivery = match (status, written) {
+                    (OrderStatus::Pending, Some(written)) => {
+                        self.gate.outbox_entry(&event, &caller.user, &held.order).await?.map(|message| Delivery {
+                            event: event.clone(),
+                            order_id: held.order.clone(),
+                            message,
+                            written,
+                            generation: None,
+                        })
+                    }
+                    _ => None,
+                };
                 let mut reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });
                 self.with_amount(&mut reply, &event, held.ticket_no).await;
-                Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery: None })
+                Ok(Decided { response: json(StatusCode::OK, &reply), code, delivery })
             }
             GrabOutcome::Cancelled(_) => Err(ApiError::OrderCancelled),
             GrabOutcome::RateLimited { retry_after_ms } => Err(ApiError::RateLimited { retry_after_ms }),

@@ -9,6 +9,7 @@ use time::OffsetDateTime;
 use crate::{
     adapters::Adapters,
     config::QueueSettings,
+    delivery::Courier,
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
     fleet::{Converged, Fleet},
     gate::{Gate, GaveBack},
@@ -143,6 +144,8 @@ pub struct Reconcile {
     seal: StagedSecret<SealKey>,
     rebuilder: Rebuilder,
     returns: GiveBacks,
+    /// Keeps each order it sends again in its sent record first, as grab does.
+    courier: Courier,
     settings: ReconcileSettings,
     /// Provisioned concurrency around each open (docs/DESIGN.md section 12); `None` locally.
     fleet: Option<Fleet>,
@@ -170,9 +173,9 @@ impl Reconcile {
         fleet: Option<Fleet>,
     ) -> Self {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
-        let courier = crate::delivery::Courier::new(gate.clone(), queue.clone(), seal.clone());
-        let returns = GiveBacks::new(gate.clone(), store.clone(), courier);
-        Self { store, gate, queue, seal, rebuilder, returns, settings, fleet, dead_letters: None }
+        let courier = Courier::new(gate.clone(), queue.clone(), seal.clone());
+        let returns = GiveBacks::new(gate.clone(), store.clone(), courier.clone());
+        Self { store, gate, queue, seal, rebuilder, returns, courier, settings, fleet, dead_letters: None }
     }
 
     /// With the orders queue's DLQ, which an operator's redrive empties.
@@ -304,8 +307,9 @@ impl Reconcile {
             if durable {
                 self.gate.remove_from_outbox(&event.id, user.as_ref(), &entry.order_id).await?;
                 report.cleared += 1;
-            } else {
-                self.queue.send_sealed(&entry.message, &self.seal).await?;
+            } else if self.courier.keep(&event.id, &entry.order_id, &entry.message, None).await.is_some() {
+                // Kept in its sent record first, as any order is before it is sent.
+                self.courier.send(&entry.message).await?;
                 report.redriven += 1;
             }
         }
