@@ -53,6 +53,9 @@ pub enum Rebuild {
     Ended,
 }
 
+/// How often one event's cache may be repaired (`Rebuilder::repair`).
+pub const REPAIR_EVERY: Duration = Duration::from_secs(10);
+
 /// How long a reading of the queue's depth stands: while a cache is lost every request asks for a
 /// rebuild, and one reading serves them all instead of one queue call each.
 const DEPTH_READ_EVERY: Duration = Duration::from_millis(250);
@@ -129,18 +132,41 @@ impl Rebuilder {
     /// (until it expires), nothing after that step done. Tests stop it between each pair of steps.
     #[doc(hidden)]
     pub async fn rebuild_until(&self, event: &Event, halt: Option<RebuildStep>) -> Result<Rebuild, RecoveryError> {
+        self.run(event, halt, None).await
+    }
+
+    /// The exact rebuild of a cache that is there but found to have lost part of itself (a key of
+    /// it gone, or a line that lacks a durable place): laid down again from DynamoDB, the outboxes
+    /// and the sent records as a lost one is. At most once per [`REPAIR_EVERY`] per event (later
+    /// asks answer `Present`): a fault a repair does not mend must not stop the sale again and
+    /// again. `why` is logged.
+    pub async fn repair(&self, event: &Event, why: &str) -> Result<Rebuild, RecoveryError> {
+        if !self.gate.may_repair(&event.id, REPAIR_EVERY).await? {
+            tracing::warn!(event_id = %event.id, why, "the cache needs repair, repaired within the last seconds already");
+            return Ok(Rebuild::Present);
+        }
+        tracing::warn!(event_id = %event.id, why, "the cache is repaired: laid down again from DynamoDB");
+        self.run(event, None, Some(why)).await
+    }
+
+    async fn run(
+        &self,
+        event: &Event,
+        halt: Option<RebuildStep>,
+        repair: Option<&str>,
+    ) -> Result<Rebuild, RecoveryError> {
         // After the sale, the cache serves cancellations until their window closes.
         if OffsetDateTime::now_utc() >= event.active_until() {
             return Ok(Rebuild::Ended);
         }
-        if self.gate.window(&event.id).await?.is_some() {
+        if repair.is_none() && self.gate.window(&event.id).await?.is_some() {
             return Ok(Rebuild::Present);
         }
         let Some(lock) = self.gate.lock_rebuild(&event.id, self.settings.lock_ttl).await? else {
             // Another rebuild is under way (or just finished).
             return Ok(if self.gate.window(&event.id).await?.is_some() { Rebuild::Present } else { Rebuild::Busy });
         };
-        let rebuilt = self.rebuild_locked(event, &lock, halt).await;
+        let rebuilt = self.rebuild_locked(event, &lock, halt, repair.is_some()).await;
         if matches!(rebuilt, Ok(Step::Halted)) {
             return Ok(Rebuild::Busy);
         }
@@ -161,10 +187,11 @@ impl Rebuilder {
         event: &Event,
         lock: &RebuildLock,
         halt: Option<RebuildStep>,
+        repair: bool,
     ) -> Result<Step, RecoveryError> {
         let halts = |step: RebuildStep| halt == Some(step);
         // A rebuild that held the lock just before may have finished: no DynamoDB reads then.
-        if self.gate.window(&event.id).await?.is_some() {
+        if !repair && self.gate.window(&event.id).await?.is_some() {
             return Ok(Step::Present);
         }
         let buckets = self.gate.buckets_of(event);

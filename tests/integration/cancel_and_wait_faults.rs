@@ -213,3 +213,145 @@ async fn failover_during_a_promotion() {
         recover,
     );
 }
+
+/// A line that lost a durable place while the rest of the cache is there (its key gone, or laid
+/// down by a rebuild that read the waitlist before the place was durable): the user asking for
+/// their place finds it again (the line is repaired from DynamoDB), and a give-back reaches them.
+#[tokio::test]
+async fn a_durable_place_the_line_lost_is_found_again_and_promoted() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(1).await;
+    assert_eq!(app.grab(&event, "ada").await.status, 202);
+    app.deliver_all().await;
+    for user in ["bob", "cy"] {
+        assert_eq!(app.join_waitlist(&event, user).await.status, 201);
+    }
+    let mut r = app.redis.clone();
+    let _: () = redis::pipe()
+        .zrem(keys::wait(&event), "bob")
+        .hdel(keys::waiting(&event), "bob")
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    let bob = app.waitlist(&event, "bob").await;
+    assert_eq!((bob.status, bob.body["position"].as_u64()), (200, Some(1)), "{}", bob.body);
+    // Someone who never joined is told so, and costs no repair.
+    assert_eq!(app.waitlist(&event, "zed").await.code(), "NOT_WAITING");
+    assert_eq!(app.cancel(&event, "ada").await.status, 200);
+    let bob = app.waitlist(&event, "bob").await;
+    assert_eq!(bob.body["status"], "HOLDS_ORDER", "{}", bob.body);
+    assert_eq!(app.waitlist(&event, "cy").await.body["position"], 1);
+}
+
+/// Joins racing rebuilds: every join whose place is written to the line, then to DynamoDB, may
+/// meet a rebuild that read the waitlist between the two and laid the line down without it. Every
+/// user told `201` (or `200 WAITING`) must be in the line and in DynamoDB when the rebuilds stop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn joins_racing_rebuilds_keep_every_place_they_were_told_of() {
+    let app = Arc::new(TestApp::for_mail(30).await);
+    let event = app.open_event(1).await;
+    assert_eq!(app.grab(&event, "holder").await.status, 202);
+    app.deliver_all().await;
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let rebuilds = {
+        let (app, event, stop) = (app.clone(), event.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // A failover's mark: the cache reads as written in another history, and is rebuilt.
+                let opening = app.functions.gate.opening(&event).await.unwrap();
+                let mut r = app.redis.clone();
+                let _: () = r.hdel(keys::meta(&event), &opening).await.unwrap();
+                if app.functions.rebuilder.rebuild(&stored).await.unwrap() == shared::recovery::Rebuild::Done {
+                    n += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            n
+        })
+    };
+    let joins: Vec<_> = (0..40)
+        .map(|i| {
+            let (app, event) = (app.clone(), event.clone());
+            tokio::spawn(async move {
+                let user = format!("w{i}");
+                let deadline = Instant::now() + Duration::from_secs(60);
+                loop {
+                    let reply = app.join_waitlist(&event, &user).await;
+                    match reply.status {
+                        200 | 201 => return user,
+                        503 if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(20)).await,
+                        // The join's per-user limit: asked again when it says.
+                        429 if Instant::now() < deadline => {
+                            let wait = reply.retry_after.as_deref().and_then(|s| s.parse().ok()).unwrap_or(1);
+                            tokio::time::sleep(Duration::from_secs(wait)).await
+                        }
+                        _ => panic!("{user}: {} {}", reply.status, reply.body),
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut told = Vec::new();
+    for join in joins {
+        told.push(join.await.unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rebuilt = rebuilds.await.unwrap();
+    assert!(rebuilt >= 1, "the joins met rebuilds ({rebuilt})");
+    let mut r = app.redis.clone();
+    let line: Vec<String> = r.zrange(keys::wait(&event), 0, -1).await.unwrap();
+    let missing: Vec<&String> = told.iter().filter(|u| !line.contains(u)).collect();
+    assert!(missing.is_empty(), "{} users told they wait are not in the line: {missing:?}", missing.len());
+    for user in &told {
+        let waiting = app.functions.store.is_waiting(&event, &UserId::parse(user).unwrap()).await.unwrap();
+        assert!(waiting, "{user} has no durable place");
+    }
+    println!("40 joins met {rebuilt} rebuilds; every place kept");
+}
+
+/// A join's two steps with a rebuild between them, played apart: the place written to the line,
+/// then the rebuild (which reads the waitlist from DynamoDB, where the place is not yet, and lays
+/// the line down without it), then the place made durable. The line has lost a place its user is
+/// about to be told of; the join's check after its durable write finds it out and repairs the line.
+#[tokio::test]
+async fn a_place_a_rebuild_laid_down_without_is_in_the_line_before_its_user_is_told() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(1).await;
+    assert_eq!(app.grab(&event, "ada").await.status, 202);
+    app.deliver_all().await;
+    let (gate, store) = (&app.functions.gate, &app.functions.store);
+    let user = UserId::parse("bob").unwrap();
+    let email = shared::domain::Email::parse("bob@example.com").unwrap();
+    let head = shared::domain::order::WaitHead::new(&event, &user, &email);
+    let promotion = shared::domain::OrderId::generate();
+    let now = OffsetDateTime::now_utc();
+    let created = shared::domain::event::rfc3339(now);
+    let join = shared::gate::Join {
+        event: &event,
+        user: &user,
+        head: &head,
+        clock_ms: shared::domain::event::epoch_ms(now),
+        promotion: &promotion,
+        now: &created,
+    };
+    // 1. The line.
+    let (joined, _) = gate.join_waitlist(&join).await.unwrap();
+    let shared::gate::Waitlisted::Joined { place, .. } = joined else { panic!("{joined:?}") };
+    // 2. A rebuild (a failover's mark) reads the waitlist before the place is durable.
+    let opening = gate.opening(&event).await.unwrap();
+    let mut r = app.redis.clone();
+    let _: () = r.hdel(keys::meta(&event), &opening).await.unwrap();
+    let stored = store.get_event(&event).await.unwrap().unwrap().event;
+    assert_eq!(app.functions.rebuilder.rebuild(&stored).await.unwrap(), shared::recovery::Rebuild::Done);
+    // 3. Durable.
+    store.add_waiter(&event, &shared::domain::Waiter { user: user.clone(), email, place }, now).await.unwrap();
+    assert_eq!(gate.in_line(&event, &user).await.unwrap(), shared::gate::InLine::Out, "the line lost the place");
+    // The join's check, before its user is told.
+    app.functions.grab.cancel_and_wait().place_kept(&event, &user).await.expect("the place kept");
+    assert_eq!(gate.in_line(&event, &user).await.unwrap(), shared::gate::InLine::In);
+    assert_eq!(app.waitlist(&event, "bob").await.body["position"], 1);
+    assert_eq!(app.cancel(&event, "ada").await.status, 200);
+    assert_eq!(app.waitlist(&event, "bob").await.body["status"], "HOLDS_ORDER");
+}

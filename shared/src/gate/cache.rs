@@ -209,6 +209,20 @@ impl Gate {
         Ok(found.iter().any(Option::is_some))
     }
 
+    /// Whether the event's cache may be repaired now: not repaired within `every` (the mark is set
+    /// by this call, `SET NX PX`).
+    pub async fn may_repair(&self, event: &EventId, every: std::time::Duration) -> Result<bool, GateError> {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(keys::repaired(event))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(every.as_millis() as u64)
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok(set.is_some())
+    }
+
     /// Records when the cache was first seen lost and returns that time (epoch ms). The mark
     /// expires by itself; a rebuild removes it.
     pub async fn mark_lost(&self, event: &EventId, now_ms: i64) -> Result<i64, GateError> {

@@ -281,6 +281,11 @@ pub fn staged(live: &str, token: &str) -> String {
 pub fn lost_since(e: &EventId) -> String {
     format!("ev:{{{e}}}:lost")
 }
+/// Set when the event's cache was last repaired (a part of it found lost while the rest was
+/// there), for a while: repairs are spaced.
+pub fn repaired(e: &EventId) -> String {
+    format!("ev:{{{e}}}:repaired")
+}
 /// Held while the event's cache is rebuilt from DynamoDB.
 pub fn rebuild_lock(e: &EventId) -> String {
     format!("ev:{{{e}}}:lock")

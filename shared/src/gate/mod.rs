@@ -53,7 +53,7 @@ pub use outbox::OutboxEntry;
 pub use sent::Kept;
 pub use stock::Window;
 pub use tally::GrabTally;
-pub use waitlist::{Join, WAIT_SOURCE, WaitlistPlace, Waitlisted};
+pub use waitlist::{InLine, Join, WAIT_SOURCE, WaitlistPlace, Waitlisted};
 
 use crate::{
     config::GateSettings,

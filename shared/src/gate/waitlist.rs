@@ -20,6 +20,18 @@ static WAIT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::ne
 
 static CLOSE_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("close.lua")));
 
+static IN_LINE_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("in_line.lua", opening = ARGV[1])));
+
+/// Whether a user's place is in the line as it is laid down now (`Gate::in_line`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InLine {
+    In,
+    Out,
+    /// The line is not cached in this history (a rebuild under way, or lost): not known yet.
+    NotCached,
+}
+
 /// Where a user stands on the waitlist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Waitlisted {
@@ -193,6 +205,27 @@ impl Gate {
         Ok(match held {
             Some(h) if !h.starts_with(['#', '!']) => WaitlistPlace::Holds(split_holding(&h)?),
             _ => WaitlistPlace::NotWaiting,
+        })
+    }
+
+    /// Whether `user`'s place is in the line, asked of the line's bucket while it is cached in this
+    /// history.
+    pub async fn in_line(&self, event: &EventId, user: &UserId) -> Result<InLine, GateError> {
+        let buckets = self.buckets(event).await?;
+        let line = buckets.get(0).expect("bucket 0");
+        let mut conn = self.link.conn().await?;
+        let opening = opening_arg(&conn);
+        let reply: String = IN_LINE_SCRIPT
+            .key(keys::meta(line))
+            .key(keys::wait(line))
+            .arg(opening)
+            .arg(user.as_str())
+            .invoke_async(&mut conn)
+            .await?;
+        Ok(match reply.as_str() {
+            "IN" => InLine::In,
+            "OUT" => InLine::Out,
+            _ => InLine::NotCached,
         })
     }
 

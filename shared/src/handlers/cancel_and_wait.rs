@@ -24,7 +24,7 @@ use crate::{
         order::{OrderView, WaitHead},
         sale_mode::SaleMode,
     },
-    gate::{Gate, GaveBack, Join, WaitlistPlace, Waitlisted},
+    gate::{Gate, GaveBack, InLine, Join, WaitlistPlace, Waitlisted},
     give_back::GiveBacks,
     http::{
         ApiError, Caller, json,
@@ -218,6 +218,7 @@ impl CancelAndWait {
                 // retry after a failed write finds the place in Redis and writes it again.
                 let waiter = Waiter { user: caller.user.clone(), email: email.clone(), place };
                 self.store.add_waiter(id, &waiter, at).await?;
+                self.place_kept(id, &caller.user).await?;
                 let (status, code) = match joined {
                     Waitlisted::Joined { .. } => (StatusCode::CREATED, "JOINED"),
                     _ => (StatusCode::OK, "WAITING"),
@@ -246,6 +247,32 @@ impl CancelAndWait {
         }
     }
 
+    /// A join's place is in the line and durable before the user is told: a rebuild that read the
+    /// waitlist from DynamoDB between the line's write and the durable one laid the line down
+    /// without it. Asked once the place is durable: in the line as laid now (or promoted since),
+    /// it stays; out of it, the line is repaired from DynamoDB, which has it now; while a rebuild
+    /// is under way, busy (the retry finds the place, or joins again).
+    #[doc(hidden)]
+    pub async fn place_kept(&self, id: &EventId, user: &crate::domain::UserId) -> Result<(), ApiError> {
+        for _ in 0..2 {
+            match self.gate.in_line(id, user).await? {
+                InLine::In => return Ok(()),
+                InLine::NotCached => return Err(ApiError::Busy),
+                InLine::Out => {}
+            }
+            if matches!(self.gate.waitlist_place(id, user).await?, WaitlistPlace::Holds(_)) {
+                return Ok(());
+            }
+            let event = self.known(id).await?;
+            match self.rebuilder.repair(&event, "a join's durable place is not in the line").await? {
+                Rebuild::Done | Rebuild::Present => {}
+                Rebuild::Busy => return Err(ApiError::Busy),
+                Rebuild::Ended => return Err(ApiError::WaitlistClosed),
+            }
+        }
+        Err(ApiError::Busy)
+    }
+
     async fn place(&self, id: &EventId, caller: &Caller) -> Result<(Response<Body>, &'static str), ApiError> {
         // Remembered per environment once read: no DynamoDB read per request.
         let event = self.known(id).await?;
@@ -254,13 +281,24 @@ impl CancelAndWait {
         }
         let mut place = self.gate.waitlist_place(id, &caller.user).await?;
         if place == WaitlistPlace::NotWaiting {
-            // A lost cache hides a place DynamoDB keeps: rebuilt, the place shows again.
-            if self.gate.window(id).await?.is_none() {
-                match self.rebuilder.rebuild(&event).await? {
-                    Rebuild::Done | Rebuild::Present => place = self.gate.waitlist_place(id, &caller.user).await?,
-                    Rebuild::Busy => return Err(ApiError::Busy),
-                    Rebuild::Ended => return Err(ApiError::WaitlistClosed),
-                }
+            // A lost cache hides a place DynamoDB keeps: rebuilt, the place shows again. A line
+            // that lost it while the rest of the cache is there (its key gone, or laid down by a
+            // rebuild that read before the place was durable) is repaired from DynamoDB: a place
+            // whose user holds no order there is one the line must show.
+            let rebuilt = if self.gate.window(id).await?.is_none() {
+                Some(self.rebuilder.rebuild(&event).await?)
+            } else if self.store.is_waiting(id, &caller.user).await?
+                && self.store.get_order(id, &caller.user).await?.is_none()
+            {
+                Some(self.rebuilder.repair(&event, "a durable place is not in the line").await?)
+            } else {
+                None
+            };
+            match rebuilt {
+                Some(Rebuild::Done | Rebuild::Present) => place = self.gate.waitlist_place(id, &caller.user).await?,
+                Some(Rebuild::Busy) => return Err(ApiError::Busy),
+                Some(Rebuild::Ended) => return Err(ApiError::WaitlistClosed),
+                None => {}
             }
         }
         match place {

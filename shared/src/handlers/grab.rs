@@ -175,6 +175,12 @@ impl Grab {
         Ok((decided.response, decided.code))
     }
 
+    /// The cancellation and waitlist routes this function serves (tests play their steps apart).
+    #[doc(hidden)]
+    pub fn cancel_and_wait(&self) -> &CancelAndWait {
+        &self.cancel_and_wait
+    }
+
     /// The outcomes counted for the live page (tests write them at once with `flush`).
     pub fn tally(&self) -> &GrabTally {
         &self.tally

@@ -94,6 +94,20 @@ impl Store {
         }
     }
 
+    /// Whether `user` holds a `WAITING` place, read consistently: what a line that lacks them is
+    /// checked against.
+    pub async fn is_waiting(&self, event: &EventId, user: &UserId) -> Result<bool, StoreError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(waiter_key(event, user).into_iter().collect()))
+            .consistent_read(true)
+            .send()
+            .await?;
+        Ok(out.item.is_some_and(|item| get_s(&item, "status").is_ok_and(|s| s == WaiterStatus::Waiting.as_str())))
+    }
+
     /// The places still `WAITING` (their users may hold an order meanwhile), by place, read
     /// consistently.
     pub async fn waiters(&self, event: &EventId) -> Result<Vec<Waiter>, StoreError> {
