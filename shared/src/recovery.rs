@@ -404,7 +404,9 @@ fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: 
         let at = last_cancelled.entry(c.ticket_no).or_insert(c.at_ms);
         *at = (*at).max(c.at_ms);
     }
-    let sale_end = epoch_ms(event.sale_end);
+    // A ballot's sale never opens: every number given back is held for the waitlist.
+    let sale_end =
+        if event.sale_mode == crate::domain::sale_mode::SaleMode::Ballot { i64::MIN } else { epoch_ms(event.sale_end) };
     h.returned =
         last_cancelled.into_iter().filter(|&(n, at)| at >= sale_end && !h.held.contains(&n)).map(|(n, _)| n).collect();
     let taken: HashSet<&UserId> = h.buyers.iter().map(|b| &b.user).chain(h.cancelled.iter().map(|c| &c.user)).collect();

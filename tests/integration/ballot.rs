@@ -341,10 +341,49 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
     let waiting: Vec<String> = app.redis.clone().zrange(keys::wait(&id), 0, -1).await.unwrap();
     assert_eq!(waiting, in_order[3..6], "three wait (the waitlist's size, the capacity by default)");
 
+    // While the draw still lays its waiting places, a winner's ticket cannot be given back: the
+    // line may not hold the one it is owed to yet, and a ballot's number never goes on sale.
+    let done_removed = || async {
+        app.functions
+            .store
+            .client()
+            .update_item()
+            .table_name(app.functions.store.table())
+            .key("PK", S(key::event(&id)))
+            .key("SK", S(key::EVENT_SK.into()))
+            .update_expression("REMOVE draw_done_at")
+            .send()
+            .await
+            .unwrap();
+    };
+    done_removed().await;
+    let before = app.cache(&id).await;
+    let refused = app.cancel(&id, &in_order[0]).await;
+    assert_eq!((refused.status, refused.code()), (409, "DRAW_UNDER_WAY"), "{}", refused.body);
+    assert_eq!(refused.retry_after.as_deref(), Some("1"));
+    assert_eq!(app.cache(&id).await, before, "nothing given back");
+    assert_eq!(app.order_of(&id, &in_order[0]).await.body["status"], "CONFIRMED");
+    assert_eq!(app.draw(&id, &reveal).await.status, 200, "the draw finished");
+
     // A winner who cancels hands the number to the first in draw order who waits.
     assert_eq!(app.cancel(&id, &in_order[0]).await.status, 200);
     assert_eq!(app.deliver_all().await, 1, "the promotion's order");
     assert_eq!(app.order_of(&id, &in_order[3]).await.body["status"], "CONFIRMED");
+    // The line empties; a number given back then is held for it, never put on a sale that cannot
+    // open.
+    for (winner, waiter) in [(&in_order[1], &in_order[4]), (&in_order[2], &in_order[5])] {
+        assert_eq!(app.cancel(&id, winner).await.status, 200);
+        assert_eq!(app.deliver_all().await, 1);
+        assert_eq!(app.order_of(&id, waiter).await.body["status"], "CONFIRMED");
+    }
+    let last = app.order_of(&id, &in_order[3]).await.body["ticket_no"].as_u64().unwrap() as u32;
+    assert_eq!(app.cancel(&id, &in_order[3]).await.status, 200);
+    let cache = app.cache(&id).await;
+    assert!(!cache.seats.contains(&last), "a ballot's number is never on sale: {:?}", cache.seats);
+    let returned: Vec<u32> = app.redis.clone().lrange(keys::returned(&id), 0, -1).await.unwrap();
+    assert_eq!(returned, [last], "held back");
+    let report = app.report(&id, None).await;
+    assert_eq!(report.body["passed"], true, "{:#}", report.body["checks"]);
 
     // A draw completed before draws kept a roll (no shard counted read, no roll written) is still
     // published, from its entries: the same draw.

@@ -367,6 +367,7 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::TicketNotFound,
         E::BallotOnly,
         E::NotABallot,
+        E::DrawUnderWay,
         E::RegistrationClosed,
         E::NotEntered,
         E::NotDrawn,

@@ -10,7 +10,7 @@ use super::{CACHE_AFTER_END, CLOCK_TRUST, Gate, GateError, keys, opening_arg, op
 use crate::domain::{Event, EventId, Holdings, TicketNo, event::epoch_ms, order::WaitHead, sale_mode::SaleMode};
 
 /// The latest time the scripts' format holds (15 digits of epoch ms): a window opening then never
-/// opens.
+/// opens. `give_back.lua` knows a ballot by it (a copy, held to this one by the test below).
 const NEVER: i64 = 999_999_999_999_999;
 
 static UNLOCK_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("unlock.lua")));
@@ -370,5 +370,16 @@ fn fill(
     if promotions != keys::outbox(b) {
         // Staged promotions live only until their bucket opens.
         pipe.cmd("PEXPIRE").arg(&promotions).arg(STOP_KEPT.as_millis() as u64).ignore();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_give_back_script_knows_a_ballot_by_the_opening_it_is_laid_with() {
+        let never = script_time(NEVER);
+        assert!(include_str!("give_back.lua").contains(&format!("m[1] == '{never}'")), "give_back.lua names {never}");
     }
 }

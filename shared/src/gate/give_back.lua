@@ -1,8 +1,8 @@
 -- Gives a cancelled order's ticket number back, in one atomic step: to the head of the waitlist
 -- (a new order, written to the outbox like a grab's), or, when nobody waits, back on sale (a
 -- cancellation during the sale) or held for the next user who joins the waitlist (a cancellation
--- after the sale's end, when nobody can grab it). Run after DynamoDB holds the cancellation;
--- running it again is harmless.
+-- after the sale's end, or at a ballot, whose sale never opens: nobody can grab it). Run after
+-- DynamoDB holds the cancellation; running it again is harmless.
 --
 -- KEYS[1]  ev:{E}:meta     end; the cancelling user's field holds "<order id>:<ticket no>" until now;
 --                          `arrivals` counts the numbers put on sale here
@@ -46,7 +46,8 @@ end
 while true do
   local head = redis.call('ZPOPMIN', KEYS[4])
   if #head == 0 then
-    if tonumber(ARGV[7]) >= tonumber(m[3]) then
+    -- A ballot's opening is the latest time the scripts write (gate/cache.rs, NEVER).
+    if tonumber(ARGV[7]) >= tonumber(m[3]) or m[1] == '999999999999999' then
       push(KEYS[6])
       return 'RETURNED'
     end

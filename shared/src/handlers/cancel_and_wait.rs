@@ -148,6 +148,12 @@ impl CancelAndWait {
         if let Some(at) = order.checked_in_at {
             return Err(ApiError::AlreadyCheckedIn { at });
         }
+        // A ballot's number given back while its draw still lays waiting places would find the
+        // line empty and go where no sale can open: not before the draw is done (it only ever
+        // becomes done, so a look before the cancellation holds after it).
+        if event.sale_mode == SaleMode::Ballot && !self.store.ballot_state(id).await?.draw.is_some_and(|d| d.done) {
+            return Err(ApiError::DrawUnderWay);
+        }
         match self.store.cancel_order(id, &caller.user, &order, now).await? {
             Cancellation::Cancelled(view) => {
                 let due = GiveBackDue {

@@ -76,6 +76,10 @@ pub enum ApiError {
     BallotOnly,
     #[error("this event is not a ballot")]
     NotABallot,
+    /// A ballot's winner gives a ticket back while the draw is still laying its waiting places: the
+    /// number would reach nobody. Asked again once the draw is done, it goes to the first who waits.
+    #[error("the ballot's draw is still being laid down: give the ticket back once it is done")]
+    DrawUnderWay,
     #[error("this event is not a fair open")]
     NotAFairOpen,
     #[error("the queue opens at {from}")]
@@ -140,6 +144,7 @@ impl ApiError {
             Self::TicketNotFound => (S::NOT_FOUND, "TICKET_NOT_FOUND", "Ticket not found"),
             Self::BallotOnly => (S::CONFLICT, "BALLOT_ONLY", "Ballot only"),
             Self::NotABallot => (S::CONFLICT, "NOT_A_BALLOT", "Not a ballot"),
+            Self::DrawUnderWay => (S::CONFLICT, "DRAW_UNDER_WAY", "Draw under way"),
             Self::NotAFairOpen => (S::CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open"),
             Self::QueueNotOpen { .. } => (S::CONFLICT, "QUEUE_NOT_OPEN", "Queue not open"),
             Self::NotQueued => (S::NOT_FOUND, "NOT_QUEUED", "Not queued"),
@@ -193,7 +198,7 @@ impl ApiError {
             Self::RateLimited { retry_after_ms } => {
                 builder = builder.header("retry-after", retry_after_ms.div_ceil(1000).max(1).to_string());
             }
-            Self::Busy => builder = builder.header("retry-after", "1"),
+            Self::Busy | Self::DrawUnderWay => builder = builder.header("retry-after", "1"),
             _ => {}
         }
         builder.body(Body::Text(body.to_string())).unwrap_or_default()
