@@ -527,10 +527,15 @@ pub struct RebuildSettings {
     pub lock_ttl: Duration,
     /// How long a rebuild waits for in-flight orders to be stored.
     pub max_wait: Duration,
-    /// How long after the loss was first seen a rebuild waits at least: a grab that wrote on the
-    /// lost server may still be sending its order (grab's send gives up within 1.5 s), and the
-    /// order must be on the queue before the queue is seen drained.
+    /// How long after the loss was first seen a rebuild that must go by the queue (a bucket lost
+    /// with its sent record) waits at least: a grab that wrote on the lost server may still be
+    /// sending its order (grab's send gives up within 1.5 s), and the order must be on the queue
+    /// before the queue is seen drained.
     pub settle: Duration,
+    /// How long after its stop any rebuild waits before it reads DynamoDB: an order stored before
+    /// the stop (whose outbox and record entries then left) shows in the orders' index, which
+    /// DynamoDB updates eventually, by then.
+    pub index_lag: Duration,
 }
 
 impl RebuildSettings {
@@ -539,13 +544,19 @@ impl RebuildSettings {
             lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
             max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
             settle: Duration::from_millis(parsed_or("REBUILD_SETTLE_MS", 2_000)?),
+            index_lag: Duration::from_millis(parsed_or("REBUILD_INDEX_LAG_MS", 1_000)?),
         })
     }
 }
 
 impl Default for RebuildSettings {
     fn default() -> Self {
-        Self { lock_ttl: Duration::from_secs(30), max_wait: Duration::from_secs(30), settle: Duration::from_secs(2) }
+        Self {
+            lock_ttl: Duration::from_secs(30),
+            max_wait: Duration::from_secs(30),
+            settle: Duration::from_secs(2),
+            index_lag: Duration::from_secs(1),
+        }
     }
 }
 

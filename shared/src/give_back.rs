@@ -68,7 +68,7 @@ impl GiveBacks {
             // A retry: the promotion an earlier try made may still be only in the outbox of this
             // primary. The marker waits until the consumer has it (reconcile re-drives the outbox).
             GaveBack::Gone => !self.promotion_pending(event, due.ticket_no).await?,
-            GaveBack::NotCached => false,
+            GaveBack::NotCached | GaveBack::LineLost => false,
         };
         if settled {
             self.store.give_back_done(event, &due.order_id).await?;
@@ -83,6 +83,7 @@ impl GiveBacks {
                 GaveBack::HeldBack => "RETURNED",
                 GaveBack::Gone => "GONE",
                 GaveBack::NotCached => "NOT_CACHED",
+                GaveBack::LineLost => "LINE_LOST",
             },
             settled,
             "ticket given back"

@@ -200,47 +200,57 @@ impl Rebuilder {
         // 1. Every bucket stops deciding: from here no script grants, gives back or promotes, so
         //    what is read next is all there will be. Then every sent record stops taking orders: an
         //    order decided before the stop is sent only once its record holds it, so from here what
-        //    the records hold is every order that may be on the queue.
-        self.gate.stop(&buckets, lock).await?;
-        let recorded = self.gate.stop_sent(&buckets, lock).await?;
+        //    a record holds is every order of its bucket that may be on the queue. Neither lets the
+        //    consumer remove an entry any more (`let_out.lua`).
+        let intact = self.gate.stop(&buckets, lock).await?;
+        let Some(recorded) = self.gate.stop_sent(&buckets, lock).await? else { return Ok(Step::Wait) };
         if halts(RebuildStep::Stopped) {
             return Ok(Step::Halted);
         }
-        // 2. Only where a sent record was lost too (its shard lost as well, or a cache laid down
-        //    before sent records): what was decided before the stop reaches the queue, and the
+        // 2. Settle: an order stored before the stops (its entries then removed) shows in
+        //    DynamoDB's index before the read (`index_lag`); in the fallback below, grab's sends
+        //    under way also reach the queue (`settle`). Then, only where a bucket was lost with its
+        //    sent record (its shard lost as well, or a cache laid down before sent records), the
         //    queue drains into DynamoDB, as far as its approximate depth tells.
+        let known = intact.iter().zip(&recorded).all(|(intact, recorded)| *intact || *recorded);
         let proof = if outdated {
             Proof::Intact
-        } else if recorded {
-            Proof::SentRecords
         } else {
             let now = epoch_ms(OffsetDateTime::now_utc());
             let lost_since = self.gate.mark_lost(&event.id, now).await?;
             let waited = Duration::from_millis((now - lost_since).max(0) as u64);
-            if waited < self.settings.settle {
+            let settle =
+                if known { self.settings.index_lag } else { self.settings.settle.max(self.settings.index_lag) };
+            if waited < settle {
                 return Ok(Step::Wait);
             }
-            let in_flight = match self.in_flight().await {
-                Ok(n) => Some(n),
-                // Past the longest wait the rebuild goes on; an unknown depth is recorded as such.
-                Err(e) if waited >= self.settings.max_wait => {
-                    tracing::warn!(event_id = %event.id, error = %e, "the queue's depth is unknown; the rebuild goes on");
-                    None
+            if known {
+                Proof::SentRecords
+            } else {
+                let in_flight = match self.in_flight().await {
+                    Ok(n) => Some(n),
+                    // Past the longest wait the rebuild goes on; an unknown depth is recorded as such.
+                    Err(e) if waited >= self.settings.max_wait => {
+                        tracing::warn!(event_id = %event.id, error = %e, "the queue's depth is unknown; the rebuild goes on");
+                        None
+                    }
+                    Err(e) => return Err(e),
+                };
+                if in_flight != Some(0) && waited < self.settings.max_wait {
+                    tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
+                    return Ok(Step::Wait);
                 }
-                Err(e) => return Err(e),
-            };
-            if in_flight != Some(0) && waited < self.settings.max_wait {
-                tracing::info!(event_id = %event.id, in_flight, waited_ms = waited.as_millis() as u64, "rebuild waits for in-flight orders");
-                return Ok(Step::Wait);
+                Proof::Queue { in_flight }
             }
-            Proof::Queue { in_flight }
         };
         // 3. The snapshot: the outboxes and the sent records first, then DynamoDB. The consumer
         //    removes an entry only once DynamoDB holds its order, so an order is in one or the
         //    other, or both.
         let read_at = OffsetDateTime::now_utc();
         let outbox = self.gate.outbox_of(&buckets).await?;
-        let sent = self.gate.sent_of(&buckets).await?;
+        // Every record laid down is read; one that is not as this rebuild stopped it (lost or
+        // stopped by another since) sends the rebuild back to its start.
+        let Some(sent) = self.gate.sent_of(&buckets, &recorded, lock).await? else { return Ok(Step::Wait) };
         if halts(RebuildStep::OutboxesRead) {
             return Ok(Step::Halted);
         }
@@ -334,7 +344,15 @@ fn add_undelivered(
     sent: Vec<crate::gate::OutboxEntry>,
     holdings: &mut Holdings,
 ) -> Vec<crate::gate::OutboxEntry> {
-    let mut users: HashSet<UserId> = holdings.buyers.iter().map(|b| b.user.clone()).collect();
+    // Users DynamoDB has an order of, in any state: a sent record keeps an entry until its order is
+    // stored and the record open again, so an entry of a stored (even cancelled) order is no
+    // order on its way.
+    let mut users: HashSet<UserId> = holdings
+        .buyers
+        .iter()
+        .map(|b| b.user.clone())
+        .chain(holdings.cancelled.iter().map(|c| c.user.clone()))
+        .collect();
     let in_outbox: HashSet<OrderId> = outbox.iter().map(|e| e.order_id.clone()).collect();
     let only_sent = sent.into_iter().filter(|e| !in_outbox.contains(&e.order_id));
     let mut taken = Vec::new();

@@ -18,6 +18,7 @@ mod helpers;
 mod late_ses;
 mod live;
 mod logs;
+mod lost_keys;
 mod mail;
 mod partial_loss;
 mod private_emulator;

@@ -330,3 +330,46 @@ async fn query_serves_the_snapshot_and_verify_hash_the_hash_while_redis_is_down_
         assert!(took < baseline + BUSY_BUDGET, "{function:?} took {took:?} (healthy: {baseline:?})");
     }
 }
+
+/// An order the consumer stores while a rebuild has its bucket stopped keeps its outbox entry and
+/// its sent record's entry: the rebuild reads them, whatever DynamoDB's index shows yet (in AWS it
+/// may lag). Once the rebuild is done, reconcile finds the order durable and clears both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_order_stored_while_its_bucket_is_stopped_keeps_its_entries_until_the_rebuild_is_done() {
+    let app = app().await;
+    let event = app.open_event(5).await;
+    let granted = app.grab(&event, "ada").await;
+    assert_eq!(granted.status, 202, "{}", granted.body);
+    let order_id = granted.body["order_id"].as_str().unwrap().to_owned();
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+    // A failover's mark: the cache reads as written in another history.
+    let opening = app.functions.gate.opening(&event).await.unwrap();
+    let mut r = app.redis.clone();
+    let _: () = r.hdel(keys::meta(&event), &opening).await.unwrap();
+    let halted = rebuilder(&app).rebuild_until(&stored, Some(shared::recovery::RebuildStep::Stopped)).await.unwrap();
+    assert_eq!(halted, Rebuild::Busy);
+    consume(&app).await;
+    assert_eq!(app.order_of(&event, "ada").await.body["status"], "CONFIRMED");
+    let record = keys::sent(keys::Buckets::of(&event, 1).get(0).unwrap());
+    let (in_outbox, in_record): (bool, bool) = redis::pipe()
+        .hexists(keys::outbox(&event), &order_id)
+        .hexists(&record, &order_id)
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!((in_outbox, in_record), (true, true), "left for the rebuild to read");
+    // The halted rebuild's lock expires; the next runs whole, then reconcile clears.
+    let _: () = r.del(keys::rebuild_lock(&event)).await.unwrap();
+    assert_eq!(rebuilder(&app).rebuild(&stored).await.unwrap(), Rebuild::Done);
+    let (holdings, _) = cache(&app, &event).await;
+    assert_eq!(holdings["ada"], format!("{order_id}:{}", granted.body["ticket_no"]));
+    let report = app.functions.reconcile.run().await;
+    assert_eq!(report.failures, 0, "{report:?}");
+    let (in_outbox, in_record): (bool, bool) = redis::pipe()
+        .hexists(keys::outbox(&event), &order_id)
+        .hexists(&record, &order_id)
+        .query_async(&mut r)
+        .await
+        .unwrap();
+    assert_eq!((in_outbox, in_record), (false, false), "cleared once durable");
+}

@@ -437,7 +437,15 @@ fn cluster_mode_gives_the_functions_the_configuration_endpoint() {
     let cache = &t["Resources"]["Cache"]["Properties"];
     assert_eq!(*pick(&cache["NumNodeGroups"], &["CacheClustered"]), json!({"Ref": "CacheShards"}));
     assert_eq!(*pick(&cache["NumCacheClusters"], &[]), json!({"Ref": "CacheNodes"}));
-    assert_eq!(*pick(&cache["CacheParameterGroupName"], &["CacheClustered"]), json!("default.valkey8.cluster.on"));
+    // Never an evicting policy: the cache's keys carry expiries, which volatile-lru (the default
+    // group's) would evict one at a time under memory pressure.
+    assert_eq!(cache["CacheParameterGroupName"], json!({"Ref": "CacheParameters"}));
+    let parameters = &t["Resources"]["CacheParameters"];
+    assert_eq!(parameters["Type"], "AWS::ElastiCache::ParameterGroup");
+    assert_eq!(parameters["Properties"]["CacheParameterGroupFamily"], "valkey8", "the engine's family");
+    assert_eq!(parameters["Properties"]["Properties"]["maxmemory-policy"], "noeviction");
+    assert_eq!(*pick(&parameters["Properties"]["Properties"]["cluster-enabled"], &["CacheClustered"]), json!("yes"));
+    assert_eq!(*pick(&parameters["Properties"]["Properties"]["cluster-enabled"], &[]), json!("no"));
 }
 
 /// The local runner ends a request at the function's timeout, as Lambda does: the two agree.

@@ -381,20 +381,7 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], led
             pending: false,
         };
     };
-    let mut seen: HashMap<TicketNo, u32> = HashMap::new();
-    let places = cache
-        .on_sale
-        .iter()
-        .chain(&cache.returned)
-        .chain(confirmed.iter().map(|r| &r.ticket_no))
-        .chain(in_flight)
-        .chain(&ledger.give_backs_pending);
-    for n in places {
-        *seen.entry(*n).or_default() += 1;
-    }
-    let lost: Vec<TicketNo> = (1..=capacity).map(TicketNo::new).filter(|n| !seen.contains_key(n)).collect();
-    let mut doubled: Vec<TicketNo> = seen.iter().filter(|&(_, c)| *c > 1).map(|(n, _)| *n).collect();
-    doubled.sort_unstable();
+    let (lost, doubled) = places_of(capacity, cache, confirmed, in_flight, ledger);
     let show = |v: &[TicketNo]| format!("{:?}{}", &v[..v.len().min(20)], if v.len() > 20 { " ..." } else { "" });
     Check {
         name,
@@ -414,6 +401,39 @@ fn accounted(capacity: u32, confirmed: &[&AuditRow], in_flight: &[TicketNo], led
         ),
         pending: false,
     }
+}
+
+/// The numbers in no place, and those in two (each sorted): [`accounted`]'s count.
+fn places_of(
+    capacity: u32,
+    cache: &CacheView,
+    confirmed: &[&AuditRow],
+    in_flight: &[TicketNo],
+    ledger: &Ledger,
+) -> (Vec<TicketNo>, Vec<TicketNo>) {
+    let mut seen: HashMap<TicketNo, u32> = HashMap::new();
+    let places = cache
+        .on_sale
+        .iter()
+        .chain(&cache.returned)
+        .chain(confirmed.iter().map(|r| &r.ticket_no))
+        .chain(in_flight)
+        .chain(&ledger.give_backs_pending);
+    for n in places {
+        *seen.entry(*n).or_default() += 1;
+    }
+    let lost: Vec<TicketNo> = (1..=capacity).map(TicketNo::new).filter(|n| !seen.contains_key(n)).collect();
+    let mut doubled: Vec<TicketNo> = seen.iter().filter(|&(_, c)| *c > 1).map(|(n, _)| *n).collect();
+    doubled.sort_unstable();
+    (lost, doubled)
+}
+
+/// The numbers in no place (`numbers_accounted`'s first half), for reconcile: a number the cache
+/// lost (a key of it gone) is in none, and the cache is repaired. Empty without a cache.
+pub fn numbers_in_no_place(capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> Vec<TicketNo> {
+    let Some(cache) = &ledger.cache else { return Vec::new() };
+    let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();
+    places_of(capacity, cache, &confirmed, &in_flight(rows, ledger), ledger).0
 }
 
 /// A `REJECTED` order is a grant the cache forgot: its user may have been told `202`, and no

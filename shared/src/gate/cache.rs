@@ -122,13 +122,14 @@ impl Gate {
     }
 
     /// The rebuild's first step: every bucket stops deciding (`stop.lua`: its opening field goes,
-    /// and the lock's token is the one that may open it again), all at once.
-    pub async fn stop(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<(), GateError> {
+    /// and the lock's token is the one that may open it again), all at once. Says, bucket by
+    /// bucket, whether it was intact: open in this history (its outbox whole).
+    pub async fn stop(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<Vec<bool>, GateError> {
         let conn = self.link.conn().await?;
         let stops = buckets.iter().map(|bucket| {
             let mut conn = conn.clone();
             async move {
-                let _: i64 = STOP_SCRIPT
+                let intact: i64 = STOP_SCRIPT
                     .key(keys::meta(bucket))
                     .key(keys::stopped(bucket))
                     .arg(opening_arg(&conn))
@@ -137,16 +138,16 @@ impl Gate {
                     .arg(keys::OLDER_OPENING_PREFIX)
                     .invoke_async(&mut conn)
                     .await?;
-                Ok::<_, GateError>(())
+                Ok::<_, GateError>(intact == 1)
             }
         });
-        futures::future::try_join_all(stops).await?;
-        Ok(())
+        futures::future::try_join_all(stops).await
     }
 
-    /// The rebuild's last step: each bucket laid down from `holdings` under staged names, its sent
-    /// record laid down with `undelivered` (the orders of its outbox that may be on the queue), then
-    /// the bucket opened (`open.lua`), bucket 0 last, each only while `lock`'s stop still holds it.
+    /// The rebuild's last step: every bucket's sent record laid down with `undelivered` (the orders
+    /// of its outbox that may be on the queue), then each bucket laid down from `holdings` under
+    /// staged names and opened (`open.lua`), bucket 0 last, each only while `lock`'s stop still
+    /// holds it (and its record).
     /// A test may stop after `stop_after` buckets. The outbox is left as it is, but for the
     /// rebuild's promotions and the orders found only in a sent record, which join it.
     pub async fn lay_down(
@@ -159,10 +160,9 @@ impl Gate {
         stop_after: Option<u16>,
     ) -> Result<LaidDown, GateError> {
         let mut conn = self.link.conn().await?;
-        for (laid, bucket) in buckets.iter().rev().enumerate() {
-            if stop_after == Some(laid as u16) {
-                return Ok(LaidDown::Halted);
-            }
+        // Every sent record before any bucket opens: a bucket's first order after the rebuild is
+        // kept in its record, in the new generation.
+        for bucket in buckets.iter() {
             let homed: Vec<&super::OutboxEntry> = undelivered
                 .iter()
                 .filter(|e| {
@@ -171,6 +171,11 @@ impl Gate {
                 .collect();
             if !self.lay_sent(&mut conn, bucket, lock, forget_at(event), &homed).await? {
                 return Ok(LaidDown::Fenced);
+            }
+        }
+        for (laid, bucket) in buckets.iter().rev().enumerate() {
+            if stop_after == Some(laid as u16) {
+                return Ok(LaidDown::Halted);
             }
             let opening = opening_on(&mut conn, bucket).await?;
             let staged = |live: String| keys::staged(&live, &lock.token);

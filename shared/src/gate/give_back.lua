@@ -21,6 +21,8 @@
 -- Returns one string:
 --   PROMOTED:<order message> | FREED (on sale again) | RETURNED (held for the waitlist) |
 --   GONE (given back already: nothing done) |
+--   LOST (the line and its heads disagree: a key of the line is lost; nothing done: the cache is
+--   repaired, then run again) |
 --   NOT_FOUND | STALE (the cache is lost or predates a failover: rebuild, then run again)
 
 if #ARGV ~= 7 then
@@ -32,6 +34,11 @@ if not m[1] then
 end
 if m[2] ~= ARGV[2] then
   return 'GONE'
+end
+-- Every place in the line has its head (wait.lua, the give-backs and close.lua write and remove
+-- both together): a line without its heads, or heads without their line, lost a key.
+if redis.call('ZCARD', KEYS[4]) ~= redis.call('HLEN', KEYS[5]) then
+  return 'LOST'
 end
 -- '!' marks a user who cancelled: they hold nothing, and grab tells them so.
 local order_id = string.sub(ARGV[2], 1, string.find(ARGV[2], ':', 1, true) - 1)

@@ -32,6 +32,9 @@ pub enum GaveBack {
     Gone,
     /// The event's cache is missing, or predates a failover: rebuild it, then give back again.
     NotCached,
+    /// The waitlist's line and its heads disagree (a key of the line lost): nothing given; repair
+    /// the cache, then give back again.
+    LineLost,
 }
 
 /// A given-back number, as the script takes it.
@@ -88,6 +91,7 @@ impl Gate {
                 "RETURNED" => GaveBack::HeldBack,
                 "GONE" => GaveBack::Gone,
                 "NOT_FOUND" | "STALE" => GaveBack::NotCached,
+                "LOST" => GaveBack::LineLost,
                 _ => return Err(GateError::Protocol(format!("give-back reply {reply:?}"))),
             },
         };
@@ -127,6 +131,7 @@ impl Gate {
             HandedOn::Freed => (GaveBack::Freed, home),
             HandedOn::Returned => (GaveBack::HeldBack, home),
             HandedOn::NotCached => return Ok((GaveBack::NotCached, written(&conn, home))),
+            HandedOn::LineLost => return Ok((GaveBack::LineLost, written(&conn, home))),
         };
         // Done: asked again, the canceller's home answers GONE at once.
         let _: u32 = conn.hdel(keys::giving(home), g.order_id.as_str()).await?;

@@ -24,7 +24,8 @@
 -- Returns one string:
 --   HEAD:<order message> (settle it at its user's home) | FREED | RETURNED |
 --   GONE (settled before: nothing done) | RELAID (laid down again since: nothing done, and the
---   give-back's marker drives it afresh) | NOT_FOUND | STALE
+--   give-back's marker drives it afresh) | LOST (the line and its heads disagree: a key of the
+--   line is lost; nothing done) | NOT_FOUND | STALE
 
 if #ARGV ~= 7 then
   return redis.error_reply('ERR hand: expected hand id, ticket no, tail, cancelled at, skipped record, opening field, generation')
@@ -39,6 +40,10 @@ end
 local record = redis.call('HGET', KEYS[4], ARGV[1])
 if record == '=' then
   return 'GONE'
+end
+-- Every place in the line has its head (give_back.lua says why): otherwise a key of it is lost.
+if not record and redis.call('ZCARD', KEYS[2]) ~= redis.call('HLEN', KEYS[3]) then
+  return 'LOST'
 end
 if record and record ~= ARGV[5] then
   return 'HEAD:' .. record

@@ -51,6 +51,8 @@ pub(super) enum HandedOn {
     Returned,
     /// A step found its bucket not cached in this history: rebuild, then give back again.
     NotCached,
+    /// The line and its heads disagree (a key of the line lost): repair, then give back again.
+    LineLost,
 }
 
 /// One hand: its id in `handed`, the number, and what a promotion's message is made of.
@@ -141,6 +143,7 @@ impl Gate {
                                 "GONE" => Ok(HandedOn::Before),
                                 // Laid down again since: the marker drives the give-back afresh.
                                 "NOT_FOUND" | "STALE" | "RELAID" => Ok(HandedOn::NotCached),
+                                "LOST" => Ok(HandedOn::LineLost),
                                 _ => Err(GateError::Protocol(format!("hand reply {reply:?}"))),
                             };
                         }

@@ -8,7 +8,8 @@
 -- ARGV[2]  the order id
 -- ARGV[3]  the order message, as it will be sent
 -- Returns one string:
---   KEPT:<replicas> (recorded; the replicas this server has, so the caller knows whether to WAIT) |
+--   KEPT:<replicas>:<server> (recorded; the replicas the server has, which the caller waits for,
+--   and the server's replication id, which names it: a promoted replica has another) |
 --   MOVED_ON (a rebuild stopped the record, or laid the bucket down since that generation) |
 --   LOST (the record is not laid down: it was lost, or laid before the release that made it; it is
 --   repaired from the bucket's outbox, then asked again)
@@ -19,8 +20,7 @@ end
 local record = redis.call('HMGET', KEYS[1], '@open', '@laid')
 if record[1] == ARGV[1] then
   redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
-  local replicas = string.match(redis.call('INFO', 'replication'), 'connected_slaves:(%d+)') or '0'
-  return 'KEPT:' .. replicas
+  return 'KEPT:' .. server()
 end
 if not record[2] then
   return 'LOST'

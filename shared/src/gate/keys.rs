@@ -286,6 +286,10 @@ pub fn lost_since(e: &EventId) -> String {
 pub fn repaired(e: &EventId) -> String {
     format!("ev:{{{e}}}:repaired")
 }
+/// Reconcile's last finding that the cache lost part of itself (gate::waitlist, `found_again`).
+pub fn suspected(e: &EventId) -> String {
+    format!("ev:{{{e}}}:suspect")
+}
 /// Held while the event's cache is rebuilt from DynamoDB.
 pub fn rebuild_lock(e: &EventId) -> String {
     format!("ev:{{{e}}}:lock")

@@ -9,7 +9,8 @@
 -- ARGV[2]  the generation whose orders it takes
 -- ARGV[3]  when it expires (epoch ms), with the event's cache
 -- ARGV[4 ..] pairs: order id, order message
--- Returns LAID | FENCED (another rebuild stopped it since, or it was laid meanwhile: nothing done)
+-- Returns LAID:<replicas>:<server> (server.lua) | FENCED (another rebuild stopped it since, or it
+-- was laid meanwhile: nothing done)
 
 local how = ARGV[1]
 local record = redis.call('HMGET', KEYS[1], '@laid', '@stop')
@@ -28,4 +29,4 @@ end
 redis.call('HSET', KEYS[1], '@laid', '1', '@open', ARGV[2])
 redis.call('HDEL', KEYS[1], '@stop')
 redis.call('PEXPIREAT', KEYS[1], ARGV[3])
-return 'LAID'
+return 'LAID:' .. server()

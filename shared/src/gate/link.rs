@@ -176,6 +176,16 @@ impl LinkConn {
         }
     }
 
+    /// Which connection this is, as far as a `WAIT` can tell (it counts its own connection's
+    /// writes): the bound connection to a primary, or the cluster client's (whose connection to a
+    /// node changes only with a failover, which the server's id tells apart).
+    pub fn identity(&self) -> usize {
+        match self {
+            Self::Primary { bound, .. } => Arc::as_ptr(bound) as usize,
+            Self::Cluster(_) => 0,
+        }
+    }
+
     /// Sends `cmd` to the primary that serves `key` (a keyless command, like `INFO` or `WAIT`,
     /// would go to every node of a cluster).
     pub async fn on_node_of<T: redis::FromRedisValue>(&mut self, key: &str, cmd: &Cmd) -> Result<T, GateError> {

@@ -189,6 +189,13 @@ impl Gate {
         opening_on(&mut conn, event).await
     }
 
+    /// Where `user`'s orders of `event` are written: their home bucket, on the current connection
+    /// (an order delivered again names it).
+    pub async fn written_at_home(&self, event: &EventId, user: &crate::domain::UserId) -> Result<Written, GateError> {
+        let buckets = self.buckets(event).await?;
+        Ok(Written { conn: self.link.conn().await?, key: keys::meta(buckets.home(user)) })
+    }
+
     /// How many replicas hold what `written`'s connection wrote, waiting up to the configured
     /// time for one (`WAIT` counts the writes of the connection it is sent on, so it goes on
     /// that one). 0 at once when the server has no replica: `WAIT` holds its connection, and

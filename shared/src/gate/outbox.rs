@@ -69,7 +69,8 @@ impl Gate {
 
     /// Removes an order's outbox entry once DynamoDB holds the order: from its user's home bucket
     /// (the only one that can hold it), or, for an entry whose user cannot be read, from every one;
-    /// then its sent record's entry.
+    /// then its sent record's entry. Each only while not stopped by a rebuild (`let_out.lua`): the
+    /// rebuild reads what is left there, and reconcile removes it once the rebuild is done.
     pub async fn remove_from_outbox(
         &self,
         event: &EventId,
@@ -79,9 +80,15 @@ impl Gate {
         let buckets = self.buckets(event).await?;
         let mut conn = self.link.conn().await?;
         for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
-            let _: u32 = conn.hdel(keys::outbox(b), order_id.as_str()).await?;
+            let _: i64 = super::sent::LET_OUT_SCRIPT
+                .key(keys::meta(b))
+                .key(keys::outbox(b))
+                .arg(super::opening_arg(&conn))
+                .arg(order_id.as_str())
+                .invoke_async(&mut conn)
+                .await?;
         }
-        self.remove_sent(&mut conn, &buckets, user, order_id).await
+        self.let_out_of_sent(&mut conn, &buckets, user, order_id).await
     }
 
     /// Outbox entries older than `age` on the server's clock (age from the UUIDv7 order id), at

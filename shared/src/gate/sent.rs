@@ -1,9 +1,9 @@
 //! The sent records: every order that may be on the queue, kept on another shard than the bucket
 //! that decided it (docs/DESIGN.md section 10). An order message goes to the queue only once its
-//! bucket's sent record holds it ([`Gate::keep_sent`]); so when a bucket is lost whole, outbox and
-//! all, the rebuild finds in its sent record every order a user may have been told of, and needs
-//! nothing of the queue (whose depth SQS only approximates, and which another sale's backlog may
-//! fill for minutes).
+//! bucket's sent record holds it, confirmed by every replica of the record's server
+//! ([`Gate::keep_sent`]); so when a bucket is lost, outbox and all, the rebuild finds in its sent
+//! record every order a user may have been told of, and needs nothing of the queue (whose depth
+//! SQS only approximates, and which another sale's backlog may fill for minutes).
 
 use std::{
     collections::HashMap,
@@ -19,22 +19,51 @@ use redis::AsyncCommands;
 use super::{Gate, GateError, RebuildLock, cache_script, keys, link::LinkConn, opening_arg, outbox::OutboxEntry};
 use crate::domain::{EventId, OrderId, UserId};
 
-static KEEP_SENT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("keep_sent.lua")));
-static LAY_SENT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("lay_sent.lua")));
-static STOP_SENT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(include_str!("stop_sent.lua")));
+/// A script that writes a sent record and says what confirms the write (`server.lua`).
+macro_rules! record_script {
+    ($file:literal) => {
+        concat!(include_str!("server.lua"), include_str!($file))
+    };
+}
+
+static KEEP_SENT_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(record_script!("keep_sent.lua")));
+static LAY_SENT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(record_script!("lay_sent.lua")));
+static STOP_SENT_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(record_script!("stop_sent.lua")));
+static SERVER_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(concat!(include_str!("server.lua"), "return server()")));
 static WHOLE_OUTBOX_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("whole_outbox.lua", opening = ARGV[1])));
+pub(super) static LET_OUT_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(cache_script!("let_out.lua", opening = ARGV[1])));
 
 /// How long a sent record a rebuild's stop created (the record was lost) lives if no rebuild lays
 /// it down: as long as a bucket remembers its stop.
 const STOP_KEPT_MS: u64 = 600_000;
 
+/// The server a sent record was written on, as the writing script said (`server.lua`): how many
+/// replicas it has, and its replication id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Server {
+    replicas: u32,
+    id: String,
+}
+
+impl Server {
+    fn parse(text: &str) -> Result<Self, GateError> {
+        let bad = || GateError::Protocol(format!("server {text:?}"));
+        let (replicas, id) = text.split_once(':').ok_or_else(bad)?;
+        Ok(Self { replicas: replicas.parse().map_err(|_| bad())?, id: id.to_owned() })
+    }
+}
+
 /// What became of an order asked to be kept in its sent record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kept {
-    /// In the sent record, on its server's `replicas` replicas of which `acked` confirmed it
-    /// (`WAIT`). It may be sent when the server has no replica or one confirmed it.
-    Kept { replicas: u32, acked: u32 },
+    /// In the sent record, on a server with `replicas` replicas, `confirmed` when every one of
+    /// them holds it (`WAIT`, on the connection that wrote it, to the same server).
+    Kept { replicas: u32, confirmed: bool },
     /// Not kept: a rebuild stopped the record or laid the bucket down since the order was decided
     /// without it, or the record could not be laid down again. The order must not be sent now
     /// (the rebuild knows it from the outbox, or it was lost with its bucket before anyone was told
@@ -44,89 +73,110 @@ pub enum Kept {
 
 impl Kept {
     /// Whether the order may go to the queue: a copy of it outlives the loss of its bucket (the
-    /// record is on another shard) and a failover of the record's own server (a replica has it,
-    /// or there is none to promote).
+    /// record is on another shard) and a failover of the record's own server (every replica has
+    /// it, or there is none to promote).
     pub fn may_send(self) -> bool {
-        matches!(self, Self::Kept { replicas, acked } if replicas == 0 || acked > 0)
+        matches!(self, Self::Kept { replicas, confirmed } if replicas == 0 || confirmed)
     }
 
     /// Whether a replica holds it: an order whose send failed is then durable enough to be told
     /// `202` (reconcile sends it again from the outbox, or the rebuild from the record).
     pub fn replicated(self) -> bool {
-        matches!(self, Self::Kept { acked, .. } if acked > 0)
+        matches!(self, Self::Kept { replicas, confirmed: true } if replicas > 0)
     }
 }
 
 /// `WAIT`s on the connections that kept orders, shared: one `WAIT` sent after a write confirms every
 /// write made on that connection before it, so orders kept at once share one (a rush would otherwise
-/// queue one `WAIT` per order behind each other on the multiplexed connection).
+/// queue one `WAIT` per order behind each other on the multiplexed connection). Shared only by the
+/// writes of one connection to one record: a `WAIT` counts its own connection's writes, and a fresh
+/// connection's `WAIT` confirms nothing of an older one's.
 #[derive(Default)]
 pub(super) struct SentWaits {
     /// Counts the writes whose `WAIT` is asked for; a `WAIT` covers every count up to its own.
     written: AtomicU64,
-    /// Per sent record (one connection's node): the `WAIT` under way and the last one answered.
-    by_record: std::sync::Mutex<HashMap<String, WaitState>>,
+    /// Per connection and record: the `WAIT` under way and the last one answered.
+    by_record: std::sync::Mutex<HashMap<(usize, String), WaitState>>,
 }
 
-type SharedWait = Shared<futures::future::BoxFuture<'static, Result<u32, Arc<GateError>>>>;
+/// A `WAIT`'s answer: how many replicas acknowledged, and the server that answered (its
+/// replication id, read after the `WAIT` on the same route).
+type Waited = (u32, String);
+type SharedWait = Shared<futures::future::BoxFuture<'static, Result<Waited, Arc<GateError>>>>;
 
 #[derive(Default)]
 struct WaitState {
     in_flight: Option<(u64, SharedWait)>,
-    answered: Option<(u64, u32)>,
+    answered: Option<(u64, Waited)>,
 }
 
 impl SentWaits {
-    /// How many replicas confirmed the write answered just before this call, on the connection
-    /// `conn` leads to for `record`: a `WAIT` sent after that answer, this caller's own or one
-    /// another caller sent since.
-    async fn acked(&self, conn: &LinkConn, record: &str, timeout_ms: u64) -> Result<u32, GateError> {
+    /// Whether every replica of `server` holds the write answered just before this call, on the
+    /// connection `conn` leads to for `record`: a `WAIT` sent after that answer on the same
+    /// connection, this caller's own or one another caller sent since, answered by the same server.
+    async fn confirmed(
+        &self,
+        conn: &LinkConn,
+        record: &str,
+        server: &Server,
+        timeout_ms: u64,
+    ) -> Result<bool, GateError> {
         let mine = self.written.fetch_add(1, Ordering::SeqCst) + 1;
+        let key = (conn.identity(), record.to_owned());
         loop {
             let (covers, wait) = {
                 let mut all = self.by_record.lock().unwrap_or_else(|p| p.into_inner());
-                let state = all.entry(record.to_owned()).or_default();
-                if let Some((covers, acked)) = state.answered
-                    && covers >= mine
+                let state = all.entry(key.clone()).or_default();
+                if let Some((covers, waited)) = &state.answered
+                    && *covers >= mine
                 {
-                    return Ok(acked);
+                    return Ok(waited.0 >= server.replicas && waited.1 == server.id);
                 }
                 match &state.in_flight {
                     Some((covers, wait)) => (*covers, wait.clone()),
                     None => {
                         // Every write counted so far was answered before this `WAIT` is sent.
                         let covers = self.written.load(Ordering::SeqCst);
-                        let (mut conn, key) = (conn.clone(), record.to_owned());
-                        let wait: SharedWait = async move {
-                            let cmd = redis::cmd("WAIT").arg(1).arg(timeout_ms).to_owned();
-                            conn.on_node_of::<u32>(&key, &cmd).await.map_err(Arc::new)
-                        }
-                        .boxed()
-                        .shared();
+                        let wait = wait_on(conn.clone(), record.to_owned(), server.replicas, timeout_ms);
                         state.in_flight = Some((covers, wait.clone()));
                         (covers, wait)
                     }
                 }
             };
-            let acked = wait.await;
+            let waited = wait.await;
             {
                 let mut all = self.by_record.lock().unwrap_or_else(|p| p.into_inner());
-                let state = all.entry(record.to_owned()).or_default();
+                let state = all.entry(key.clone()).or_default();
                 if state.in_flight.as_ref().is_some_and(|(c, _)| *c == covers) {
                     state.in_flight = None;
                 }
-                if let Ok(acked) = &acked
-                    && state.answered.is_none_or(|(c, _)| c < covers)
+                if let Ok(waited) = &waited
+                    && state.answered.as_ref().is_none_or(|(c, _)| *c < covers)
                 {
-                    state.answered = Some((covers, *acked));
+                    state.answered = Some((covers, waited.clone()));
                 }
             }
             // A `WAIT` sent before this caller's write was answered covers it not: the next one does.
             if covers >= mine {
-                return acked.map_err(|e| GateError::Protocol(format!("WAIT: {e}")));
+                let (acked, id) = waited.map_err(|e| GateError::Protocol(format!("WAIT: {e}")))?;
+                return Ok(acked >= server.replicas && id == server.id);
             }
         }
     }
+}
+
+/// `WAIT` for `replicas` on the connection that leads to `record`'s server, then that server's
+/// replication id on the same route.
+fn wait_on(mut conn: LinkConn, record: String, replicas: u32, timeout_ms: u64) -> SharedWait {
+    async move {
+        let cmd = redis::cmd("WAIT").arg(replicas).arg(timeout_ms).to_owned();
+        let acked: u32 = conn.on_node_of(&record, &cmd).await.map_err(Arc::new)?;
+        let after: String = SERVER_SCRIPT.key(&record).invoke_async(&mut conn).await.map_err(|e| Arc::new(e.into()))?;
+        let after = Server::parse(&after).map_err(Arc::new)?;
+        Ok((acked, after.id))
+    }
+    .boxed()
+    .shared()
 }
 
 impl Gate {
@@ -165,16 +215,13 @@ impl Gate {
                 .invoke_async(&mut conn)
                 .await?;
             match reply.split_once(':') {
-                Some(("KEPT", replicas)) => {
-                    let replicas: u32 =
-                        replicas.parse().map_err(|_| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
-                    let acked = if replicas == 0 {
-                        0
-                    } else {
+                Some(("KEPT", server)) => {
+                    let server = Server::parse(server)?;
+                    let confirmed = server.replicas == 0 || {
                         let timeout = self.replica_wait.as_millis().max(1) as u64;
-                        self.sent_waits.acked(&conn, &record, timeout).await?
+                        self.sent_waits.confirmed(&conn, &record, &server, timeout).await?
                     };
-                    return Ok(Kept::Kept { replicas, acked });
+                    return Ok(Kept::Kept { replicas: server.replicas, confirmed });
                 }
                 _ if reply == "MOVED_ON" => {}
                 _ if reply == "LOST" => {
@@ -204,9 +251,22 @@ impl Gate {
         Ok(generation.filter(|_| present))
     }
 
+    /// Whether every replica of `server` holds what `conn` wrote to `record` so far (a rebuild's
+    /// stop or lay-down of a record: rare, so not shared).
+    async fn record_confirmed(&self, conn: &LinkConn, record: &str, server: &Server) -> Result<bool, GateError> {
+        if server.replicas == 0 {
+            return Ok(true);
+        }
+        let timeout = self.replica_wait.as_millis().max(1) as u64;
+        let (acked, id) = wait_on(conn.clone(), record.to_owned(), server.replicas, timeout)
+            .await
+            .map_err(|e| GateError::Protocol(format!("WAIT: {e}")))?;
+        Ok(acked >= server.replicas && id == server.id)
+    }
+
     /// Lays a lost sent record down again from its bucket's outbox, only while the bucket is cached
     /// in this history (nothing of its outbox was lost) and no rebuild has the record stopped.
-    /// Whether the record is laid down now (by this call or another).
+    /// Whether the record is laid down now, and confirmed (by this call or another).
     async fn repair_sent(&self, conn: &mut LinkConn, home: &keys::Bucket) -> Result<bool, GateError> {
         let whole: redis::Value = WHOLE_OUTBOX_SCRIPT
             .key(keys::meta(home))
@@ -220,18 +280,23 @@ impl Gate {
         let [generation, expiry, entries @ ..] = whole.as_slice() else {
             return Err(GateError::Protocol("whole_outbox reply too short".into()));
         };
-        let mut lay = LAY_SENT_SCRIPT.key(keys::sent(home));
+        let record = keys::sent(home);
+        let mut lay = LAY_SENT_SCRIPT.key(&record);
         lay.arg("repair").arg(generation).arg(expiry);
         for entry in entries {
             lay.arg(entry);
         }
         let laid: String = lay.invoke_async(conn).await?;
         tracing::warn!(bucket = %home, laid = %laid, orders = entries.len() / 2, "a lost sent record laid down again from its bucket's outbox");
-        let now_laid: bool = conn.hexists(keys::sent(home), keys::SENT_LAID).await?;
-        Ok(now_laid)
+        match laid.strip_prefix("LAID:") {
+            Some(server) => self.record_confirmed(conn, &record, &Server::parse(server)?).await,
+            // Laid by another meanwhile, or stopped by a rebuild (which lays it down).
+            None => Ok(conn.hexists(&record, keys::SENT_LAID).await?),
+        }
     }
 
-    /// A released event's sent records, laid down empty before its buckets (`Gate::warm`).
+    /// A released event's sent records, laid down empty before its buckets (`Gate::warm`), each
+    /// confirmed by its server's replicas.
     pub(super) async fn warm_sent(
         &self,
         conn: &mut LinkConn,
@@ -240,52 +305,69 @@ impl Gate {
         expiry_ms: i64,
     ) -> Result<(), GateError> {
         for bucket in buckets.iter() {
-            let _: String = LAY_SENT_SCRIPT
-                .key(keys::sent(bucket))
-                .arg("warm")
-                .arg(generation)
-                .arg(expiry_ms)
-                .invoke_async(conn)
-                .await?;
+            let record = keys::sent(bucket);
+            let laid: String =
+                LAY_SENT_SCRIPT.key(&record).arg("warm").arg(generation).arg(expiry_ms).invoke_async(conn).await?;
+            let server = laid.strip_prefix("LAID:").ok_or_else(|| GateError::Protocol(format!("lay_sent {laid:?}")))?;
+            if !self.record_confirmed(conn, &record, &Server::parse(server)?).await? {
+                return Err(GateError::Protocol("a replica did not confirm a sent record".into()));
+            }
         }
         Ok(())
     }
 
-    /// The rebuild's stop at every sent record, after the buckets stopped: whether every record is
-    /// laid down (then they hold every order that may be on the queue).
-    pub async fn stop_sent(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<bool, GateError> {
+    /// The rebuild's stop at every sent record, after the buckets stopped, each stop confirmed by
+    /// its server's replicas: bucket by bucket, whether its record is laid down (then it holds every
+    /// order of its bucket that may be on the queue). `None` when a replica did not confirm a stop
+    /// (a record's own failover could undo it: the rebuild tries again).
+    pub async fn stop_sent(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<Option<Vec<bool>>, GateError> {
         let conn = self.link.conn().await?;
         let stops = buckets.iter().map(|bucket| {
             let mut conn = conn.clone();
             async move {
-                let laid: i64 = STOP_SENT_SCRIPT
-                    .key(keys::sent(bucket))
-                    .arg(lock.token())
-                    .arg(STOP_KEPT_MS)
-                    .invoke_async(&mut conn)
-                    .await?;
-                Ok::<_, GateError>(laid == 1)
+                let record = keys::sent(bucket);
+                let stopped: String =
+                    STOP_SENT_SCRIPT.key(&record).arg(lock.token()).arg(STOP_KEPT_MS).invoke_async(&mut conn).await?;
+                let (laid, server) =
+                    stopped.split_once(':').ok_or_else(|| GateError::Protocol(format!("stop_sent {stopped:?}")))?;
+                let confirmed = self.record_confirmed(&conn, &record, &Server::parse(server)?).await?;
+                Ok::<_, GateError>(confirmed.then_some(laid == "LAID"))
             }
         });
-        Ok(futures::future::try_join_all(stops).await?.into_iter().all(|laid| laid))
+        Ok(futures::future::try_join_all(stops).await?.into_iter().collect())
     }
 
-    /// Every order the sent records of these buckets hold.
-    pub async fn sent_of(&self, buckets: &keys::Buckets) -> Result<Vec<OutboxEntry>, GateError> {
+    /// Every order the sent records of these buckets hold, where `wanted` says (the records a
+    /// rebuild relies on). `None` when one of those is not as this rebuild stopped it (lost since,
+    /// or stopped by another): the rebuild tries again.
+    pub async fn sent_of(
+        &self,
+        buckets: &keys::Buckets,
+        wanted: &[bool],
+        lock: &RebuildLock,
+    ) -> Result<Option<Vec<OutboxEntry>>, GateError> {
         let mut conn = self.link.conn().await?;
         let mut entries = Vec::new();
-        for b in buckets.iter() {
-            let all: Vec<(String, String)> = conn.hgetall(keys::sent(b)).await?;
+        for (b, wanted) in buckets.iter().zip(wanted) {
+            if !wanted {
+                continue;
+            }
+            let all: HashMap<String, String> = conn.hgetall(keys::sent(b)).await?;
+            if all.get(keys::SENT_STOP).map(String::as_str) != Some(lock.token()) || !all.contains_key(keys::SENT_LAID)
+            {
+                return Ok(None);
+            }
             entries.extend(
                 all.into_iter()
                     .filter_map(|(key, message)| Some(OutboxEntry { order_id: OrderId::parse(&key).ok()?, message })),
             );
         }
-        Ok(entries)
+        Ok(Some(entries))
     }
 
-    /// A rebuild lays a bucket's sent record down (before the bucket opens), with the orders of its
-    /// outbox as laid: only if this rebuild stopped it last. Whether it did.
+    /// A rebuild lays a bucket's sent record down (before any bucket opens), with the orders of
+    /// its outbox as laid: only if this rebuild stopped it last, and confirmed by its server's
+    /// replicas. Whether it is.
     pub(super) async fn lay_sent(
         &self,
         conn: &mut LinkConn,
@@ -294,18 +376,23 @@ impl Gate {
         expiry_ms: i64,
         orders: &[&OutboxEntry],
     ) -> Result<bool, GateError> {
-        let mut lay = LAY_SENT_SCRIPT.key(keys::sent(bucket));
+        let record = keys::sent(bucket);
+        let mut lay = LAY_SENT_SCRIPT.key(&record);
         lay.arg(lock.token()).arg(lock.token()).arg(expiry_ms);
         for entry in orders {
             lay.arg(entry.order_id.as_str()).arg(&entry.message);
         }
         let laid: String = lay.invoke_async(conn).await?;
-        Ok(laid == "LAID")
+        match laid.strip_prefix("LAID:") {
+            Some(server) => self.record_confirmed(conn, &record, &Server::parse(server)?).await,
+            None => Ok(false),
+        }
     }
 
     /// Removes an order from its bucket's sent record once DynamoDB holds it (after its outbox
-    /// entry): from its user's home, or for an entry whose user cannot be read, from every bucket's.
-    pub(super) async fn remove_sent(
+    /// entry), while the record is not stopped (`let_out.lua`): from its user's home, or for an
+    /// entry whose user cannot be read, from every bucket's.
+    pub(super) async fn let_out_of_sent(
         &self,
         conn: &mut LinkConn,
         buckets: &keys::Buckets,
@@ -313,8 +400,32 @@ impl Gate {
         order: &OrderId,
     ) -> Result<(), GateError> {
         for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
-            let _: u32 = conn.hdel(keys::sent(b), order.as_str()).await?;
+            let record = keys::sent(b);
+            let _: i64 = LET_OUT_SCRIPT
+                .key(&record)
+                .key(&record)
+                .arg(keys::SENT_OPEN)
+                .arg(order.as_str())
+                .invoke_async(conn)
+                .await?;
         }
         Ok(())
+    }
+
+    /// Removes a stored order's entry from its sent record (reconcile, for an entry a rebuild's stop
+    /// kept, or a consumer's removal that failed), while the record is open.
+    pub async fn forget_sent(&self, event: &EventId, user: &UserId, order: &OrderId) -> Result<(), GateError> {
+        let buckets = self.buckets(event).await?;
+        let mut conn = self.link.conn().await?;
+        self.let_out_of_sent(&mut conn, &buckets, Some(user), order).await
+    }
+
+    /// The orders a bucket's sent record holds with their messages, for reconcile's care of it.
+    pub async fn sent_entries(&self, bucket: &keys::Bucket) -> Result<Vec<OutboxEntry>, GateError> {
+        let all: HashMap<String, String> = self.link.conn().await?.hgetall(keys::sent(bucket)).await?;
+        Ok(all
+            .into_iter()
+            .filter_map(|(key, message)| Some(OutboxEntry { order_id: OrderId::parse(&key).ok()?, message }))
+            .collect())
     }
 }

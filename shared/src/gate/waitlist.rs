@@ -135,7 +135,7 @@ impl Gate {
                 }
                 // The user came to hold an order meanwhile (a second request of theirs): the
                 // number went on to the line, and the user is told what they hold.
-                HandedOn::NotCached => Waitlisted::NotCached,
+                HandedOn::NotCached | HandedOn::LineLost => Waitlisted::NotCached,
                 _ => match self.read_field_and_stock(&conn, &buckets, j.user).await? {
                     Some((field, _)) => parse_wait_reply(&held_reply(&field))?,
                     None => Waitlisted::NotCached,
@@ -227,6 +227,27 @@ impl Gate {
             "OUT" => InLine::Out,
             _ => InLine::NotCached,
         })
+    }
+
+    /// Who is in the line, as laid now (reconcile's check against the durable places).
+    pub async fn line(&self, event: &EventId) -> Result<Vec<UserId>, GateError> {
+        let users: Vec<String> = self.link.conn().await?.zrange(keys::wait(event), 0, -1).await?;
+        Ok(users.iter().filter_map(|u| UserId::parse(u).ok()).collect())
+    }
+
+    /// Reconcile's finding that the cache lost part of itself (`finding` names what: numbers in
+    /// no place, durable places not in the line), kept a few minutes: whether the run before found
+    /// the same. A finding made twice is no passing moment of a sale's traffic.
+    pub async fn found_again(&self, event: &EventId, finding: &str) -> Result<bool, GateError> {
+        let before: Option<String> = redis::cmd("SET")
+            .arg(keys::suspected(event))
+            .arg(finding)
+            .arg("PX")
+            .arg(300_000)
+            .arg("GET")
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok(before.as_deref() == Some(finding))
     }
 
     /// How many wait (tests and the organiser's report).

@@ -181,6 +181,13 @@ impl CancelAndWait {
                     Ok(_) => {}
                     Err(e) => tracing::warn!(event_id = %event.id, error = %e, "rebuild before a give-back failed"),
                 },
+                Ok(GaveBack::LineLost) if attempt == 0 => {
+                    match self.rebuilder.repair(event, "the waitlist's line and its heads disagree").await {
+                        Ok(Rebuild::Done | Rebuild::Present) => continue,
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(event_id = %event.id, error = %e, "repair before a give-back failed"),
+                    }
+                }
                 Ok(_) => return,
                 Err(e) => tracing::warn!(event_id = %event.id, error = %e, "give-back failed"),
             }

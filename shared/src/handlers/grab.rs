@@ -228,16 +228,20 @@ impl Grab {
                 // sent (its first grab was told 503): the retry's 200 is as much a promise as a
                 // 202, so it is delivered as the first would have been (a second copy on the queue
                 // stores nothing twice).
-                let delivery = match (status, written) {
-                    (OrderStatus::Pending, Some(written)) => {
-                        self.gate.outbox_entry(&event, &caller.user, &held.order).await?.map(|message| Delivery {
-                            event: event.clone(),
-                            order_id: held.order.clone(),
-                            message,
-                            written,
-                            generation: None,
-                        })
-                    }
+                // Answered from the sold-out memory too: the memory knows the holding, not whether
+                // its order was ever sent.
+                let delivery = match status {
+                    OrderStatus::Pending => match self.gate.outbox_entry(&event, &caller.user, &held.order).await? {
+                        Some(message) => {
+                            let written = match written {
+                                Some(written) => written,
+                                None => self.gate.written_at_home(&event, &caller.user).await?,
+                            };
+                            let order_id = held.order.clone();
+                            Some(Delivery { event: event.clone(), order_id, message, written, generation: None })
+                        }
+                        None => None,
+                    },
                     _ => None,
                 };
                 let mut reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });

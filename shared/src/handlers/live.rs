@@ -104,19 +104,7 @@ impl Auditor {
             let door = order.checked_in_door.as_deref().unwrap_or(crate::store::check_in::NO_DOOR_NAMED);
             *by_door.entry(door.to_owned()).or_default() += 1;
         }
-        let rows: Vec<AuditRow> = orders
-            .into_iter()
-            .map(|r| AuditRow {
-                ticket_no: r.ticket_no,
-                mailed: r.mail_status.as_deref() == Some("SENT"),
-                promoted: r.promoted,
-                checked_in: r.checked_in_at.is_some(),
-                check_in_conflicts: r.check_in_conflicts,
-                order_id: r.order_id,
-                user_id: r.user_id,
-                status: r.status,
-            })
-            .collect();
+        let rows: Vec<AuditRow> = orders.into_iter().map(|r| r.audit_row()).collect();
         let tickets = self.store.ticket_items(event, capacity).await?;
         let rebuilds = self.store.rebuilds(event).await?;
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };

@@ -314,6 +314,10 @@ impl Reconcile {
             }
         }
         report.outbox_left += self.gate.outbox_len(&event.id).await?;
+        // 3b. the sent records: an entry whose order is stored leaves (its consumer's removal was
+        //     held by a rebuild, or failed); one whose order is neither stored nor in the outbox
+        //     any more (the outbox lost it) is sent again from the record.
+        self.tidy_sent(&event.id, outbox_age, report).await?;
         // 4. cancellations whose number Redis has not taken back (the cache must be there)
         if stock.is_some() {
             for due in self.store.give_backs_due(&event.id).await? {
@@ -321,8 +325,19 @@ impl Reconcile {
                 if matches!(gave, GaveBack::Promoted { .. } | GaveBack::Freed | GaveBack::HeldBack) {
                     report.returned += 1;
                 }
+                // A line that lost a key: repaired, and its give-backs run at the next pass.
+                if gave == GaveBack::LineLost
+                    && self.rebuilder.repair(event, "the waitlist's line and its heads disagree").await?
+                        == Rebuild::Done
+                {
+                    report.rebuilt += 1;
+                    break;
+                }
             }
             report.drift += self.drift(&event.id).await?;
+            if now < event.active_until() && self.whole(event).await? == Rebuild::Done {
+                report.rebuilt += 1;
+            }
             stock = self.gate.stock(&event.id).await?;
         }
         // 5. after `cancel_until`: the waitlist closes, and each user still waiting is told once
@@ -337,6 +352,33 @@ impl Reconcile {
         // 7. a sharded sale's buckets still on distinct masters (a reshard may have moved one)
         if event.buckets > 1 && now < event.sale_end {
             self.recheck_masters(event, report).await;
+        }
+        Ok(())
+    }
+
+    async fn tidy_sent(
+        &self,
+        event: &crate::domain::EventId,
+        age: std::time::Duration,
+        report: &mut ReconcileReport,
+    ) -> Result<(), ReconcileError> {
+        let cutoff = crate::domain::event::epoch_ms(OffsetDateTime::now_utc()) - age.as_millis() as i64;
+        for bucket in self.gate.buckets(event).await?.iter() {
+            for entry in self.gate.sent_entries(bucket).await? {
+                if entry.order_id.created_ms().is_some_and(|ms| ms > cutoff) {
+                    continue;
+                }
+                let Ok(order) = OrderMessage::parse(&entry.message) else { continue };
+                // Stored, or the user holds another order (then this one is never stored: the
+                // consumer drops a second order).
+                if self.store.get_order_now(event, &order.user_id).await?.is_some() {
+                    self.gate.forget_sent(event, &order.user_id, &entry.order_id).await?;
+                    report.cleared += 1;
+                } else if self.gate.outbox_entry(event, &order.user_id, &entry.order_id).await?.is_none() {
+                    self.courier.send(&entry.message).await?;
+                    report.redriven += 1;
+                }
+            }
         }
         Ok(())
     }
@@ -393,6 +435,41 @@ impl Reconcile {
     /// Tickets Redis counts as held whose order is neither durable nor in the outbox. Redis is read
     /// first (holdings and outbox together), DynamoDB after: an order the consumer stores meanwhile
     /// is durable by the time DynamoDB is read, so nothing in flight counts.
+    /// Whether the cache lost part of itself while the rest is there (a key gone: with the
+    /// template's noeviction nothing evicts one, but an operator's `DEL` or a fault may): a number
+    /// in no place (not on sale, held back, held, on its way or being given back), or a durable
+    /// waiting place whose user holds nothing missing from the line. Found in two runs in a row
+    /// (a sale's traffic can show a moment of either), the cache is repaired from DynamoDB.
+    async fn whole(&self, event: &crate::domain::Event) -> Result<Rebuild, ReconcileError> {
+        let id = &event.id;
+        let Some(cache) = self.gate.audit_view(id).await? else { return Ok(Rebuild::Present) };
+        let rows: Vec<crate::domain::audit::AuditRow> =
+            self.store.all_orders(id).await?.into_iter().map(|r| r.audit_row()).collect();
+        let give_backs_pending = self.store.give_backs_due(id).await?.into_iter().map(|d| d.ticket_no).collect();
+        let ledger = crate::domain::audit::Ledger { give_backs_pending, cache: Some(cache), ..Default::default() };
+        let lost = crate::domain::audit::numbers_in_no_place(event.capacity, &rows, &ledger);
+        let holders: std::collections::HashSet<&crate::domain::UserId> = rows.iter().map(|r| &r.user_id).collect();
+        let line: std::collections::HashSet<crate::domain::UserId> = self.gate.line(id).await?.into_iter().collect();
+        let mut missing: Vec<String> = self
+            .store
+            .waiters(id)
+            .await?
+            .into_iter()
+            .filter(|w| !holders.contains(&w.user) && !line.contains(&w.user))
+            .map(|w| w.user.to_string())
+            .collect();
+        if lost.is_empty() && missing.is_empty() {
+            return Ok(Rebuild::Present);
+        }
+        missing.sort_unstable();
+        let finding = format!("lost {lost:?}; not in the line {missing:?}");
+        if !self.gate.found_again(id, &finding).await? {
+            tracing::warn!(event_id = %id, finding, "the cache may have lost part of itself: looked at again next run");
+            return Ok(Rebuild::Present);
+        }
+        Ok(self.rebuilder.repair(event, &finding).await?)
+    }
+
     async fn drift(&self, event: &crate::domain::EventId) -> Result<u64, ReconcileError> {
         let (held, outbox) = self.gate.holdings_and_outbox(event).await?;
         if held.is_empty() {

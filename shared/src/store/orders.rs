@@ -545,6 +545,22 @@ pub struct AttendeeRow {
 }
 
 impl AttendeeRow {
+    /// The row as the audit counts it.
+    pub fn audit_row(self) -> crate::domain::audit::AuditRow {
+        crate::domain::audit::AuditRow {
+            ticket_no: self.ticket_no,
+            mailed: self.mail_status.as_deref() == Some("SENT"),
+            promoted: self.promoted,
+            checked_in: self.checked_in_at.is_some(),
+            check_in_conflicts: self.check_in_conflicts,
+            order_id: self.order_id,
+            user_id: self.user_id,
+            status: self.status,
+        }
+    }
+}
+
+impl AttendeeRow {
     pub(super) fn from_item(item: &Item) -> Result<Self, StoreError> {
         let view = order_from_item(item)?;
         Ok(Self {
