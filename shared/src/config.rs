@@ -639,6 +639,10 @@ pub struct ReconcileSettings {
     /// ...unless the queue still holds messages: then the entry is most likely waiting there, and
     /// a copy would only lengthen the drain. Past this age it is sent again all the same.
     pub outbox_max_wait: Duration,
+    /// How often one event's cache is looked at whole (numbers in no place or in two, durable
+    /// places missing from the line: `Reconcile::whole`), which reads every order of it: at most
+    /// once per this, whatever the runs' pace.
+    pub whole_every: Duration,
 }
 
 impl ReconcileSettings {
@@ -646,6 +650,7 @@ impl ReconcileSettings {
         Ok(Self {
             outbox_age: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_AGE_SECONDS", 30)?),
             outbox_max_wait: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_MAX_WAIT_SECONDS", 300)?),
+            whole_every: Duration::from_secs(parsed_or("RECONCILE_WHOLE_EVERY_SECONDS", 50)?),
         })
     }
 }

@@ -202,7 +202,7 @@ impl Rebuilder {
         //    order decided before the stop is sent only once its record holds it, so from here what
         //    a record holds is every order of its bucket that may be on the queue. Neither lets the
         //    consumer remove an entry any more (`let_out.lua`).
-        let intact = self.gate.stop(&buckets, lock).await?;
+        let stopped = self.gate.stop(&buckets, lock).await?;
         let Some(recorded) = self.gate.stop_sent(&buckets, lock).await? else { return Ok(Step::Wait) };
         if halts(RebuildStep::Stopped) {
             return Ok(Step::Halted);
@@ -212,12 +212,15 @@ impl Rebuilder {
         //    under way also reach the queue (`settle`). Then, only where a bucket was lost with its
         //    sent record (its shard lost as well, or a cache laid down before sent records), the
         //    queue drains into DynamoDB, as far as its approximate depth tells.
-        let known = intact.iter().zip(&recorded).all(|(intact, recorded)| *intact || *recorded);
+        let known = stopped.iter().zip(&recorded).all(|(stopped, recorded)| stopped.intact() || *recorded);
         let proof = if outdated {
             Proof::Intact
         } else {
             let now = epoch_ms(OffsetDateTime::now_utc());
-            let lost_since = self.gate.mark_lost(&event.id, now).await?;
+            // A bucket deciding until this stop restarts the wait: its last orders may have been
+            // stored (their outbox entries removed) a moment ago.
+            let again = stopped.contains(&crate::gate::Stopped::Live);
+            let lost_since = self.gate.mark_lost(&event.id, now, again).await?;
             let waited = Duration::from_millis((now - lost_since).max(0) as u64);
             let settle =
                 if known { self.settings.index_lag } else { self.settings.settle.max(self.settings.index_lag) };
@@ -264,7 +267,7 @@ impl Rebuilder {
         }
         let dues = self.store.give_backs_due(&event.id).await?;
         let waiters = self.store.waiters(&event.id).await?;
-        reserve(&mut holdings, &dues, waiters, event, &rfc3339(read_at));
+        reserve(&mut holdings, &dues, waiters, event, read_at);
         if halts(RebuildStep::StoreRead) {
             return Ok(Step::Halted);
         }
@@ -275,7 +278,7 @@ impl Rebuilder {
         {
             tracing::warn!(event_id = %event.id, ?in_flight, "rebuild stopped waiting for the queue: late orders may be REJECTED");
         }
-        self.store.record_rebuild(&event.id, lock.token(), read_at, proof.in_flight()).await?;
+        self.store.record_rebuild(&event.id, lock.token(), read_at, proof.in_flight(), holdings.promoted_free).await?;
         if halts(RebuildStep::Recorded) {
             return Ok(Step::Halted);
         }
@@ -410,7 +413,9 @@ impl Proof {
 /// last cancelled at or after the sale's end is held for the waitlist, not put on sale; the
 /// waitlist is every durable place whose user holds nothing; and a held number found with users
 /// waiting goes to the first of them at once.
-fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: &Event, now: &str) {
+fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: &Event, now: OffsetDateTime) {
+    let during_sale = now < event.sale_end;
+    let now = &rfc3339(now);
     let due: HashSet<&OrderId> = dues.iter().map(|d| &d.order_id).collect();
     for c in &mut h.cancelled {
         if due.contains(&c.order) && h.held.insert(c.ticket_no) {
@@ -430,8 +435,19 @@ fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: 
     let taken: HashSet<&UserId> = h.buyers.iter().map(|b| &b.user).chain(h.cancelled.iter().map(|c| &c.user)).collect();
     let mut waiting: std::collections::VecDeque<Waiter> =
         waiters.into_iter().filter(|w| !taken.contains(&w.user)).collect();
+    // During the sale users wait only once nothing is on sale, so a free number found beside them
+    // was one the cache lost (its key gone, and the crowd told it was sold out): it goes to the
+    // line first, in place order, as a given-back one does. Not at a ballot, whose numbers its
+    // draw hands out, nor after the sale (numbers left unsold then stay so; only given-back ones
+    // reach the line).
+    let ballot = event.sale_mode == crate::domain::sale_mode::SaleMode::Ballot;
+    let mut free: std::collections::BTreeSet<TicketNo> = if during_sale && !ballot {
+        (1..=event.capacity).map(TicketNo::new).filter(|n| !h.held.contains(n) && !h.returned.contains(n)).collect()
+    } else {
+        Default::default()
+    };
     while !waiting.is_empty()
-        && let Some(n) = h.returned.pop_first()
+        && let Some(n) = h.returned.pop_first().or_else(|| free.pop_first().inspect(|_| h.promoted_free += 1))
     {
         let w = waiting.pop_front().expect("not empty");
         let order = OrderId::generate();
@@ -477,6 +493,10 @@ mod tests {
         }
     }
 
+    fn at(t: &str) -> OffsetDateTime {
+        OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).unwrap()
+    }
+
     fn waiter(u: &str, place: u64) -> Waiter {
         Waiter { user: user(u), email: Email::parse(&format!("{u}@example.org")).unwrap(), place }
     }
@@ -498,7 +518,7 @@ mod tests {
             cancelled_at: OffsetDateTime::now_utc(),
         };
         let mut plain = h.clone();
-        reserve(&mut plain, std::slice::from_ref(&due), vec![waiter("a", 1)], &event(), "2026-11-25T11:30:00Z");
+        reserve(&mut plain, std::slice::from_ref(&due), vec![waiter("a", 1)], &event(), at("2026-11-25T11:30:00Z"));
         assert!(
             plain.cancelled[2].give_back_pending && plain.held.contains(&TicketNo::new(4)),
             "the pending give-back keeps its number"
@@ -513,12 +533,40 @@ mod tests {
             &[due],
             vec![waiter("w2", 7), waiter("w1", 5)].into_iter().rev().collect(),
             &event(),
-            "2026-11-25T11:30:00Z",
+            at("2026-11-25T11:30:00Z"),
         );
         assert!(h.returned.is_empty());
         assert_eq!(h.promotions.len(), 1);
         let m = OrderMessage::parse(&h.promotions[0].1).unwrap();
         assert_eq!((m.user_id.as_str(), m.ticket_no, m.promoted), ("w1", TicketNo::new(3), true));
         assert_eq!(h.waiting.iter().map(|w| w.user.as_str()).collect::<Vec<_>>(), vec!["w2"]);
+    }
+
+    #[test]
+    fn during_the_sale_a_free_number_found_beside_waiting_users_goes_to_the_first_of_them() {
+        // Numbers 1-8 held; 9 and 10 free (a lost list of free numbers), and three wait.
+        let mut h = Holdings::default();
+        for n in 1..=8 {
+            h.held.insert(TicketNo::new(n));
+            h.buyers.push(Buyer {
+                user: user(&format!("b{n}")),
+                order: OrderId::generate(),
+                ticket_no: TicketNo::new(n),
+            });
+        }
+        let waiters = vec![waiter("w1", 1), waiter("w2", 2), waiter("w3", 3)];
+        reserve(&mut h, &[], waiters.clone(), &event(), at("2026-11-25T10:30:00Z"));
+        let promoted: Vec<(String, u32)> = h
+            .promotions
+            .iter()
+            .map(|(_, m)| OrderMessage::parse(m).unwrap())
+            .map(|m| (m.user_id.to_string(), m.ticket_no.get()))
+            .collect();
+        assert_eq!(promoted, [("w1".to_owned(), 9), ("w2".to_owned(), 10)]);
+        assert_eq!(h.waiting.iter().map(|w| w.user.as_str()).collect::<Vec<_>>(), vec!["w3"]);
+        // After the sale, numbers left unsold stay so: only given-back ones reach the line.
+        let mut after = Holdings::default();
+        reserve(&mut after, &[], waiters, &event(), at("2026-11-25T11:30:00Z"));
+        assert!(after.promotions.is_empty());
     }
 }

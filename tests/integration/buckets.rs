@@ -434,7 +434,7 @@ async fn a_late_order_whose_number_is_free_in_another_bucket_is_adopted() {
     // lost with its sent record): the one way the design knows an order ends REJECTED, which the
     // audit names, and fails the sale on (its user may have been told 202).
     tokio::time::sleep(Duration::from_millis(2)).await;
-    app.functions.store.record_rebuild(&event, "test", OffsetDateTime::now_utc(), Some(2)).await.unwrap();
+    app.functions.store.record_rebuild(&event, "test", OffsetDateTime::now_utc(), Some(2), 0).await.unwrap();
     assert_eq!(app.deliver_all().await, 2);
     assert_eq!(app.order_of(&event, &holder).await.body["status"], "CONFIRMED");
     let rejected = app.order_of(&event, &second).await;

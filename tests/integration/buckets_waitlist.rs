@@ -140,7 +140,7 @@ async fn a_sharded_sales_line_is_served_in_order_whatever_the_homes() {
     assert_eq!(app.deliver_all().await, 1);
     assert_eq!(app.order_of(e, waiters[3]).await.body["status"], "REJECTED");
     tokio::time::sleep(Duration::from_millis(2)).await;
-    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1)).await.unwrap();
+    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1), 0).await.unwrap();
     assert_eq!(app.cancel(e, waiters[0]).await.status, 200);
     assert_eq!(promoted_number(&app, e, waiters[4]).await, a_number);
     assert_eq!(app.waitlist(e, waiters[3]).await.body["status"], "HOLDS_ORDER");
@@ -251,7 +251,7 @@ async fn two_drivers_of_one_give_back_promote_one_user_once() {
     assert_eq!(app.deliver_all().await, 1);
     assert_eq!(app.order_of(e, &first).await.body["status"], "REJECTED");
     tokio::time::sleep(Duration::from_millis(2)).await;
-    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1)).await.unwrap();
+    app.functions.store.record_rebuild(e, "test", OffsetDateTime::now_utc(), Some(1), 0).await.unwrap();
 
     // b cancels; two drivers of the give-back, A and B, step by step.
     let (b_due, b_holding) = app.cancel_in_dynamodb(e, &b).await;

@@ -682,9 +682,10 @@ async fn a_cache_of_the_previous_layout_is_rebuilt_on_first_touch_keeping_its_wa
     let event = app.open_event(2).await;
     let user = |name: &str| format!("{name}-{}", own_tail(&event));
     assert_eq!(app.grab(&event, &user("ada")).await.status, 202);
+    assert_eq!(app.grab(&event, &user("bob")).await.status, 202);
     app.deliver_all().await;
 
-    // Lay the cache out as v3 wrote it, with one user waiting there alone.
+    // Lay the cache out as v3 wrote it, sold out, with one user waiting there alone.
     let mut r = app.redis.clone();
     let opening = app.functions.gate.opening(&event).await.unwrap();
     let history = opening.strip_prefix(&keys::opening_prefix()).unwrap().to_owned();
@@ -702,9 +703,7 @@ async fn a_cache_of_the_previous_layout_is_rebuilt_on_first_touch_keeping_its_wa
         .unwrap();
     assert!(app.functions.gate.window(&event).await.unwrap().is_none(), "the new code does not read it as its own");
 
-    // First touch: a grab, answered at once (no wait as for a lost cache).
-    let bob = app.grab(&event, &user("bob")).await;
-    assert_eq!(bob.status, 202, "{}", bob.body);
+    // First touch: a join, answered at once (no wait as for a lost cache).
     let cy = app.join_waitlist(&event, &user("cy")).await;
     assert_eq!((cy.status, cy.body["position"].as_u64()), (201, Some(2)), "{}", cy.body);
     assert_eq!(app.waitlist(&event, old.as_str()).await.body["position"], 1, "the old place kept");

@@ -252,6 +252,8 @@ pub struct Holdings {
     /// failover lost the give-back's write but not the join's durable place). They go to the
     /// outbox, whence reconcile sends them. Order id and whole message.
     pub promotions: Vec<(OrderId, String)>,
+    /// How many of `promotions` were numbers found free beside waiting users during the sale.
+    pub promoted_free: u64,
     /// Orders found only in a sent record (their bucket lost its outbox while they were on their
     /// way): they go back to the outbox, so reconcile sends them again if the queue lost them.
     pub restored: Vec<(OrderId, String)>,

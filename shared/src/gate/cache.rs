@@ -38,6 +38,25 @@ impl RebuildLock {
     }
 }
 
+/// How a bucket stopped (`stop.lua`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Open in this history until now: intact, and deciding (the consumer removing entries) a
+    /// moment ago.
+    Live,
+    /// Intact (open in this history when a rebuild first stopped it), stopped since.
+    Intact,
+    /// Lost, or written in another history: its outbox may lack orders.
+    Lost,
+}
+
+impl Stopped {
+    /// Its outbox holds every order of it not yet stored.
+    pub fn intact(self) -> bool {
+        self != Self::Lost
+    }
+}
+
 /// How a rebuild's lay-down ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LaidDown {
@@ -123,8 +142,8 @@ impl Gate {
 
     /// The rebuild's first step: every bucket stops deciding (`stop.lua`: its opening field goes,
     /// and the lock's token is the one that may open it again), all at once. Says, bucket by
-    /// bucket, whether it was intact: open in this history (its outbox whole).
-    pub async fn stop(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<Vec<bool>, GateError> {
+    /// bucket, how it stopped ([`Stopped`]).
+    pub async fn stop(&self, buckets: &keys::Buckets, lock: &RebuildLock) -> Result<Vec<Stopped>, GateError> {
         let conn = self.link.conn().await?;
         let stops = buckets.iter().map(|bucket| {
             let mut conn = conn.clone();
@@ -138,7 +157,11 @@ impl Gate {
                     .arg(keys::OLDER_OPENING_PREFIX)
                     .invoke_async(&mut conn)
                     .await?;
-                Ok::<_, GateError>(intact == 1)
+                Ok::<_, GateError>(match intact {
+                    2 => Stopped::Live,
+                    1 => Stopped::Intact,
+                    _ => Stopped::Lost,
+                })
             }
         });
         futures::future::try_join_all(stops).await
@@ -228,15 +251,35 @@ impl Gate {
         Ok(set.is_some())
     }
 
-    /// Records when the cache was first seen lost and returns that time (epoch ms). The mark
-    /// expires by itself; a rebuild removes it.
-    pub async fn mark_lost(&self, event: &EventId, now_ms: i64) -> Result<i64, GateError> {
-        let mut conn = self.link.conn().await?;
-        let (_, since): ((), Option<i64>) = redis::pipe()
-            .cmd("SET")
-            .arg(keys::lost_since(event))
-            .arg(now_ms)
+    /// Whether reconcile may look at the event's cache whole now: not looked at within `every`
+    /// (the mark is set by this call).
+    pub async fn may_look_whole(&self, event: &EventId, every: std::time::Duration) -> Result<bool, GateError> {
+        if every.is_zero() {
+            return Ok(true);
+        }
+        let set: Option<String> = redis::cmd("SET")
+            .arg(keys::looked_whole(event))
+            .arg(1)
             .arg("NX")
+            .arg("PX")
+            .arg(every.as_millis() as u64)
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok(set.is_some())
+    }
+
+    /// Records when the cache was first seen lost and returns that time (epoch ms); `again`: from
+    /// now (a bucket was deciding until the stop just made). The mark expires by itself; a rebuild
+    /// removes it.
+    pub async fn mark_lost(&self, event: &EventId, now_ms: i64, again: bool) -> Result<i64, GateError> {
+        let mut conn = self.link.conn().await?;
+        let mut set = redis::cmd("SET");
+        set.arg(keys::lost_since(event)).arg(now_ms);
+        if !again {
+            set.arg("NX");
+        }
+        let (_, since): ((), Option<i64>) = redis::pipe()
+            .add_command(set)
             .arg("PX")
             .arg(600_000)
             .cmd("GET")

@@ -286,6 +286,10 @@ pub fn lost_since(e: &EventId) -> String {
 pub fn repaired(e: &EventId) -> String {
     format!("ev:{{{e}}}:repaired")
 }
+/// Set when reconcile last looked at the event's cache whole, for `RECONCILE_WHOLE_EVERY_SECONDS`.
+pub fn looked_whole(e: &EventId) -> String {
+    format!("ev:{{{e}}}:looked")
+}
 /// Reconcile's last finding that the cache lost part of itself (gate::waitlist, `found_again`).
 pub fn suspected(e: &EventId) -> String {
     format!("ev:{{{e}}}:suspect")

@@ -69,8 +69,9 @@ impl Gate {
 
     /// Removes an order's outbox entry once DynamoDB holds the order: from its user's home bucket
     /// (the only one that can hold it), or, for an entry whose user cannot be read, from every one;
-    /// then its sent record's entry. Each only while not stopped by a rebuild (`let_out.lua`): the
-    /// rebuild reads what is left there, and reconcile removes it once the rebuild is done.
+    /// the outbox's only while not stopped by a rebuild (`let_out.lua`: the rebuild reads what is
+    /// left there, and reconcile removes it once the rebuild is done); then its sent record's entry
+    /// is marked stored (reconcile removes it a while later).
     pub async fn remove_from_outbox(
         &self,
         event: &EventId,
@@ -88,7 +89,7 @@ impl Gate {
                 .invoke_async(&mut conn)
                 .await?;
         }
-        self.let_out_of_sent(&mut conn, &buckets, user, order_id).await
+        self.mark_sent_stored(&mut conn, &buckets, user, order_id).await
     }
 
     /// Outbox entries older than `age` on the server's clock (age from the UUIDv7 order id), at

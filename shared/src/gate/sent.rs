@@ -37,6 +37,23 @@ static WHOLE_OUTBOX_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("whole_outbox.lua", opening = ARGV[1])));
 pub(super) static LET_OUT_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("let_out.lua", opening = ARGV[1])));
+static SENT_STORED_SCRIPT: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(include_str!("sent_stored.lua")));
+
+/// How long a stored order's entry stays in its sent record (marked): far past the lag of
+/// DynamoDB's index, so a rebuild never misses an order stored a moment before it read.
+pub const SENT_KEPT_STORED: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// A sent record's entry: the order message, or (`S<ms>|<message>`) one whose order DynamoDB
+/// holds since then. `None` for a field that is no order's (the record's own `@` fields).
+fn sent_entry(key: String, value: String) -> Option<(OutboxEntry, Option<i64>)> {
+    let order_id = OrderId::parse(&key).ok()?;
+    let (stored, message) = match value.strip_prefix('S').and_then(|v| v.split_once('|')) {
+        Some((ms, message)) => (ms.parse().ok(), message.to_owned()),
+        None => (None, value),
+    };
+    Some((OutboxEntry { order_id, message }, stored))
+}
 
 /// How long a sent record a rebuild's stop created (the record was lost) lives if no rebuild lays
 /// it down: as long as a bucket remembers its stop.
@@ -278,6 +295,10 @@ impl Gate {
             return Ok(false);
         };
         let [generation, expiry, entries @ ..] = whole.as_slice() else {
+            // NOT_FOUND or STALE (the bucket not cached in this history): not laid from it.
+            if whole.len() == 1 {
+                return Ok(false);
+            }
             return Err(GateError::Protocol("whole_outbox reply too short".into()));
         };
         let record = keys::sent(home);
@@ -357,10 +378,7 @@ impl Gate {
             {
                 return Ok(None);
             }
-            entries.extend(
-                all.into_iter()
-                    .filter_map(|(key, message)| Some(OutboxEntry { order_id: OrderId::parse(&key).ok()?, message })),
-            );
+            entries.extend(all.into_iter().filter_map(|(key, value)| sent_entry(key, value)).map(|(e, _)| e));
         }
         Ok(Some(entries))
     }
@@ -389,43 +407,33 @@ impl Gate {
         }
     }
 
-    /// Removes an order from its bucket's sent record once DynamoDB holds it (after its outbox
-    /// entry), while the record is not stopped (`let_out.lua`): from its user's home, or for an
-    /// entry whose user cannot be read, from every bucket's.
-    pub(super) async fn let_out_of_sent(
+    /// Marks an order's entry in its bucket's sent record stored, once DynamoDB holds it (after
+    /// its outbox entry left): from its user's home, or for an entry whose user cannot be read, in
+    /// every bucket's (`sent_stored.lua`). Reconcile removes it [`SENT_KEPT_STORED`] later.
+    pub(super) async fn mark_sent_stored(
         &self,
         conn: &mut LinkConn,
         buckets: &keys::Buckets,
         user: Option<&UserId>,
         order: &OrderId,
     ) -> Result<(), GateError> {
+        let now = crate::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
         for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
-            let record = keys::sent(b);
-            let _: i64 = LET_OUT_SCRIPT
-                .key(&record)
-                .key(&record)
-                .arg(keys::SENT_OPEN)
-                .arg(order.as_str())
-                .invoke_async(conn)
-                .await?;
+            let _: i64 = SENT_STORED_SCRIPT.key(keys::sent(b)).arg(order.as_str()).arg(now).invoke_async(conn).await?;
         }
         Ok(())
     }
 
-    /// Removes a stored order's entry from its sent record (reconcile, for an entry a rebuild's stop
-    /// kept, or a consumer's removal that failed), while the record is open.
-    pub async fn forget_sent(&self, event: &EventId, user: &UserId, order: &OrderId) -> Result<(), GateError> {
-        let buckets = self.buckets(event).await?;
-        let mut conn = self.link.conn().await?;
-        self.let_out_of_sent(&mut conn, &buckets, Some(user), order).await
+    /// Removes an order's entry from its sent record (reconcile: its order stored a while ago).
+    pub async fn forget_sent(&self, bucket: &keys::Bucket, order: &OrderId) -> Result<(), GateError> {
+        let _: u32 = self.link.conn().await?.hdel(keys::sent(bucket), order.as_str()).await?;
+        Ok(())
     }
 
-    /// The orders a bucket's sent record holds with their messages, for reconcile's care of it.
-    pub async fn sent_entries(&self, bucket: &keys::Bucket) -> Result<Vec<OutboxEntry>, GateError> {
+    /// The orders a bucket's sent record holds, each with when it was marked stored, for
+    /// reconcile's care of it.
+    pub async fn sent_entries(&self, bucket: &keys::Bucket) -> Result<Vec<(OutboxEntry, Option<i64>)>, GateError> {
         let all: HashMap<String, String> = self.link.conn().await?.hgetall(keys::sent(bucket)).await?;
-        Ok(all
-            .into_iter()
-            .filter_map(|(key, message)| Some(OutboxEntry { order_id: OrderId::parse(&key).ok()?, message }))
-            .collect())
+        Ok(all.into_iter().filter_map(|(key, value)| sent_entry(key, value)).collect())
     }
 }

@@ -14,19 +14,24 @@
 -- ARGV[3]  how long the token is kept (ms): longer than any rebuild
 -- ARGV[4]  the older layouts' opening field, before its history (keys::older_openings): a cache
 --          an older release laid out stops too
--- Returns 1 when the bucket is intact, 0 when not.
+-- Returns 2 when the bucket was open in this history until now (live: it may have decided, and
+-- the consumer removed entries, a moment ago), 1 when intact but stopped before, 0 when not intact.
 
 if #ARGV ~= 4 then
   return redis.error_reply('ERR stop: expected opening field, token, ms, older opening prefix')
 end
 local history = string.sub(opening, #opening - 11)
 local stopped = 'stopped@' .. history
-local intact = redis.call('HEXISTS', KEYS[1], opening) == 1 or redis.call('HEXISTS', KEYS[1], stopped) == 1
+local live = redis.call('HEXISTS', KEYS[1], opening) == 1
+local intact = live or redis.call('HEXISTS', KEYS[1], stopped) == 1
 redis.call('HDEL', KEYS[1], opening, ARGV[4] .. history)
 if intact then
   redis.call('HSET', KEYS[1], stopped, ARGV[2])
 end
 redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
+if live then
+  return 2
+end
 if intact then
   return 1
 end

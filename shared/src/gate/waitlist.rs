@@ -229,6 +229,18 @@ impl Gate {
         })
     }
 
+    /// Whether a promotion of `user` is on its way from the line to their home (a sharded event's
+    /// hand between its steps: they left the line, their home does not hold it yet).
+    pub async fn promotion_under_way(&self, event: &EventId, user: &UserId) -> Result<bool, GateError> {
+        let buckets = self.buckets(event).await?;
+        if !buckets.is_sharded() {
+            return Ok(false);
+        }
+        let line = buckets.get(0).expect("bucket 0");
+        let records: Vec<String> = self.link.conn().await?.hvals(keys::handed(line)).await?;
+        Ok(records.iter().filter_map(|r| crate::domain::OrderMessage::parse(r).ok()).any(|m| m.user_id == *user))
+    }
+
     /// Who is in the line, as laid now (reconcile's check against the durable places).
     pub async fn line(&self, event: &EventId) -> Result<Vec<UserId>, GateError> {
         let users: Vec<String> = self.link.conn().await?.zrange(keys::wait(event), 0, -1).await?;

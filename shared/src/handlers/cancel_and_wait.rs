@@ -298,11 +298,16 @@ impl CancelAndWait {
             // that lost it while the rest of the cache is there (its key gone, or laid down by a
             // rebuild that read before the place was durable) is repaired from DynamoDB: a place
             // whose user holds no order there is one the line must show.
+            let durable = self.gate.window(id).await?.is_some()
+                && self.store.is_waiting(id, &caller.user).await?
+                && self.store.get_order(id, &caller.user).await?.is_none();
             let rebuilt = if self.gate.window(id).await?.is_none() {
                 Some(self.rebuilder.rebuild(&event).await?)
-            } else if self.store.is_waiting(id, &caller.user).await?
-                && self.store.get_order(id, &caller.user).await?.is_none()
-            {
+            } else if durable {
+                // A promotion on its way to the user's home is no lost place: asked again, it shows.
+                if self.gate.promotion_under_way(id, &caller.user).await? {
+                    return Err(ApiError::Busy);
+                }
                 Some(self.rebuilder.repair(&event, "a durable place is not in the line").await?)
             } else {
                 None
@@ -312,6 +317,10 @@ impl CancelAndWait {
                 Some(Rebuild::Busy) => return Err(ApiError::Busy),
                 Some(Rebuild::Ended) => return Err(ApiError::WaitlistClosed),
                 None => {}
+            }
+            // Still missing (its repair not due yet): busy, never "not waiting" to one who waits.
+            if durable && place == WaitlistPlace::NotWaiting {
+                return Err(ApiError::Busy);
             }
         }
         match place {

@@ -314,9 +314,9 @@ impl Reconcile {
             }
         }
         report.outbox_left += self.gate.outbox_len(&event.id).await?;
-        // 3b. the sent records: an entry whose order is stored leaves (its consumer's removal was
-        //     held by a rebuild, or failed); one whose order is neither stored nor in the outbox
-        //     any more (the outbox lost it) is sent again from the record.
+        // 3b. the sent records: an entry whose order was stored a while ago leaves; one whose order
+        //     is neither stored nor in the outbox any more (the outbox lost it) is sent again from
+        //     the record.
         self.tidy_sent(&event.id, outbox_age, report).await?;
         // 4. cancellations whose number Redis has not taken back (the cache must be there)
         if stock.is_some() {
@@ -362,17 +362,27 @@ impl Reconcile {
         age: std::time::Duration,
         report: &mut ReconcileReport,
     ) -> Result<(), ReconcileError> {
-        let cutoff = crate::domain::event::epoch_ms(OffsetDateTime::now_utc()) - age.as_millis() as i64;
+        let now = crate::domain::event::epoch_ms(OffsetDateTime::now_utc());
+        let (cutoff, stored_cutoff) =
+            (now - age.as_millis() as i64, now - crate::gate::SENT_KEPT_STORED.as_millis() as i64);
         for bucket in self.gate.buckets(event).await?.iter() {
-            for entry in self.gate.sent_entries(bucket).await? {
-                if entry.order_id.created_ms().is_some_and(|ms| ms > cutoff) {
-                    continue;
+            for (entry, stored) in self.gate.sent_entries(bucket).await? {
+                match stored {
+                    // Stored a while ago: DynamoDB's index has long shown it.
+                    Some(at) if at <= stored_cutoff => {
+                        self.gate.forget_sent(bucket, &entry.order_id).await?;
+                        report.cleared += 1;
+                        continue;
+                    }
+                    Some(_) => continue,
+                    None if entry.order_id.created_ms().is_some_and(|ms| ms > cutoff) => continue,
+                    None => {}
                 }
                 let Ok(order) = OrderMessage::parse(&entry.message) else { continue };
-                // Stored, or the user holds another order (then this one is never stored: the
-                // consumer drops a second order).
+                // Stored (its mark lost: a rebuild's stop or a failed write), or the user holds
+                // another order (then this one is never stored: the consumer drops a second one).
                 if self.store.get_order_now(event, &order.user_id).await?.is_some() {
-                    self.gate.forget_sent(event, &order.user_id, &entry.order_id).await?;
+                    self.gate.forget_sent(bucket, &entry.order_id).await?;
                     report.cleared += 1;
                 } else if self.gate.outbox_entry(event, &order.user_id, &entry.order_id).await?.is_none() {
                     self.courier.send(&entry.message).await?;
@@ -437,18 +447,25 @@ impl Reconcile {
     /// is durable by the time DynamoDB is read, so nothing in flight counts.
     /// Whether the cache lost part of itself while the rest is there (a key gone: with the
     /// template's noeviction nothing evicts one, but an operator's `DEL` or a fault may): a number
-    /// in no place (not on sale, held back, held, on its way or being given back), or a durable
-    /// waiting place whose user holds nothing missing from the line. Found in two runs in a row
-    /// (a sale's traffic can show a moment of either), the cache is repaired from DynamoDB.
+    /// in no place (not on sale, held back, held, on its way or being given back) or in two, or a
+    /// durable waiting place whose user holds nothing missing from the line. Found in two runs in a
+    /// row (a sale's traffic can show a moment of either), the cache is repaired from DynamoDB.
     async fn whole(&self, event: &crate::domain::Event) -> Result<Rebuild, ReconcileError> {
         let id = &event.id;
+        if !self.gate.may_look_whole(id, self.settings.whole_every).await? {
+            return Ok(Rebuild::Present);
+        }
         let Some(cache) = self.gate.audit_view(id).await? else { return Ok(Rebuild::Present) };
         let rows: Vec<crate::domain::audit::AuditRow> =
             self.store.all_orders(id).await?.into_iter().map(|r| r.audit_row()).collect();
         let give_backs_pending = self.store.give_backs_due(id).await?.into_iter().map(|d| d.ticket_no).collect();
         let ledger = crate::domain::audit::Ledger { give_backs_pending, cache: Some(cache), ..Default::default() };
-        let lost = crate::domain::audit::numbers_in_no_place(event.capacity, &rows, &ledger);
-        let holders: std::collections::HashSet<&crate::domain::UserId> = rows.iter().map(|r| &r.user_id).collect();
+        let (lost, doubled) = crate::domain::audit::misplaced_numbers(event.capacity, &rows, &ledger);
+        // Holders: of a stored order, or of one the cache holds on its way (a promotion not yet
+        // stored leaves the line before DynamoDB knows it).
+        let (held, _) = self.gate.holdings_and_outbox(id).await?;
+        let holders: std::collections::HashSet<&crate::domain::UserId> =
+            rows.iter().map(|r| &r.user_id).chain(held.iter().map(|b| &b.user)).collect();
         let line: std::collections::HashSet<crate::domain::UserId> = self.gate.line(id).await?.into_iter().collect();
         let mut missing: Vec<String> = self
             .store
@@ -458,11 +475,11 @@ impl Reconcile {
             .filter(|w| !holders.contains(&w.user) && !line.contains(&w.user))
             .map(|w| w.user.to_string())
             .collect();
-        if lost.is_empty() && missing.is_empty() {
+        if lost.is_empty() && doubled.is_empty() && missing.is_empty() {
             return Ok(Rebuild::Present);
         }
         missing.sort_unstable();
-        let finding = format!("lost {lost:?}; not in the line {missing:?}");
+        let finding = format!("in no place {lost:?}; in two {doubled:?}; not in the line {missing:?}");
         if !self.gate.found_again(id, &finding).await? {
             tracing::warn!(event_id = %id, finding, "the cache may have lost part of itself: looked at again next run");
             return Ok(Rebuild::Present);

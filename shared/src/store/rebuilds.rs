@@ -22,6 +22,7 @@ impl Store {
         token: &str,
         read_at: OffsetDateTime,
         in_flight: Option<u64>,
+        promoted_free: u64,
     ) -> Result<(), StoreError> {
         let read_ms = epoch_ms(read_at);
         let mut put = self
@@ -30,7 +31,8 @@ impl Store {
             .table_name(&self.table)
             .item(attr::PK, s(key::rebuilds(event)))
             .item(attr::SK, s(format!("{read_ms:015}#{token}")))
-            .item("read_ms", n(read_ms));
+            .item("read_ms", n(read_ms))
+            .item("promoted_free", n(promoted_free));
         if let Some(in_flight) = in_flight {
             put = put.item("in_flight", n(in_flight));
         }
@@ -43,7 +45,13 @@ impl Store {
         self.partition(key::rebuilds(event), None)
             .await?
             .iter()
-            .map(|item| Ok(RebuildRecord { read_ms: get_n(item, "read_ms")?, in_flight: opt_n(item, "in_flight")? }))
+            .map(|item| {
+                Ok(RebuildRecord {
+                    read_ms: get_n(item, "read_ms")?,
+                    in_flight: opt_n(item, "in_flight")?,
+                    promoted_free: opt_n(item, "promoted_free")?.unwrap_or(0),
+                })
+            })
             .collect()
     }
 }
