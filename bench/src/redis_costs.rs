@@ -60,6 +60,9 @@ const TOKEN: &str = "redis-costs-token-0123456789";
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
 enum Kind {
     GrabWon,
+    /// A won grab and its order kept in its bucket's sent record, as the courier keeps it before
+    /// the send (no replica here: no `WAIT`).
+    GrabWonKept,
     GrabRefused,
     Limiter,
     FieldRead,
@@ -68,12 +71,20 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 6] =
-        [Kind::GrabWon, Kind::GrabRefused, Kind::Limiter, Kind::FieldRead, Kind::Connect, Kind::ConnectTls];
+    const ALL: [Kind; 7] = [
+        Kind::GrabWon,
+        Kind::GrabWonKept,
+        Kind::GrabRefused,
+        Kind::Limiter,
+        Kind::FieldRead,
+        Kind::Connect,
+        Kind::ConnectTls,
+    ];
 
     fn label(self) -> &'static str {
         match self {
             Kind::GrabWon => "grab won (grab.lua)",
+            Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua)",
             Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
             Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
@@ -260,9 +271,9 @@ async fn measure(
     let policy = GrabPolicy::default();
     // What the kind needs beforehand, outside the measured span.
     let event = match kind {
-        Kind::GrabWon | Kind::GrabRefused => {
+        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused => {
             let id = EventId::parse(&format!("redis-costs-{}", uuid::Uuid::now_v7().simple()))?;
-            let capacity = if kind == Kind::GrabWon { args.ops } else { 1 };
+            let capacity = if kind == Kind::GrabRefused { 1 } else { args.ops };
             let event = bench::sales::open_event(
                 id,
                 "redis costs",
@@ -320,7 +331,7 @@ async fn measure(
     let before = cpu_us(server.pid, tick)?;
     let started = Instant::now();
     let done: usize = match kind {
-        Kind::GrabWon | Kind::GrabRefused => {
+        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused => {
             let event = event.as_ref().expect("an event");
             let (id, email) = (&event.id, &email);
             let outcomes: Vec<Result<GrabOutcome, shared::gate::GateError>> =
@@ -330,12 +341,20 @@ async fn measure(
                         let head = MessageHead::new(&order, id, user, email, "2026-11-26T00:00:00Z");
                         let now = epoch_ms(OffsetDateTime::now_utc());
                         let attempt = GrabAttempt { event: id, user, order_id: &order, head: &head, clock_ms: now };
-                        gate.grab(&attempt, policy).await.map(|g| g.outcome)
+                        let outcome = gate.grab(&attempt, policy).await.map(|g| g.outcome)?;
+                        if let (Kind::GrabWonKept, GrabOutcome::Granted { message, generation, .. }) = (kind, &outcome)
+                        {
+                            let kept = gate.keep_sent(id, user, &order, message, Some(generation)).await?;
+                            if !kept.may_send() {
+                                return Err(shared::gate::GateError::Protocol(format!("not kept: {kept:?}")));
+                            }
+                        }
+                        Ok(outcome)
                     })
                 })
                 .await;
             let want = |o: &GrabOutcome| match kind {
-                Kind::GrabWon => matches!(o, GrabOutcome::Granted { .. }),
+                Kind::GrabWon | Kind::GrabWonKept => matches!(o, GrabOutcome::Granted { .. }),
                 _ => matches!(o, GrabOutcome::SoldOut),
             };
             if let Some(other) = outcomes.iter().find(|o| !o.as_ref().is_ok_and(want)) {

@@ -22,6 +22,17 @@ async fn app() -> TestApp {
     .await
 }
 
+/// An event of one ticket, held by ada (stored), with bob then cy waiting.
+async fn sold_out_with_two_waiting(app: &TestApp) -> shared::domain::EventId {
+    let event = app.open_event(1).await;
+    assert_eq!(app.grab(&event, "ada").await.status, 202);
+    app.deliver_all().await;
+    for user in ["bob", "cy"] {
+        assert_eq!(app.join_waitlist(&event, user).await.status, 201);
+    }
+    event
+}
+
 /// The free numbers lost: the grab reads an empty list as sold out, but reconcile finds numbers in
 /// no place (not on sale, held, on their way or being given back), twice in a row, and repairs the
 /// cache: the numbers are on sale again.
@@ -63,12 +74,7 @@ async fn a_lost_list_of_free_numbers_is_found_by_reconcile_and_laid_down_again()
 async fn a_lost_key_of_the_line_is_found_by_the_give_back_and_the_first_who_waits_is_promoted() {
     for lost in ["waiting", "wait"] {
         let app = app().await;
-        let event = app.open_event(1).await;
-        assert_eq!(app.grab(&event, "ada").await.status, 202);
-        app.deliver_all().await;
-        for user in ["bob", "cy"] {
-            assert_eq!(app.join_waitlist(&event, user).await.status, 201);
-        }
+        let event = sold_out_with_two_waiting(&app).await;
         let mut r = app.redis.clone();
         let key = if lost == "wait" { keys::wait(&event) } else { keys::waiting(&event) };
         let _: () = r.del(&key).await.unwrap();
@@ -85,12 +91,7 @@ async fn a_lost_key_of_the_line_is_found_by_the_give_back_and_the_first_who_wait
 #[tokio::test]
 async fn a_line_lost_whole_is_found_by_reconcile_and_laid_down_again() {
     let app = app().await;
-    let event = app.open_event(1).await;
-    assert_eq!(app.grab(&event, "ada").await.status, 202);
-    app.deliver_all().await;
-    for user in ["bob", "cy"] {
-        assert_eq!(app.join_waitlist(&event, user).await.status, 201);
-    }
+    let event = sold_out_with_two_waiting(&app).await;
     let mut r = app.redis.clone();
     let _: () = r.del(&[keys::wait(&event), keys::waiting(&event)]).await.unwrap();
     app.functions.reconcile.run().await;

@@ -237,28 +237,24 @@ impl Gate {
         Ok(found.iter().any(Option::is_some))
     }
 
-    /// Whether the event's cache may be repaired now: not repaired within `every` (the mark is set
-    /// by this call, `SET NX PX`).
+    /// Whether the event's cache may be repaired now: not repaired within `every`.
     pub async fn may_repair(&self, event: &EventId, every: std::time::Duration) -> Result<bool, GateError> {
-        let set: Option<String> = redis::cmd("SET")
-            .arg(keys::repaired(event))
-            .arg(1)
-            .arg("NX")
-            .arg("PX")
-            .arg(every.as_millis() as u64)
-            .query_async(&mut self.link.conn().await?)
-            .await?;
-        Ok(set.is_some())
+        self.not_within(&keys::repaired(event), every).await
     }
 
-    /// Whether reconcile may look at the event's cache whole now: not looked at within `every`
-    /// (the mark is set by this call).
+    /// Whether reconcile may look at the event's cache whole now: not looked at within `every`.
     pub async fn may_look_whole(&self, event: &EventId, every: std::time::Duration) -> Result<bool, GateError> {
+        self.not_within(&keys::looked_whole(event), every).await
+    }
+
+    /// Whether `mark` was not set within `every` (it is set by this call, `SET NX PX`); always
+    /// for a zero span.
+    async fn not_within(&self, mark: &str, every: std::time::Duration) -> Result<bool, GateError> {
         if every.is_zero() {
             return Ok(true);
         }
         let set: Option<String> = redis::cmd("SET")
-            .arg(keys::looked_whole(event))
+            .arg(mark)
             .arg(1)
             .arg("NX")
             .arg("PX")

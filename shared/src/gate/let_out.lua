@@ -1,12 +1,12 @@
--- The consumer's last step for an order DynamoDB now holds (gate/outbox.rs): its outbox entry, or
--- its sent record's entry, leaves, but only while no rebuild has the bucket or the record stopped.
--- A rebuild reads the outboxes and records after it stops them, then DynamoDB a settle later: an
--- entry removed before the stop belongs to an order stored before it, which its index shows by
--- then; one stored after the stop keeps its entry until reconcile finds the order durable.
+-- The consumer's last step for an order DynamoDB now holds (gate/outbox.rs): its outbox entry
+-- leaves, but only while no rebuild has the bucket stopped. A rebuild reads the outboxes after it
+-- stops them, then DynamoDB a settle later: an entry removed before the stop belongs to an order
+-- stored before it, which its index shows by then; one stored after the stop keeps its entry until
+-- reconcile finds the order durable.
 --
--- KEYS[1]  the bucket's meta, or the sent record
--- KEYS[2]  the bucket's outbox, or the sent record again
--- ARGV[1]  the opening field of the caller's history (grab.lua's ARGV[7]), or '@open' for a record
+-- KEYS[1]  the bucket's meta
+-- KEYS[2]  the bucket's outbox
+-- ARGV[1]  the opening field of the caller's history (grab.lua's ARGV[7])
 -- ARGV[2]  the order id
 -- Returns 1 (removed, or not there) | 0 (left: stopped, or not cached in this history)
 

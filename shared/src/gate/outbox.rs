@@ -6,6 +6,10 @@ use redis::AsyncCommands;
 use super::{Gate, GateError, keys};
 use crate::domain::{EventId, OrderId, UserId};
 
+/// The consumer's removal of an entry: only while its bucket is not stopped by a rebuild.
+static LET_OUT_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(super::cache_script!("let_out.lua", opening = ARGV[1])));
+
 /// An order waiting in the outbox for DynamoDB to hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutboxEntry {
@@ -81,7 +85,7 @@ impl Gate {
         let buckets = self.buckets(event).await?;
         let mut conn = self.link.conn().await?;
         for b in buckets.iter().filter(|b| user.is_none_or(|u| buckets.home(u) == *b)) {
-            let _: i64 = super::sent::LET_OUT_SCRIPT
+            let _: i64 = LET_OUT_SCRIPT
                 .key(keys::meta(b))
                 .key(keys::outbox(b))
                 .arg(super::opening_arg(&conn))

@@ -35,8 +35,6 @@ static SERVER_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(concat!(include_str!("server.lua"), "return server()")));
 static WHOLE_OUTBOX_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("whole_outbox.lua", opening = ARGV[1])));
-pub(super) static LET_OUT_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(cache_script!("let_out.lua", opening = ARGV[1])));
 static SENT_STORED_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(include_str!("sent_stored.lua")));
 

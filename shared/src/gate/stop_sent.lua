@@ -1,7 +1,6 @@
 -- The exact rebuild's first step at a bucket's sent record (docs/DESIGN.md section 10), after the
 -- bucket itself stopped (stop.lua): the record takes no order any more (keep_sent.lua answers
--- MOVED_ON), nor lets the consumer remove one (let_out.lua), and remembers which rebuild stopped it
--- last, the only one that lays it down again.
+-- MOVED_ON), and remembers which rebuild stopped it last, the only one that lays it down again.
 --
 -- KEYS[1]  the bucket's sent record (keys::sent)
 -- ARGV[1]  the rebuild's token
