@@ -112,8 +112,10 @@ async fn an_order_whose_outbox_entry_is_lost_is_sent_from_its_sent_record() {
     let unreachable =
         format!("{}/000000000000/no-such-queue-{}", app.settings.aws_endpoint, uuid::Uuid::now_v7().simple());
     let broken = local_runner::Functions::build(&app.settings, &unreachable).await.unwrap();
+    // Told 503 where no replica holds its sent record (the single server here), 202 where one
+    // does (cluster mode, a replica a master): either way the order is in its record, not sent.
     let reply = call_with(&broken, Function::Grab, app.grab_event(&event, "ada")).await;
-    assert_eq!((reply.status, reply.code()), (503, "BUSY"), "{}", reply.body);
+    assert!(matches!(reply.status, 202 | 503), "{}", reply.body);
     let held = app.cache(&event).await.holdings["ada"].clone();
     let mut r = app.redis.clone();
     let _: () = r.del(keys::outbox(&event)).await.unwrap();

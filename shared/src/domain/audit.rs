@@ -438,15 +438,6 @@ fn places_of(
     (lost, doubled)
 }
 
-/// The numbers in no place and those in two (`numbers_accounted`'s count), for reconcile: a number
-/// the cache lost (a key of it gone) is in none, one it sells while an order holds it in two, and
-/// the cache is repaired. Empty without a cache.
-pub fn misplaced_numbers(capacity: u32, rows: &[AuditRow], ledger: &Ledger) -> (Vec<TicketNo>, Vec<TicketNo>) {
-    let Some(cache) = &ledger.cache else { return Default::default() };
-    let confirmed: Vec<&AuditRow> = rows.iter().filter(|r| r.status == OrderStatus::Confirmed).collect();
-    places_of(capacity, cache, &confirmed, &in_flight(rows, ledger), ledger)
-}
-
 /// A `REJECTED` order is a grant the cache forgot: its user may have been told `202`, and no
 /// user causes it. Every one fails the sale. The detail names those made before a rebuild that read
 /// while orders may still have been on the queue (a sent record lost with its bucket, so the rebuild

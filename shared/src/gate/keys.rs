@@ -294,6 +294,11 @@ pub fn looked_whole(e: &EventId) -> String {
 pub fn suspected(e: &EventId) -> String {
     format!("ev:{{{e}}}:suspect")
 }
+/// The finding reconcile last repaired the cache for (a repair that did not mend it is not run
+/// again for the same).
+pub fn repaired_finding(e: &EventId) -> String {
+    format!("ev:{{{e}}}:repaired-for")
+}
 /// Held while the event's cache is rebuilt from DynamoDB.
 pub fn rebuild_lock(e: &EventId) -> String {
     format!("ev:{{{e}}}:lock")

@@ -213,3 +213,78 @@ fn buyers_in(meta: Vec<(String, String)>) -> Result<Vec<Buyer>, GateError> {
     }
     Ok(buyers)
 }
+
+/// Where the cache itself has each of an event's numbers, and who its users are: what reconcile's
+/// look at the whole reads (`Gate::places`), from the cache alone.
+#[derive(Debug, Default)]
+pub struct Places {
+    /// Numbers in no place of the cache: not on sale, moving, held back, held by a user's field, nor
+    /// on their way to the line.
+    pub lost: Vec<TicketNo>,
+    /// Numbers in two places: on sale (or moving, or held back) and held, or held twice.
+    pub doubled: Vec<TicketNo>,
+    /// No number on sale or moving in any bucket: only then can users wait.
+    pub sold_out: bool,
+    /// Users whose field holds an order, or a cancelled one: none of them waits.
+    pub taken: std::collections::HashSet<UserId>,
+    /// Users in the line.
+    pub line: std::collections::HashSet<UserId>,
+}
+
+impl Gate {
+    /// [`Places`] of `event`, bucket by bucket, each bucket read in one step (`MULTI`); `None`
+    /// when a bucket is not cached in this history. Numbers on their way between a canceller's home
+    /// and the line (a sharded give-back's `giving` and `handed` records) count as placed.
+    pub async fn places(&self, event: &EventId, capacity: u32) -> Result<Option<Places>, GateError> {
+        let mut conn = self.link.conn().await?;
+        let mut count: std::collections::HashMap<TicketNo, u32> = std::collections::HashMap::new();
+        let mut transit = std::collections::HashSet::new();
+        let mut places = Places { sold_out: true, ..Default::default() };
+        for b in self.buckets(event).await?.iter() {
+            let opening = opening_on(&mut conn, b).await?;
+            type Read =
+                (bool, Vec<u32>, Vec<u32>, Vec<String>, Vec<String>, Vec<String>, Vec<(String, String)>, Vec<String>);
+            let (cached, seats, returned, moving, giving, handed, meta, line): Read = redis::pipe()
+                .atomic()
+                .hexists(keys::meta(b), &opening)
+                .lrange(keys::seats(b), 0, -1)
+                .lrange(keys::returned(b), 0, -1)
+                .hvals(keys::moving(b))
+                .hvals(keys::giving(b))
+                .hvals(keys::handed(b))
+                .hgetall(keys::meta(b))
+                .zrange(keys::wait(b), 0, -1)
+                .query_async(&mut conn)
+                .await?;
+            if !cached {
+                return Ok(None);
+            }
+            let moving: Vec<TicketNo> =
+                moving.iter().filter_map(|m| super::moves::Move::parse(m)).flat_map(|m| m.numbers).collect();
+            places.sold_out &= seats.is_empty() && moving.is_empty();
+            for n in seats.into_iter().chain(returned).map(TicketNo::new).chain(moving) {
+                *count.entry(n).or_default() += 1;
+            }
+            transit.extend(giving.iter().filter_map(|n| n.parse().ok()).map(TicketNo::new));
+            for promoted in handed.iter().filter_map(|m| crate::domain::OrderMessage::parse(m).ok()) {
+                transit.insert(promoted.ticket_no);
+                places.taken.insert(promoted.user_id);
+            }
+            for (field, value) in meta {
+                let Some(user) = field.strip_prefix('=').and_then(|u| UserId::parse(u).ok()) else { continue };
+                if value.starts_with('!') {
+                    places.taken.insert(user);
+                } else if let Some(held) = keys::parse_holding(&value) {
+                    *count.entry(held.ticket_no).or_default() += 1;
+                    places.taken.insert(user);
+                }
+            }
+            places.line.extend(line.iter().filter_map(|u| UserId::parse(u).ok()));
+        }
+        places.lost =
+            (1..=capacity).map(TicketNo::new).filter(|n| !count.contains_key(n) && !transit.contains(n)).collect();
+        places.doubled = count.into_iter().filter(|(_, c)| *c > 1).map(|(n, _)| n).collect();
+        places.doubled.sort_unstable();
+        Ok(Some(places))
+    }
+}

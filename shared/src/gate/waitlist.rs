@@ -262,6 +262,19 @@ impl Gate {
         Ok(before.as_deref() == Some(finding))
     }
 
+    /// Whether a repair already met `finding` (reconcile's, `remember_repaired`): a repair that did
+    /// not mend it is not run again for it.
+    pub async fn repaired_before(&self, event: &EventId, finding: &str) -> Result<bool, GateError> {
+        let before: Option<String> = self.link.conn().await?.get(keys::repaired_finding(event)).await?;
+        Ok(before.as_deref() == Some(finding))
+    }
+
+    /// Remembers the finding a repair was run for, an hour.
+    pub async fn remember_repaired(&self, event: &EventId, finding: &str) -> Result<(), GateError> {
+        let _: () = self.link.conn().await?.pset_ex(keys::repaired_finding(event), finding, 3_600_000).await?;
+        Ok(())
+    }
+
     /// How many wait (tests and the organiser's report).
     pub async fn waitlist_len(&self, event: &EventId) -> Result<u64, GateError> {
         Ok(redis::AsyncCommands::zcard(&mut self.link.conn().await?, keys::wait(event)).await?)

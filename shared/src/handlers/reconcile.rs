@@ -447,44 +447,48 @@ impl Reconcile {
     /// is durable by the time DynamoDB is read, so nothing in flight counts.
     /// Whether the cache lost part of itself while the rest is there (a key gone: with the
     /// template's noeviction nothing evicts one, but an operator's `DEL` or a fault may): a number
-    /// in no place (not on sale, held back, held, on its way or being given back) or in two, or a
-    /// durable waiting place whose user holds nothing missing from the line. Found in two runs in a
-    /// row (a sale's traffic can show a moment of either), the cache is repaired from DynamoDB.
+    /// in no place of the cache (not on sale, moving, held back, held, nor on its way to the line)
+    /// or in two, or, once sold out, a durable waiting place whose user holds nothing missing from
+    /// the line. Read from the cache (and the waiting places from DynamoDB only once sold out), at
+    /// most once per `RECONCILE_WHOLE_EVERY_SECONDS`; found in two looks in a row (a sale's traffic
+    /// can show a moment of either), the cache is repaired from DynamoDB, unless a repair already
+    /// met that very finding and did not mend it (then it is logged, not repaired again).
     async fn whole(&self, event: &crate::domain::Event) -> Result<Rebuild, ReconcileError> {
         let id = &event.id;
         if !self.gate.may_look_whole(id, self.settings.whole_every).await? {
             return Ok(Rebuild::Present);
         }
-        let Some(cache) = self.gate.audit_view(id).await? else { return Ok(Rebuild::Present) };
-        let rows: Vec<crate::domain::audit::AuditRow> =
-            self.store.all_orders(id).await?.into_iter().map(|r| r.audit_row()).collect();
-        let give_backs_pending = self.store.give_backs_due(id).await?.into_iter().map(|d| d.ticket_no).collect();
-        let ledger = crate::domain::audit::Ledger { give_backs_pending, cache: Some(cache), ..Default::default() };
-        let (lost, doubled) = crate::domain::audit::misplaced_numbers(event.capacity, &rows, &ledger);
-        // Holders: of a stored order, or of one the cache holds on its way (a promotion not yet
-        // stored leaves the line before DynamoDB knows it).
-        let (held, _) = self.gate.holdings_and_outbox(id).await?;
-        let holders: std::collections::HashSet<&crate::domain::UserId> =
-            rows.iter().map(|r| &r.user_id).chain(held.iter().map(|b| &b.user)).collect();
-        let line: std::collections::HashSet<crate::domain::UserId> = self.gate.line(id).await?.into_iter().collect();
-        let mut missing: Vec<String> = self
-            .store
-            .waiters(id)
-            .await?
-            .into_iter()
-            .filter(|w| !holders.contains(&w.user) && !line.contains(&w.user))
-            .map(|w| w.user.to_string())
-            .collect();
-        if lost.is_empty() && doubled.is_empty() && missing.is_empty() {
+        let Some(places) = self.gate.places(id, event.capacity).await? else { return Ok(Rebuild::Present) };
+        let mut missing: Vec<String> = if places.sold_out {
+            self.store
+                .waiters(id)
+                .await?
+                .into_iter()
+                .filter(|w| !places.taken.contains(&w.user) && !places.line.contains(&w.user))
+                .map(|w| w.user.to_string())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if places.lost.is_empty() && places.doubled.is_empty() && missing.is_empty() {
             return Ok(Rebuild::Present);
         }
         missing.sort_unstable();
-        let finding = format!("in no place {lost:?}; in two {doubled:?}; not in the line {missing:?}");
+        let finding =
+            format!("in no place {:?}; in two {:?}; not in the line {missing:?}", places.lost, places.doubled);
         if !self.gate.found_again(id, &finding).await? {
             tracing::warn!(event_id = %id, finding, "the cache may have lost part of itself: looked at again next run");
             return Ok(Rebuild::Present);
         }
-        Ok(self.rebuilder.repair(event, &finding).await?)
+        if self.gate.repaired_before(id, &finding).await? {
+            tracing::error!(event_id = %id, finding, "a repair did not mend the cache: left for an operator");
+            return Ok(Rebuild::Present);
+        }
+        let repaired = self.rebuilder.repair(event, &finding).await?;
+        if repaired == Rebuild::Done {
+            self.gate.remember_repaired(id, &finding).await?;
+        }
+        Ok(repaired)
     }
 
     async fn drift(&self, event: &crate::domain::EventId) -> Result<u64, ReconcileError> {
