@@ -446,6 +446,14 @@ fn cluster_mode_gives_the_functions_the_configuration_endpoint() {
     assert_eq!(parameters["Properties"]["Properties"]["maxmemory-policy"], "noeviction");
     assert_eq!(*pick(&parameters["Properties"]["Properties"]["cluster-enabled"], &["CacheClustered"]), json!("yes"));
     assert_eq!(*pick(&parameters["Properties"]["Properties"]["cluster-enabled"], &[]), json!("no"));
+    // A cluster-mode group has automatic failover on, whatever its replicas (ElastiCache requires
+    // it); Multi-AZ only with a replica to fail over to.
+    assert_eq!(cache["AutomaticFailoverEnabled"]["Fn::If"][0], "CacheAutoFailover");
+    assert_eq!(
+        t["Conditions"]["CacheAutoFailover"],
+        json!({"Fn::Or": [{"Condition": "CacheClustered"}, {"Condition": "CacheFailover"}]})
+    );
+    assert_eq!(cache["MultiAZEnabled"]["Fn::If"][0], "CacheFailover");
 }
 
 /// The local runner ends a request at the function's timeout, as Lambda does: the two agree.
