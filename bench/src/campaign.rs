@@ -18,7 +18,8 @@
 //!   once);
 //! - another sale's backlog on the shared queue: thousands of its orders ahead of this sale's;
 //! - rebuilds one after another (a quarter second apart) while the sold-out crowd joins the
-//!   waitlist;
+//!   waitlist over a slow network to AWS (each join's durable write 1.5 s on its way, longer than
+//!   a rebuild's wait for DynamoDB's index);
 //! - SQS's counts reading 0 while messages are in flight;
 //! - a ballot drawn beside the sale, its winners giving their tickets back while the draw is laid
 //!   down and after.
@@ -241,11 +242,15 @@ struct Harness {
     settings: LocalSettings,
     healthy: Functions,
     cut_off: Functions,
+    /// The functions behind a slow network to AWS ([`SLOW_NETWORK`] a request).
+    slow: Functions,
     sqs: aws_sdk_sqs::Client,
     queue_url: String,
     dead_letters_url: String,
     /// While set, the crowd's requests go to `cut_off`.
     sqs_down: AtomicBool,
+    /// While set, the crowd's joins go to `slow`.
+    slow_joins: AtomicBool,
     event: EventId,
     buckets: keys::Buckets,
     template: HashMap<&'static str, Value>,
@@ -397,11 +402,13 @@ async fn run(plan: &Plan, args: &Args) -> Result<String, String> {
             }
             Fault::JoinRace { for_ms } => {
                 let (h, until) = (harness.clone(), Instant::now() + Duration::from_millis(*for_ms));
+                h.slow_joins.store(true, Ordering::SeqCst);
                 restarts.push(tokio::spawn(async move {
                     while Instant::now() < until {
                         let _ = h.lose_opening(0).await;
                         tokio::time::sleep(Duration::from_millis(250)).await;
                     }
+                    h.slow_joins.store(false, Ordering::SeqCst);
                 }));
             }
             Fault::BallotCancels => {
@@ -453,6 +460,10 @@ async fn run(plan: &Plan, args: &Args) -> Result<String, String> {
     harness.remove().await;
     Ok(format!("{}; the rush {:.1} s", checked?, rush_took.as_secs_f64()))
 }
+
+/// How long each request to AWS is held back on the slow network: longer than a rebuild waits
+/// for DynamoDB's index (1 s), so a join's durable write can land after a rebuild read the line.
+const SLOW_NETWORK: Duration = Duration::from_millis(1_500);
 
 fn spawn_consumer(harness: &Arc<Harness>, stop: tokio::sync::watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     let poller = local_runner::esm::Poller::new(harness.sqs.clone(), &harness.queue_url, harness.healthy.mail.clone());
@@ -567,6 +578,11 @@ impl Harness {
         let mut unreachable = settings.clone();
         unreachable.aws_endpoint = "http://127.0.0.1:1".into();
         let cut_off = Functions::build(&unreachable, &queue_url).await.map_err(|e| e.to_string())?;
+        let mut far = settings.clone();
+        far.aws_endpoint = local_runner::network::slow_network(&settings.aws_endpoint, SLOW_NETWORK)
+            .await
+            .map_err(|e| e.to_string())?;
+        let slow = Functions::build(&far, &queue_url).await.map_err(|e| e.to_string())?;
 
         let now = OffsetDateTime::now_utc();
         let event = shared::domain::Event {
@@ -602,10 +618,12 @@ impl Harness {
             settings,
             healthy,
             cut_off,
+            slow,
             sqs,
             queue_url,
             dead_letters_url,
             sqs_down: AtomicBool::new(false),
+            slow_joins: AtomicBool::new(false),
             event: event.id,
             template,
             told: Arc::default(),
@@ -640,7 +658,13 @@ impl Harness {
 
     /// Asks and waits for the answer; records what the user was told.
     async fn ask(&self, user: &str, kind: &str) -> (u16, Value) {
-        let functions = if self.sqs_down.load(Ordering::SeqCst) { &self.cut_off } else { &self.healthy };
+        let functions = if self.sqs_down.load(Ordering::SeqCst) {
+            &self.cut_off
+        } else if kind == "join" && self.slow_joins.load(Ordering::SeqCst) {
+            &self.slow
+        } else {
+            &self.healthy
+        };
         let function = if matches!(kind, "order") { Function::Query } else { Function::Grab };
         let reply = functions.call(function, self.request(user, kind)).await;
         let status = reply.status().as_u16();

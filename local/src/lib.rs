@@ -16,6 +16,7 @@ pub mod demo;
 pub mod esm;
 pub mod functions;
 pub mod mailbox;
+pub mod network;
 pub mod provision;
 pub mod server;
 pub mod settings;
