@@ -311,3 +311,59 @@ async fn a_failed_send_is_acknowledged_only_once_a_replica_holds_the_order() {
         "the same order, still in the outbox"
     );
 }
+
+/// A replica whose link drops (a partition longer than its timeout, a reconnect that does not
+/// complete) leaves its primary with no replica connected: the replica holds the sent records'
+/// earlier orders and not the next, and may yet be the one promoted. The primary then reads like
+/// a cache with no replica at all, which has none to wait for; it is not one: no order kept while
+/// the replica is gone is sent or told `202`. Once it is back and has caught up, the retry is told
+/// of the same order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_primary_whose_replica_is_gone_is_not_taken_for_one_without_replicas() {
+    let pair = Pair::start().await;
+    let app = app_on_redis(pair.endpoint.url()).await;
+    let event = app.open_event(10).await;
+    assert_eq!(app.grab(&event, "u1").await.status, 202);
+
+    // The link drops, and the replica's reconnects carry nothing.
+    pair.link.hold();
+    pair.link.cut();
+    let p = pair.direct(&pair.primary).await;
+    let gone = eventually(Duration::from_secs(20), || {
+        let mut p = p.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut p).await.unwrap_or_default();
+            info.contains("connected_slaves:0")
+        }
+    })
+    .await;
+    assert!(gone, "the primary still counts its replica");
+    let told = app.grab(&event, "u2").await;
+    assert_eq!((told.status, told.body["code"].as_str()), (503, Some("BUSY")), "{}", told.body);
+    let r = pair.direct(&pair.replica).await;
+    let mut r2 = r.clone();
+    let sent: HashMap<String, String> = r2.hgetall(keys::outbox(&event)).await.unwrap();
+    assert_eq!(sent.len(), 1, "the replica has u1's order only");
+
+    pair.link.release();
+    let back = eventually(Duration::from_secs(30), || {
+        let mut p = p.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut p).await.unwrap_or_default();
+            info.contains("connected_slaves:1")
+        }
+    })
+    .await;
+    assert!(back, "the replica did not come back");
+    pair.caught_up().await;
+    let retry = app.grab(&event, "u2").await;
+    assert_eq!(retry.status, 200, "{}", retry.body);
+    assert_eq!(retry.body["order_id"], told_order(&app, &event, "u2").await, "the same order");
+}
+
+/// The order the cache holds for `user` (their field in `meta`).
+async fn told_order(app: &TestApp, event: &EventId, user: &str) -> serde_json::Value {
+    let meta: HashMap<String, String> = app.redis.clone().hgetall(keys::meta(event)).await.unwrap();
+    let field = meta.get(&format!("={user}")).expect("the user's field");
+    serde_json::json!(keys::parse_holding(field).expect("a holding").order)
+}

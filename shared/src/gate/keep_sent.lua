@@ -8,8 +8,9 @@
 -- ARGV[2]  the order id
 -- ARGV[3]  the order message, as it will be sent
 -- Returns one string:
---   KEPT:<replicas>:<server> (recorded; the replicas the server has, which the caller waits for,
---   and the server's replication id, which names it: a promoted replica has another) |
+--   KEPT:<most>:<replicas>:<server> (recorded; the most replicas this server has had connected
+--   while it held the record, the replicas it has now, which the caller waits for, and the server's
+--   replication id, which names it: a promoted replica has another) |
 --   MOVED_ON (a rebuild stopped the record, or laid the bucket down since that generation) |
 --   LOST (the record is not laid down: it was lost, or laid before the release that made it; it is
 --   repaired from the bucket's outbox, then asked again)
@@ -20,7 +21,28 @@ end
 local record = redis.call('HMGET', KEYS[1], '@open', '@laid')
 if record[1] == ARGV[1] then
   redis.call('HSET', KEYS[1], ARGV[2], ARGV[3])
-  return 'KEPT:' .. server()
+  -- The most replicas this server has had connected while it held the record (`@replicas`, with
+  -- its replication id: a failover starts again from the promoted server's own). Fewer connected
+  -- now is a replica gone that holds the record's earlier orders but not this one, and may yet be
+  -- promoted: the caller does not take the order as confirmed until it is back.
+  local now = server()
+  local connected, id = string.match(now, '^(%d+):(.*)$')
+  connected = tonumber(connected)
+  local most = 0
+  local seen = redis.call('HGET', KEYS[1], '@replicas')
+  if seen then
+    local n, seen_id = string.match(seen, '^(%d+):(.*)$')
+    if seen_id == id then
+      most = tonumber(n)
+    end
+  end
+  if connected > most or not seen or most == 0 and seen ~= now then
+    redis.call('HSET', KEYS[1], '@replicas', now)
+  end
+  if connected > most then
+    most = connected
+  end
+  return 'KEPT:' .. most .. ':' .. now
 end
 if not record[2] then
   return 'LOST'

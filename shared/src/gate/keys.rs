@@ -170,6 +170,11 @@ pub const SENT_OPEN: &str = "@open";
 /// The sent record's field naming the rebuild that stopped it last: only that rebuild opens it
 /// again.
 pub const SENT_STOP: &str = "@stop";
+/// The sent record's field `<replicas>:<replication id>`: the most replicas its server has had
+/// connected while it held the record (`keep_sent.lua`). A replica gone since holds the earlier
+/// orders and not the next, and may be the one promoted: the next are not confirmed until it is
+/// back.
+pub const SENT_REPLICAS: &str = "@replicas";
 /// The user's field in `meta`, `=<user>` (the `=` keeps it apart from the event's own fields).
 /// Its value is one of: [`holding`] (the user holds that order, or cancelled it and its number is
 /// not given back yet), [`cancelled`] (`!<order id>`: no second ticket), or `#<window end

@@ -77,7 +77,9 @@ impl Server {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kept {
     /// In the sent record, on a server with `replicas` replicas, `confirmed` when every one of
-    /// them holds it (`WAIT`, on the connection that wrote it, to the same server).
+    /// them holds it (`WAIT`, on the connection that wrote it, to the same server) and none it had
+    /// while it held the record is gone (that one holds the earlier orders, not this, and may be
+    /// promoted); with no replica and none gone, confirmed at once.
     Kept { replicas: u32, confirmed: bool },
     /// Not kept: a rebuild stopped the record or laid the bucket down since the order was decided
     /// without it, or the record could not be laid down again. The order must not be sent now
@@ -91,7 +93,7 @@ impl Kept {
     /// record is on another shard) and a failover of the record's own server (every replica has
     /// it, or there is none to promote).
     pub fn may_send(self) -> bool {
-        matches!(self, Self::Kept { replicas, confirmed } if replicas == 0 || confirmed)
+        matches!(self, Self::Kept { confirmed: true, .. })
     }
 
     /// Whether a replica holds it: an order whose send failed is then durable enough to be told
@@ -230,12 +232,17 @@ impl Gate {
                 .invoke_async(&mut conn)
                 .await?;
             match reply.split_once(':') {
-                Some(("KEPT", server)) => {
+                Some(("KEPT", kept)) => {
+                    let (most, server) =
+                        kept.split_once(':').ok_or_else(|| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
+                    let most: u32 = most.parse().map_err(|_| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
                     let server = Server::parse(server)?;
-                    let confirmed = server.replicas == 0 || {
-                        let timeout = self.replica_wait.as_millis().max(1) as u64;
-                        self.sent_waits.confirmed(&conn, &record, &server, timeout).await?
-                    };
+                    // A replica the record's server had is gone: not confirmed, whatever the rest hold.
+                    let confirmed = server.replicas >= most
+                        && (server.replicas == 0 || {
+                            let timeout = self.replica_wait.as_millis().max(1) as u64;
+                            self.sent_waits.confirmed(&conn, &record, &server, timeout).await?
+                        });
                     return Ok(Kept::Kept { replicas: server.replicas, confirmed });
                 }
                 _ if reply == "MOVED_ON" => {}
