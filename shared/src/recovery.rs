@@ -258,6 +258,14 @@ impl Rebuilder {
             return Ok(Step::Halted);
         }
         let mut holdings = self.store.holdings(&event.id).await?;
+        // The index lags the table: an order cancelled a moment ago may still read as holding its
+        // number there while an order on its way (in an outbox or a sent record) holds it now.
+        // Each such holder is read again from the table itself before that order is given up.
+        for doubted in doubted_holders(outbox.iter().chain(&sent), &holdings) {
+            if let Some(now) = self.store.get_order_now(&event.id, &doubted.user).await? {
+                release_cancelled(&mut holdings, &doubted, &now);
+            }
+        }
         let undelivered = add_undelivered(outbox, sent, &mut holdings);
         if outdated {
             // The older layout kept its waitlist only in Redis: it becomes durable first.
@@ -336,6 +344,40 @@ enum Step {
     Wait,
     /// Stopped by a test after a step.
     Halted,
+}
+
+/// Stored orders that hold a number an order on its way (`entries`) holds too: as the index
+/// says, which may not yet show a cancellation.
+fn doubted_holders<'a>(entries: impl Iterator<Item = &'a crate::gate::OutboxEntry>, h: &Holdings) -> Vec<Buyer> {
+    let claimed: HashMap<TicketNo, OrderId> =
+        entries.filter_map(|e| OrderMessage::parse(&e.message).ok()).map(|m| (m.ticket_no, m.order_id)).collect();
+    h.buyers
+        .iter()
+        .filter(|b| h.held.contains(&b.ticket_no) && claimed.get(&b.ticket_no).is_some_and(|o| *o != b.order))
+        .cloned()
+        .collect()
+}
+
+/// A doubted holder (`doubted_holders`) as the table says it is `now`: cancelled, its number is
+/// no longer held by it, and its user is one who cancelled.
+fn release_cancelled(h: &mut Holdings, doubted: &Buyer, now: &crate::domain::order::OrderView) {
+    if now.order_id != doubted.order || now.status != crate::domain::OrderStatus::Cancelled {
+        return;
+    }
+    h.buyers.retain(|b| b.order != doubted.order);
+    h.held.remove(&doubted.ticket_no);
+    let at_ms = now
+        .cancelled_at
+        .as_deref()
+        .and_then(|at| OffsetDateTime::parse(at, &time::format_description::well_known::Rfc3339).ok())
+        .map_or(0, epoch_ms);
+    h.cancelled.push(crate::domain::Cancelled {
+        user: doubted.user.clone(),
+        order: doubted.order.clone(),
+        ticket_no: doubted.ticket_no,
+        at_ms,
+        give_back_pending: false,
+    });
 }
 
 /// Orders that survived in an outbox or a sent record (the cache was lost in part, or the send
@@ -463,6 +505,61 @@ fn reserve(h: &mut Holdings, dues: &[GiveBackDue], waiters: Vec<Waiter>, event: 
 mod tests {
     use super::*;
     use crate::domain::{Cancelled, Email, EventDraft};
+
+    /// An order cancelled, its number given back and granted again, then a rebuild whose index
+    /// still shows the cancelled order holding it: read again, the cancelled one lets the number go
+    /// to the order on its way, whose user keeps it.
+    #[test]
+    fn a_cancellation_the_index_does_not_show_yet_does_not_cost_the_next_holder_their_order() {
+        let ev = EventId::parse("lecture-9").unwrap();
+        let (ada, bob) = (UserId::parse("ada").unwrap(), UserId::parse("bob").unwrap());
+        let (first, next) = (OrderId::generate(), OrderId::generate());
+        let n = TicketNo::new(3);
+        let message = crate::domain::order::MessageHead::new(
+            &next,
+            &ev,
+            &bob,
+            &Email::parse("bob@example.com").unwrap(),
+            "2026-11-25T10:00:01Z",
+        )
+        .complete(n);
+        let on_its_way = vec![crate::gate::OutboxEntry { order_id: next.clone(), message }];
+        let stale = || Holdings {
+            buyers: vec![Buyer { user: ada.clone(), order: first.clone(), ticket_no: n }],
+            held: [n].into(),
+            ..Holdings::default()
+        };
+        // As the index says, the number stays with the cancelled order and bob's is given up.
+        let mut as_indexed = stale();
+        assert!(add_undelivered(on_its_way.clone(), vec![], &mut as_indexed).is_empty());
+        // Read again from the table: cancelled.
+        let mut h = stale();
+        let doubted = doubted_holders(on_its_way.iter(), &h);
+        assert_eq!(doubted.len(), 1);
+        let now = crate::domain::order::OrderView {
+            order_id: first.clone(),
+            event_id: ev.clone(),
+            ticket_no: n,
+            status: crate::domain::OrderStatus::Cancelled,
+            reason: None,
+            checked_in_at: None,
+            cancelled_at: Some("2026-11-25T10:00:00Z".into()),
+            amount: None,
+        };
+        release_cancelled(&mut h, &doubted[0], &now);
+        let taken = add_undelivered(on_its_way, vec![], &mut h);
+        assert_eq!(taken.len(), 1, "bob's order keeps the number");
+        assert!(h.buyers.iter().any(|b| b.user == bob && b.ticket_no == n));
+        assert!(h.cancelled.iter().any(|c| c.user == ada), "ada cancelled: no second ticket");
+        // A holder the table says still confirmed keeps the number.
+        let mut h = stale();
+        release_cancelled(
+            &mut h,
+            &doubted[0],
+            &crate::domain::order::OrderView { status: crate::domain::OrderStatus::Confirmed, ..now },
+        );
+        assert!(add_undelivered(vec![], vec![], &mut h).is_empty() && h.held.contains(&n));
+    }
 
     fn event() -> Event {
         let draft = EventDraft::from_json(&serde_json::json!({
