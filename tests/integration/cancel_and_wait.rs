@@ -319,6 +319,40 @@ async fn a_ticket_checks_in_once_and_a_cancelled_or_forged_pass_is_refused() {
     assert_eq!(app.report(&event, Some("xml")).await.code(), "BAD_REQUEST");
 }
 
+/// A holder let in by number names the order staff confirmed with them: a ticket another order
+/// holds since (the first cancelled, the number granted again) is not let in on that word, and
+/// nothing is written. A second scan names the door that let the ticket in.
+#[tokio::test]
+async fn a_let_in_by_number_names_the_order_confirmed_and_a_second_scan_names_the_first_door() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(1).await;
+    let first = app.grab(&event, "ada").await;
+    assert_eq!(first.status, 202);
+    app.deliver_all().await;
+    assert_eq!(app.cancel(&event, "ada").await.status, 200);
+    let again = app.grab(&event, "bob").await;
+    assert_eq!((again.status, again.body["ticket_no"].as_u64()), (202, Some(1)), "{}", again.body);
+    app.deliver_all().await;
+    let by_number = |order: &serde_json::Value| {
+        let body = json!({ "ticket_no": 1, "order_id": order, "door": "Gate A" });
+        as_member(with_body(for_event(fixture("check-in.json"), &event), &body), "door-1", "[staff]")
+    };
+    // Staff looked ada up before she cancelled: her order no longer holds the number.
+    let stale = app.call(Function::Door, by_number(&first.body["order_id"])).await;
+    assert_eq!((stale.status, stale.code()), (409, "TICKET_CANCELLED"), "{}", stale.body);
+    assert_eq!(app.report(&event, None).await.body["checked_in"], 0, "nothing written");
+    let bobs = app.call(Function::Door, by_number(&again.body["order_id"])).await;
+    assert_eq!(bobs.status, 200, "{}", bobs.body);
+    let pass = app.pass_of("bob").await;
+    let second = app.check_in(&event, &pass, "[staff]").await;
+    assert_eq!(
+        (second.code(), second.body["door"].as_str()),
+        ("ALREADY_CHECKED_IN", Some("Gate A")),
+        "{}",
+        second.body
+    );
+}
+
 /// A cancellation and a check-in of the same ticket at once, many times: exactly one wins each
 /// time, and what DynamoDB and Redis hold agrees with the winner.
 #[tokio::test]

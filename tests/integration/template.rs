@@ -353,7 +353,7 @@ fn the_openapi_contract_and_the_router_list_the_same_routes_and_codes() {
         E::OrderPending,
         E::NotCancellable,
         E::CancelClosed { until: String::new() },
-        E::AlreadyCheckedIn { at: String::new() },
+        E::AlreadyCheckedIn { at: String::new(), door: None },
         E::OrderCancelled,
         E::HoldsOrder,
         E::NotSoldOut,

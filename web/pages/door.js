@@ -15,7 +15,7 @@
 
 import { session as open, problem } from './sign-in.js';
 
-const session = open(localStorage, 'door');
+const session = open(localStorage, 'door', { refresh: true });
 const $ = (id) => document.getElementById(id);
 const EVENT = 'ticket-grab.door.event';
 // The door's name, as its staff set it up: sent with every check-in, so the organiser counts by door.
@@ -43,8 +43,18 @@ let syncAfter = 0;
 // The token each event's server refused (401, 403 FORBIDDEN): that event's check-ins wait for a
 // sign-in; other events' still sync.
 const refusedFor = new Map();
-// How long a request may take before the scan is kept on the device (venue Wi-Fi can hang).
+// A check-in asked for at a scan waits this long for the server; then the device decides alone
+// (venue Wi-Fi can be connected and not answer): the verdict never waits on the network longer.
+const VERDICT_DEADLINE_MS = 1000;
+// After a scan's request missed its deadline, scans are checked on this device alone for this
+// long (the sync, in the background, finds the network again): a burst is not 1 s a pass.
+const OFFLINE_FOR_MS = 30000;
+// What the background (the sync, the figures, a lookup) waits for a reply.
 const REQUEST_TIMEOUT_MS = 5000;
+// The sign-in's end is announced this long before (a token lasts an hour; a door's night, more).
+const SIGN_IN_WARNING_MS = 15 * 60 * 1000;
+/** Until then, scans do not ask the server (a request missed its deadline). */
+let offlineUntil = 0;
 let lastUnknownKeyFetch = 0;
 /** The last pass read and its verdict, for a repeat read. */
 let lastRead = null;
@@ -71,6 +81,41 @@ function keepScan(ev, order, scan) {
   put(ev, 'scans', scans);
 }
 const checkInPath = (ev) => `/admin/events/${encodeURIComponent(ev)}/check-in`;
+
+/**
+ * The token `ev`'s check-ins are sent with: the door's own for the event it checks now; for an
+ * event it checked before (its check-ins still waiting), the token it was checked with, or one
+ * staff signed in with for it since.
+ */
+function tokenFor(ev) {
+  if (ev === event) return session.token();
+  return get(ev, 'token', 'null') || session.token();
+}
+
+/** When a token's sign-in ends (its `exp`, in ms), or null when it names no end. */
+function endsAt(token) {
+  try {
+    const body = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
+    const exp = JSON.parse(atob(body)).exp;
+    return Number.isFinite(exp) ? exp * 1000 : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether `ev`'s server cannot be asked with this device's sign-in: none, ended (the token's own
+ * end), or refused by that server. Then nothing this device has not itself seen let in is green.
+ */
+function signInLapsed(ev) {
+  const token = tokenFor(ev);
+  if (!token || refusedFor.get(ev) === token) return true;
+  const ends = endsAt(token);
+  return ends !== null && Date.now() >= ends;
+}
+
+/** Scans are decided here alone: the browser is offline, or a request just missed its deadline. */
+const checkingOffline = () => !navigator.onLine || Date.now() < offlineUntil;
 const when = (iso) => new Date(iso).toLocaleTimeString();
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many}`;
 
@@ -100,8 +145,8 @@ async function passKeys() {
   return keys;
 }
 
-async function fetchKeys(ev = event) {
-  const reply = await session.api(`/events/${encodeURIComponent(ev)}/pass-key`);
+async function fetchKeys(ev = event, timeoutMs = REQUEST_TIMEOUT_MS) {
+  const reply = await session.api(`/events/${encodeURIComponent(ev)}/pass-key`, { signal: AbortSignal.timeout(timeoutMs) });
   if (!reply.ok) throw new Error(await problem(reply));
   const ring = await reply.json();
   const keys = [{ id: ring.key_id, key: ring.public_key }];
@@ -140,7 +185,10 @@ async function verify(text, keys) {
   }
   const v1 = version === 'TP1.';
   const candidates = v1 ? keys : keys.filter((k) => k.id === claims.k);
-  if (!candidates.length) return { ...refused('signed with a key this door does not hold'), unknownKey: true, ticketNo: claims.n };
+  // What an unverified pass claims (its event, order, number) is for the server to check.
+  if (!candidates.length) {
+    return { ...refused('signed with a key this door does not hold'), unknownKey: true, event: claims.e, order: claims.o, ticketNo: claims.n };
+  }
   const message = new TextEncoder().encode((v1 ? 'ticket-pass-v1\n' : 'ticket-pass-v2\n') + payload);
   for (const k of candidates) {
     try {
@@ -239,7 +287,13 @@ async function check(text) {
   // A scanner's double read, or the camera seeing the pass again: the same verdict, not a
   // contradiction. Another pass read between makes a later read of this one a new scan.
   if (lastRead && lastRead.text === text && Date.now() - lastRead.at < REPEAT_MS) {
-    show(lastRead.verdict, true);
+    // Never a second green: a pass handed back over the barrier would let two in.
+    const v = lastRead.verdict;
+    if (v.result === 'admitted') {
+      show({ ...v, result: 'already', headline: 'Just let in', detail: `let in ${Math.round((Date.now() - lastRead.at) / 100) / 10} s ago: one person` }, true);
+    } else {
+      show(v, true);
+    }
     return;
   }
   const v = await decide(text);
@@ -259,8 +313,8 @@ const transient = (status, code) => status === 408 || status === 429 || status >
  * the scan (sent again on a retry, so a reply lost on its way is no conflict); `body.door` is the
  * door's name when the scan was made (this door's by default).
  */
-async function post(ev, body) {
-  const token = session.token();
+async function post(ev, body, timeoutMs = REQUEST_TIMEOUT_MS) {
+  const token = tokenFor(ev);
   const door = body.door === undefined ? localStorage.getItem(DOOR_NAME) : body.door;
   body = { ...body, door: door || undefined };
   try {
@@ -270,11 +324,11 @@ async function post(ev, body) {
       body: JSON.stringify(body),
       cache: 'no-store',
       redirect: 'error',
-      signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+      signal: AbortSignal.timeout(timeoutMs),
     });
     return Object.assign(reply, { usedToken: token });
   } catch {
-    return null; // no network
+    return null; // no network, or no answer in time
   }
 }
 
@@ -284,64 +338,92 @@ const WAITING = {
   'sign-in': 'kept on this device: sign in again to send it',
 };
 
+/** Amber: the device cannot say, and staff do not let the holder in on this scan. */
+const cannotConfirm = (ticketNo, why) => verdict('notice', 'Cannot check', ticketNo, why);
+
 async function decide(text) {
   let keys;
   try {
     keys = await passKeys();
   } catch (e) {
-    return verdict('notice', 'Cannot check', '', `the event's keys could not be fetched: ${e.message}`);
+    return cannotConfirm('', `the event's keys could not be fetched: ${e.message}`);
   }
   let pass = await verify(text, keys);
-  if (pass.unknownKey && Date.now() - lastUnknownKeyFetch > UNKNOWN_KEY_REFETCH_MS) {
+  if (pass.unknownKey && !checkingOffline() && Date.now() - lastUnknownKeyFetch > UNKNOWN_KEY_REFETCH_MS) {
     // A key published since this device fetched its keys (a rotation): fetch them again.
     lastUnknownKeyFetch = Date.now();
     try {
-      pass = await verify(text, await fetchKeys());
+      pass = await verify(text, await fetchKeys(event, VERDICT_DEADLINE_MS));
     } catch {
-      // no network: the device cannot tell
+      // no network: the server decides below, or nobody can
     }
-  }
-  if (pass.unknownKey) {
-    return verdict('notice', 'Cannot check', pass.ticketNo,
-      'signed with a key this door does not hold yet (the keys were rotated?): connect to the network, or look the ticket up');
   }
   // The event this scan is for, whatever the page turns to while it is on its way.
   const ev = event;
-  if (!pass.ok) return verdict('refused', 'Refused', '', pass.why);
-  if (pass.event !== ev) return verdict('refused', 'Refused', pass.ticketNo, `a pass of another event (${pass.event})`);
-  const mine = get(ev, 'scans', '{}')[pass.order];
-  if (mine) return verdict('already', 'Already in', pass.ticketNo, `let in at this door at ${when(mine.at)}`);
+  if (!pass.ok && !pass.unknownKey) return verdict('refused', 'Refused', '', pass.why);
+  // What an unverified pass says is not shown as its ticket: anyone can write it.
+  const ticketNo = pass.ok ? pass.ticketNo : '';
+  if (pass.event !== ev) return verdict('refused', 'Refused', ticketNo, `a pass of another event (${pass.event})`);
+  const mine = pass.ok && get(ev, 'scans', '{}')[pass.order];
+  if (mine) return verdict('already', 'Already in', ticketNo, `let in at this door${mine.door ? ` (${mine.door})` : ''} at ${when(mine.at)}`);
 
+  // A pass this device cannot verify is the server's to decide: never green here.
+  const unverified = pass.unknownKey
+    ? 'signed with a key this door does not hold, and the server cannot be asked: not checked. Let the holder in only once the network is back and the pass checks'
+    : null;
+  if (checkingOffline()) return unverified ? cannotConfirm('', unverified) : keptHere(ev, pass, text, 'network');
+  if (signInLapsed(ev)) {
+    // The server could be asked, but not with this sign-in: a pass another door took is not
+    // told from one nobody did, so nothing is green until staff sign in again.
+    askSignIn(ev);
+    return cannotConfirm(ticketNo, "this door's sign-in has ended: sign in again to check passes with the server");
+  }
   // The scan's own id and time: a retry of it (its reply lost) is the same check-in, no conflict.
   const scan = { id: crypto.randomUUID(), at: new Date().toISOString(), door: localStorage.getItem(DOOR_NAME) || null };
-  const reply = await post(ev, { pass: text, scan: scan.id, door: scan.door });
+  const reply = await post(ev, { pass: text, scan: scan.id, door: scan.door }, VERDICT_DEADLINE_MS);
   const p = reply ? await reply.clone().json().catch(() => ({})) : {};
-  const recorded = reply && reply.ok && p.checked_in_at;
-  const waiting = reply === null || (reply.ok && !recorded) ? 'network'
-    : transient(reply.status, p.code) ? 'server' : tokenRefused(reply.status, p.code) ? 'sign-in' : null;
-  if (waiting) {
-    // The signature holds and this device has not let the pass in: in, and sent later.
-    keepScan(ev, pass.order, { ticketNo: pass.ticketNo, pass: text, at: scan.at, scan: scan.id, door: scan.door, synced: false, waiting });
-    if (waiting === 'sign-in') needSignIn(reply, p, ev);
-    if (waiting === 'server') syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
-    showDevice();
-    return verdict('admitted', 'Let in', pass.ticketNo, WAITING[waiting]);
+  if (reply === null || (reply.ok && !p.checked_in_at)) {
+    // No answer in time (or one that is not the API's: a captive portal): this device checks
+    // alone for a while; the request may still land, and its retry is the same scan.
+    offlineUntil = Date.now() + OFFLINE_FOR_MS;
+    showNetwork();
+    return unverified ? cannotConfirm('', unverified) : keptHere(ev, pass, text, 'network', scan);
+  }
+  if (tokenRefused(reply.status, p.code)) {
+    needSignIn(reply, p, ev);
+    return cannotConfirm(ticketNo, 'the server refused this door\'s sign-in: sign in again to check passes');
+  }
+  if (transient(reply.status, p.code)) {
+    syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
+    return unverified ? cannotConfirm('', 'the server is busy and this door cannot check the pass: try again in a moment') : keptHere(ev, pass, text, 'server', scan);
   }
   if (reply.ok) {
-    keepScan(ev, pass.order, { ticketNo: pass.ticketNo, at: p.checked_in_at, synced: true });
+    const order = p.order_id || pass.order;
+    keepScan(ev, order, { ticketNo: p.ticket_no || pass.ticketNo, at: p.checked_in_at, synced: true, door: scan.door });
+    if (pass.unknownKey) fetchKeys().catch(() => {}); // the key the server knew, for the next ones
     showDevice();
-    return verdict('admitted', 'Let in', pass.ticketNo, '');
+    return verdict('admitted', 'Let in', p.ticket_no || pass.ticketNo, '');
   }
-  return refusal(reply, p, pass.ticketNo);
+  return refusal(reply, p, ticketNo);
+}
+
+/** A verified pass let in on this device's word alone: kept, and sent when the server can be asked. */
+function keptHere(ev, pass, text, waiting, scan = null) {
+  scan ??= { id: crypto.randomUUID(), at: new Date().toISOString(), door: localStorage.getItem(DOOR_NAME) || null };
+  keepScan(ev, pass.order, { ticketNo: pass.ticketNo, pass: text, at: scan.at, scan: scan.id, door: scan.door, synced: false, waiting });
+  showDevice();
+  return verdict('admitted', 'Let in', pass.ticketNo, WAITING[waiting]);
 }
 
 /** The server's refusal of a check-in asked for now (a scan or a lookup's "Let in"). */
 async function refusal(reply, p, ticketNo) {
   switch (p.code) {
     case 'ALREADY_CHECKED_IN':
-      return verdict('already', 'Already in', ticketNo, `checked in at ${when(p.checked_in_at)}`);
+      return verdict('already', 'Already in', ticketNo, `checked in ${p.door ? `at ${p.door} ` : ''}at ${when(p.checked_in_at)}`);
     case 'TICKET_CANCELLED':
       return verdict('refused', 'Cancelled', ticketNo, 'this ticket was cancelled');
+    case 'BAD_PASS':
+      return verdict('refused', 'Refused', ticketNo, 'the server does not know this pass: forged, altered, or of no ticket');
     case 'CHECK_IN_CLOSED':
       return verdict('refused', 'Not open', ticketNo, [p.title, p.detail].filter(Boolean).join(': '));
     default:
@@ -391,14 +473,14 @@ function markWaiting(ev, waiting) {
  * stops at the first that cannot be sent yet. Only a settled answer takes one off the list.
  */
 async function sync() {
-  if (syncing || Date.now() < syncAfter || !session.token()) return;
+  if (syncing || Date.now() < syncAfter) return;
   syncing = true;
   let again = false;
   try {
     outer: for (const ev of eventsWaiting()) {
       // This event's server refused this very token: its check-ins wait for a sign-in, and the
       // other events' go on.
-      if (refusedFor.get(ev) === session.token()) continue;
+      if (!tokenFor(ev) || refusedFor.get(ev) === tokenFor(ev)) continue;
       const pending = Object.entries(get(ev, 'scans', '{}')).filter(([, s]) => !s.synced).sort((a, b) => (a[1].at < b[1].at ? -1 : 1));
       for (const [order, scan] of pending) {
         // The scan's own door name (null: none), not the one this device has now.
@@ -407,6 +489,8 @@ async function sync() {
           markWaiting(ev, 'network');
           break outer;
         }
+        // The server answers: scans ask it again (the check-in it answers for is decided there).
+        offlineUntil = 0;
         const p = await reply.json().catch(() => ({}));
         if (tokenRefused(reply.status, p.code)) {
           // (A sign-in made while this was on its way: sent again with it, at once.)
@@ -428,6 +512,8 @@ async function sync() {
         if (!reply.ok && !same) done.conflict = conflict(reply.status, p);
         keepScan(ev, order, done);
       }
+      // Every check-in of an event the door left is sent: the token kept for them goes.
+      if (ev !== event) localStorage.removeItem(`ticket-grab.door.${ev}.token`);
     }
   } finally {
     syncing = false;
@@ -441,22 +527,33 @@ async function sync() {
  * offer a sign-in here. False when another token was signed in meanwhile (that one is not refused).
  */
 function needSignIn(reply, p, ev = event) {
-  if (reply.usedToken !== session.token()) return false;
+  if (reply.usedToken !== tokenFor(ev)) return false;
   const status = reply.status;
-  refusedFor.set(ev, session.token());
+  refusedFor.set(ev, tokenFor(ev));
   const why = status === 401
     ? 'The server refused this door\'s sign-in (expired, or not from this deployment).'
     : `This sign-in is not staff of ${ev}${p?.detail ? ` (${p.detail})` : ''}.`;
-  $('sign-in-why').textContent = `${why} Passes are still checked here and kept on this device; sign in again to send them.`;
+  askSignIn(ev, why);
+  return true;
+}
+
+/**
+ * Shows the sign-in card: why (the server refused the sign-in, or it ended), and what waits. The
+ * check-ins kept here stay; until staff sign in, a pass this device has not let in is amber.
+ */
+function askSignIn(ev, why = null) {
+  why ??= `This door's sign-in ${ev === event ? '' : `for ${ev} `}ended at ${when(new Date(endsAt(tokenFor(ev)) || Date.now()).toISOString())}.`;
+  const forOther = ev !== event ? ` Check-ins made for ${ev} wait on this device: a token of its staff sends them.` : '';
+  $('sign-in-why').textContent = `${why} Until then passes show amber (this door cannot tell one let in at another door); check-ins kept here are kept.${forOther}`;
   $('sign-in').classList.remove('hidden');
   if (event) showDevice();
-  return true;
 }
 
 function signedIn() {
   refusedFor.clear();
   $('sign-in').classList.add('hidden');
   $('sign-in-why').textContent = '';
+  watchSignIn();
   for (const ev of eventsWaiting()) markWaiting(ev, 'network');
   showDevice();
   sync();
@@ -483,11 +580,15 @@ function showSummary(s) {
   if (s.venue) parts.push(s.venue);
   if (s.check_in_from) parts.push(`doors from ${at(s.check_in_from)}`);
   $('event-when').textContent = parts.join(' · ');
-  $('event-checked-in').textContent = s.checked_in;
-  $('event-tickets').textContent = s.tickets;
-  $('counts-as-of').textContent = s.as_of ? `as of ${when(s.as_of)}` : '';
+  // The figures were counted at `as_of`: this device's check-ins since are added, so the door's
+  // own total moves with each scan rather than every 15 s.
   const door = localStorage.getItem(DOOR_NAME);
-  const atDoor = door && s.by_door ? s.by_door[door] || 0 : null;
+  const since = s.as_of ? Date.parse(s.as_of) : Infinity;
+  const mineSince = Object.values(stored('scans', '{}')).filter((x) => Date.parse(x.at) > since).length;
+  $('event-checked-in').textContent = Number.isInteger(s.checked_in) ? s.checked_in + mineSince : '–';
+  $('event-tickets').textContent = s.tickets ?? '–';
+  $('counts-as-of').textContent = s.as_of ? `as of ${when(s.as_of)}${mineSince ? `, and ${mineSince} here since` : ''}` : '';
+  const atDoor = door && s.by_door ? (s.by_door[door] || 0) + mineSince : null;
   $('door-total').textContent = door ? ` · ${door}: ${atDoor ?? '–'} on all its devices` : '';
 }
 
@@ -516,6 +617,7 @@ async function refreshSummary() {
 }
 
 function showDevice() {
+  showSummary(stored('summary', 'null'));
   const scans = Object.values(stored('scans', '{}'));
   const pending = scans.filter((s) => !s.synced).sort((a, b) => (a.at < b.at ? -1 : 1));
   $('pending-count').textContent = pending.length;
@@ -543,7 +645,13 @@ function row(cells) {
 }
 
 function showNetwork() {
-  $('network').textContent = navigator.onLine ? 'Online' : 'Offline: passes are checked here and sent later';
+  $('network').textContent = !navigator.onLine
+    ? 'Offline: passes are checked here and sent later'
+    : checkingOffline()
+      ? 'The network does not answer: passes are checked here and sent later'
+      : 'Online';
+  // Back to asking the server once the deadline's pause is over.
+  if (checkingOffline() && navigator.onLine) setTimeout(showNetwork, Math.max(0, offlineUntil - Date.now()) + 50);
 }
 
 /** Keeps the screen on while the scanner is open (re-acquired when the page is shown again). */
@@ -677,15 +785,31 @@ async function lookUp(query) {
   $('holder-email').textContent = holder.email || '';
   const canLetIn = holder.status === 'CONFIRMED' && !holder.checked_in_at && !here;
   $('let-in').classList.toggle('hidden', !canLetIn);
-  $('let-in').textContent = `Let in ticket ${holder.ticket_no}`;
+  $('let-in').textContent = `Let in ticket ${holder.ticket_no}…`;
+  $('let-in-confirm').classList.add('hidden');
   $('lookup-status').textContent = `Ticket ${holder.ticket_no}: ${status.toLowerCase()}${holder.checked_in_at ? ', already checked in' : ''}.`;
   $('lookup-result').classList.remove('hidden');
 }
 
+/**
+ * A let-in by number asks staff first who the holder is: the masked e-mail address and the order,
+ * to compare with the person at the door (anyone can say a number). The server lets in only that
+ * order: a ticket passed to someone else since is refused.
+ */
+function askLetIn() {
+  if (!holder) return;
+  $('let-in-ask').textContent = `Ticket ${holder.ticket_no} is held by ${holder.email || 'an address not shown'}, order ${holder.order_id}. Ask the person for their e-mail address (or the order in their mail): only if it is theirs, let them in.`;
+  $('let-in-yes').textContent = `Yes, theirs: let in ticket ${holder.ticket_no}`;
+  $('let-in').classList.add('hidden');
+  $('let-in-confirm').classList.remove('hidden');
+  $('let-in-no').focus();
+}
+
 async function letInByNumber() {
   if (!holder) return;
+  $('let-in-confirm').classList.add('hidden');
   const { ticket_no: ticketNo, order_id: order, event: ev } = holder;
-  const reply = await post(ev, { ticket_no: ticketNo });
+  const reply = await post(ev, { ticket_no: ticketNo, order_id: order });
   if (reply === null) return verdict('notice', 'Not let in', ticketNo, 'a check-in by ticket number needs the network');
   const p = await reply.json().catch(() => ({}));
   if (reply.ok && p.checked_in_at) {
@@ -712,6 +836,7 @@ function startScanner() {
   holdScreen();
   sync();
   refreshSummary();
+  watchSignIn();
   $('pass').focus();
 }
 
@@ -765,13 +890,23 @@ $('setup-form').addEventListener('submit', async (e) => {
 // its keys go to the pass field unless staff are typing in another field.
 document.addEventListener('keydown', (e) => {
   if ($('scanner').classList.contains('hidden') || e.ctrlKey || e.metaKey || e.altKey || e.key.length !== 1) return;
+  // Fields staff type in keep their keys; a checkbox or a button just pressed does not.
   const t = e.target;
-  if (t instanceof HTMLInputElement || t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement) return;
+  const typing = t instanceof HTMLTextAreaElement || t instanceof HTMLSelectElement
+    || (t instanceof HTMLInputElement && !['checkbox', 'radio', 'button', 'submit', 'reset'].includes(t.type));
+  if (typing) return;
+  e.preventDefault();
   $('pass').focus();
+  // The key that moved the focus is the pass's first character: not lost on the way.
+  $('pass').value += e.key;
 });
+
+/** When each scan was entered (the browser test measures each verdict's wait from it). */
+window.doorScans = [];
 
 $('pass-form').addEventListener('submit', (e) => {
   e.preventDefault();
+  window.doorScans.push({ at: Date.now() });
   // Read and cleared at once: a scanner's next pass may be typed while this one is checked.
   const text = $('pass').value;
   $('pass').value = '';
@@ -784,23 +919,69 @@ $('sign-in-form').addEventListener('submit', async (e) => {
   const token = $('sign-in-token').value.trim();
   if (!token) return;
   const say = (text) => ($('sign-in-status').textContent = text);
-  let reply = null;
-  try {
-    reply = await summary(event, '', token);
-  } catch {
-    // offline: taken as it is, tried when the network returns
+  // The token is tried for this event and for each event whose check-ins wait on this device (a
+  // door switched events with some unsent): each event it is staff of takes it.
+  const others = eventsWaiting().filter((ev) => ev !== event);
+  const asked = [];
+  for (const ev of [event, ...others]) {
+    let reply = null;
+    try {
+      reply = await summary(ev, '', token);
+    } catch {
+      // offline: taken as it is, tried when the network returns
+    }
+    asked.push({ ev, refused: reply ? reply.status === 401 || reply.status === 403 : false, expired: reply?.status === 401 });
   }
-  if (reply && (reply.status === 401 || reply.status === 403)) {
-    return say(reply.status === 401
+  const taken = asked.filter((a) => !a.refused);
+  if (!taken.length) {
+    return say(asked[0].expired
       ? 'That token was refused too (expired, or not from this deployment).'
-      : `That token is not staff of ${event}: it needs the staff, staff-${event} or admin group.`);
+      : `That token is not staff of ${[event, ...others].join(' or ')}: it needs the staff, staff-<event> or admin group.`);
   }
-  session.set(token);
+  for (const { ev } of taken) {
+    if (ev === event) session.set(token);
+    else put(ev, 'token', token);
+  }
   $('sign-in-token').value = '';
-  say('Signed in: sending what waited.');
+  const names = taken.map((a) => a.ev);
+  say(`Signed in for ${names.join(', ')}: sending what waited.`);
   signedIn();
   $('pass').focus();
 });
+
+/**
+ * The sign-in's end, seen coming: renewed without staff where the user pool gave a refresh token;
+ * else announced from SIGN_IN_WARNING_MS before, and once ended, the sign-in card (amber verdicts
+ * meanwhile: see `decide`).
+ */
+let renewing = false;
+async function watchSignIn() {
+  if (!event || $('scanner').classList.contains('hidden')) return;
+  const ends = endsAt(session.token());
+  const left = ends === null ? Infinity : ends - Date.now();
+  if (left < SIGN_IN_WARNING_MS && session.renewable() && !renewing && navigator.onLine) {
+    renewing = true;
+    const renewed = await session.renew().finally(() => { renewing = false; });
+    if (renewed) {
+      $('sign-in-ends').classList.add('hidden');
+      return signedIn();
+    }
+  }
+  const note = $('sign-in-ends');
+  if (left <= 0) {
+    note.textContent = 'This door\'s sign-in has ended: sign in again. Passes show amber until then.';
+    note.classList.remove('hidden');
+    if ($('sign-in').classList.contains('hidden')) askSignIn(event);
+  } else if (left < SIGN_IN_WARNING_MS) {
+    const at = new Date(ends).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    note.textContent = `This door's sign-in ends at ${at} (in ${Math.max(1, Math.round(left / 60000))} min): sign in again before then (below), nothing kept here is lost.`;
+    note.classList.remove('hidden');
+    $('sign-in-why').textContent = `The sign-in ends at ${at}: a new one now keeps this door checking passes with the server.`;
+    $('sign-in').classList.remove('hidden');
+  } else {
+    note.classList.add('hidden');
+  }
+}
 
 $('camera-button').addEventListener('click', () => {
   wakeAudio();
@@ -812,7 +993,10 @@ $('camera-button').addEventListener('click', () => {
 $('camera-stop').addEventListener('click', stopCamera);
 $('torch').addEventListener('click', toggleTorch);
 $('sound').checked = localStorage.getItem('ticket-grab.door.sound') !== 'off';
-$('sound').addEventListener('change', () => localStorage.setItem('ticket-grab.door.sound', $('sound').checked ? 'on' : 'off'));
+$('sound').addEventListener('change', () => {
+  localStorage.setItem('ticket-grab.door.sound', $('sound').checked ? 'on' : 'off');
+  $('pass').focus(); // the scanner's next pass goes to the field, not to the checkbox
+});
 $('verdict').addEventListener('click', () => {
   dismiss();
   if (!$('scanner').classList.contains('hidden')) $('pass').focus();
@@ -836,9 +1020,20 @@ $('lookup-form').addEventListener('submit', (e) => {
     lookUp(query);
   }
 });
-$('let-in').addEventListener('click', () => { queue = queue.then(letInByNumber).catch(() => {}); });
+$('let-in').addEventListener('click', askLetIn);
+$('let-in-yes').addEventListener('click', () => { queue = queue.then(letInByNumber).catch(() => {}); });
+$('let-in-no').addEventListener('click', () => {
+  $('let-in-confirm').classList.add('hidden');
+  $('lookup-status').textContent = `Ticket ${holder?.ticket_no ?? ''} not let in: the holder did not match.`;
+  holder = null;
+  $('lookup-result').classList.add('hidden');
+  $('pass').focus();
+});
 
 $('leave').addEventListener('click', () => {
+  // Check-ins of this event still to send keep the sign-in they were made under: the next
+  // event's token is another event's staff's.
+  if (event && eventsWaiting().includes(event) && session.token()) put(event, 'token', session.token());
   stopCamera();
   releaseScreen();
   clearVerdict();
@@ -873,6 +1068,7 @@ setInterval(() => {
   if (event && navigator.onLine && keysStale() && !$('scanner').classList.contains('hidden')) fetchKeys().catch(() => {});
 }, SYNC_EVERY_MS);
 setInterval(refreshSummary, SUMMARY_EVERY_MS);
+setInterval(watchSignIn, 15000);
 showNetwork();
 // The deployment's hosted sign-in, when it has one: at setup, and on the scanner when a sign-in
 // is needed (the check-ins wait on this device meanwhile; the page comes back to the scanner).
@@ -884,12 +1080,17 @@ session.hostedUi().then((url) => {
   }
 });
 if ('serviceWorker' in navigator) navigator.serviceWorker.register('door-sw.js').catch(() => {});
-if (event && session.token() && stored('keys', 'null')) startScanner();
-else if (event) $('event').value = event;
-// Back from the hosted sign-in with a reply this tab did not ask for (or an error): say so.
-const hostedRefusal = session.refused?.();
-if (hostedRefusal && $('scanner').classList.contains('hidden')) $('setup-status').textContent = hostedRefusal;
-else if (hostedRefusal) {
-  $('sign-in').classList.remove('hidden');
-  $('sign-in-status').textContent = hostedRefusal;
-}
+session.ready().then(() => {
+  if (event && session.token() && stored('keys', 'null')) startScanner();
+  else if (event) $('event').value = event;
+  // Back from the hosted sign-in with a reply this tab did not ask for (or an error): say so.
+  const hostedRefusal = session.refused?.();
+  if (hostedRefusal && $('scanner').classList.contains('hidden')) $('setup-status').textContent = hostedRefusal;
+  else if (hostedRefusal) {
+    $('sign-in').classList.remove('hidden');
+    $('sign-in-status').textContent = hostedRefusal;
+  } else if (!$('scanner').classList.contains('hidden')) {
+    // Back from a sign-in at the scanner: what waited for it is sent.
+    signedIn();
+  }
+});

@@ -7,13 +7,78 @@
 // The hosted UI's reply is taken only when it carries the `state` this tab sent with the sign-in
 // link (a random value kept in sessionStorage): a link someone else made, carrying their token,
 // is refused, so nobody can sign a page in as them.
+//
+// The door asks for a code (`{ refresh: true }`: OAuth's code flow with PKCE, a public client):
+// exchanged at the token endpoint, it brings a refresh token too, kept on the device beside the
+// ID token, with which the door renews its sign-in before it ends, without staff typing anything
+// (a night at the door outlasts the hour an ID token lasts). Revoked in the user pool (a global
+// sign-out, or the user disabled), it renews nothing more. The organiser's page keeps the implicit
+// flow: a tab's hour.
 
 const STATE_KEY = (page) => `ticket-grab.${page}.sign-in-state`;
+const VERIFIER_KEY = (page) => `ticket-grab.${page}.sign-in-verifier`;
 const REPLY_FIELDS = ['id_token', 'access_token', 'token_type', 'expires_in', 'state', 'error', 'error_description'];
+const CODE_FIELDS = ['code', 'state', 'error', 'error_description'];
 
-export function session(storage, page) {
+let config = null;
+/** The deployment's sign-in settings (`config.json`), asked once. */
+function signInConfig() {
+  config ??= fetch('config.json', { cache: 'no-store' }).then((r) => r.json()).catch(() => ({}));
+  return config;
+}
+
+export function session(storage, page, { refresh = false } = {}) {
   const key = `ticket-grab.${page}.token`;
+  const refreshKey = `ticket-grab.${page}.refresh`;
   let refused = null;
+  let ready = Promise.resolve();
+  // Back from the hosted UI with a code (the door): taken when its state is this tab's, then
+  // exchanged for the tokens; the reply leaves the address either way.
+  const query = new URLSearchParams(location.search);
+  if (refresh && (query.has('code') || query.has('error'))) {
+    const sent = sessionStorage.getItem(STATE_KEY(page));
+    const verifier = sessionStorage.getItem(VERIFIER_KEY(page));
+    sessionStorage.removeItem(STATE_KEY(page));
+    sessionStorage.removeItem(VERIFIER_KEY(page));
+    const code = query.get('code');
+    if (query.get('error')) {
+      refused = 'The sign-in did not complete: try again.';
+    } else if (!sent || !verifier || query.get('state') !== sent) {
+      refused = 'That sign-in was refused: it did not come from a sign-in this page started. Sign in again.';
+    } else {
+      ready = tokens({ grant_type: 'authorization_code', code, redirect_uri: location.origin + location.pathname, code_verifier: verifier })
+        .then((ok) => { if (!ok) refused = 'The sign-in could not be completed: try again.'; });
+    }
+    for (const name of CODE_FIELDS) query.delete(name);
+    const rest = query.toString();
+    history.replaceState(null, '', location.pathname + (rest ? `?${rest}` : '') + location.hash);
+  }
+  /** Asks the token endpoint (a code, or the refresh token) and keeps what it gives. */
+  async function tokens(grant) {
+    const { cognito } = await signInConfig();
+    if (!cognito) return false;
+    try {
+      const reply = await fetch(new URL('/oauth2/token', cognito.hosted_ui), {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ ...grant, client_id: cognito.client_id }),
+        cache: 'no-store',
+        signal: AbortSignal.timeout(10_000),
+      });
+      if (!reply.ok) {
+        // A refresh token revoked or expired: it renews nothing more.
+        if (grant.grant_type === 'refresh_token' && (reply.status === 400 || reply.status === 401)) storage.removeItem(refreshKey);
+        return false;
+      }
+      const got = await reply.json();
+      if (!got.id_token) return false;
+      storage.setItem(key, got.id_token);
+      if (got.refresh_token) storage.setItem(refreshKey, got.refresh_token);
+      return true;
+    } catch {
+      return false; // no network: tried again later
+    }
+  }
   // Back from the hosted UI: the ID token arrives in the fragment; keep it when its state is this
   // tab's, then clear the reply away either way (the state is good for one sign-in).
   const fragment = new URLSearchParams(location.hash.slice(1));
@@ -35,9 +100,24 @@ export function session(storage, page) {
   return {
     /** Why a sign-in that came back from the hosted UI was not taken, or null. */
     refused: () => refused,
+    /** Settled once a code the hosted UI sent back is exchanged (at once when there is none). */
+    ready: () => ready,
     token: () => storage.getItem(key),
-    set: (token) => storage.setItem(key, token.trim()),
-    forget: () => storage.removeItem(key),
+    /** A token typed or pasted: a refresh token kept for another sign-in goes. */
+    set: (token) => {
+      if (storage.getItem(key) !== token.trim()) storage.removeItem(refreshKey);
+      storage.setItem(key, token.trim());
+    },
+    forget: () => {
+      storage.removeItem(key);
+      storage.removeItem(refreshKey);
+    },
+    /** Whether the sign-in can be renewed without staff (a refresh token is kept). */
+    renewable: () => refresh && storage.getItem(refreshKey) !== null,
+    /** Renews the sign-in with the refresh token: true when a new ID token is kept. */
+    renew: async () => (refresh && storage.getItem(refreshKey) !== null
+      ? tokens({ grant_type: 'refresh_token', refresh_token: storage.getItem(refreshKey) })
+      : false),
     /** The token's claims (read, not verified: the API verifies), or null. */
     claims() {
       const token = storage.getItem(key);
@@ -60,18 +140,27 @@ export function session(storage, page) {
      */
     async hostedUi() {
       try {
-        const config = await (await fetch('config.json', { cache: 'no-store' })).json();
-        if (!config.cognito) return null;
+        const { cognito } = await signInConfig();
+        if (!cognito) return null;
         const state = randomState();
         sessionStorage.setItem(STATE_KEY(page), state);
-        const url = new URL('/oauth2/authorize', config.cognito.hosted_ui);
-        url.search = new URLSearchParams({
-          response_type: 'token',
-          client_id: config.cognito.client_id,
+        const url = new URL('/oauth2/authorize', cognito.hosted_ui);
+        const params = {
+          response_type: refresh ? 'code' : 'token',
+          client_id: cognito.client_id,
           redirect_uri: location.origin + location.pathname,
           scope: 'openid email',
           state,
-        }).toString();
+        };
+        if (refresh) {
+          // PKCE: the code is worth nothing without this tab's verifier.
+          const verifier = randomState() + randomState();
+          sessionStorage.setItem(VERIFIER_KEY(page), verifier);
+          const digest = new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(verifier)));
+          params.code_challenge = btoa(String.fromCharCode(...digest)).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+          params.code_challenge_method = 'S256';
+        }
+        url.search = new URLSearchParams(params).toString();
         return url.href;
       } catch {
         return null;

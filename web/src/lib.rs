@@ -133,10 +133,15 @@ impl Pages {
             .header("cache-control", if file.vendored { "public, max-age=86400" } else { "no-cache" });
         if file.content_type == HTML {
             // Same-origin scripts only; the camera's frames are blobs; Swagger UI styles inline.
+            // The door renews its sign-in at the hosted UI's token endpoint: that origin too.
+            let token_endpoint = self.sign_in.hosted_ui.as_deref().map(|ui| format!(" {}", ui.trim_end_matches('/')));
             reply = reply.header(
                 "content-security-policy",
-                "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; \
-                 style-src 'self' 'unsafe-inline'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+                format!(
+                    "default-src 'self'; img-src 'self' data: blob:; media-src 'self' blob:; \
+                     style-src 'self' 'unsafe-inline'; connect-src 'self'{}; frame-ancestors 'none'; base-uri 'none'",
+                    token_endpoint.unwrap_or_default()
+                ),
             );
         }
         Ok((reply.body(body).unwrap_or_default(), "OK"))
@@ -177,6 +182,14 @@ mod tests {
         let (reply, _) = pages.answer("config.json").unwrap();
         assert_eq!(std::str::from_utf8(reply.body().as_ref()).unwrap(), r#"{"cognito":null}"#);
         let (reply, _) = pages.answer("door.html").unwrap();
-        assert!(reply.headers()["content-security-policy"].to_str().unwrap().contains("default-src 'self'"));
+        assert!(reply.headers()["content-security-policy"].to_str().unwrap().contains("connect-src 'self';"));
+        // With a hosted UI, the door may reach its token endpoint (to renew its sign-in), nothing else.
+        let pages = Pages::new(SignIn {
+            hosted_ui: Some("https://door.auth.eu-west-1.amazoncognito.com".into()),
+            client_id: Some("client".into()),
+        });
+        let (reply, _) = pages.answer("door.html").unwrap();
+        let policy = reply.headers()["content-security-policy"].to_str().unwrap().to_owned();
+        assert!(policy.contains("connect-src 'self' https://door.auth.eu-west-1.amazoncognito.com;"), "{policy}");
     }
 }

@@ -233,9 +233,11 @@ impl Gate {
                 .await?;
             match reply.split_once(':') {
                 Some(("KEPT", kept)) => {
-                    let (most, server) =
-                        kept.split_once(':').ok_or_else(|| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
-                    let most: u32 = most.parse().map_err(|_| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
+                    let (most, server) = kept
+                        .split_once(':')
+                        .ok_or_else(|| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
+                    let most: u32 =
+                        most.parse().map_err(|_| GateError::Protocol(format!("keep_sent reply {reply:?}")))?;
                     let server = Server::parse(server)?;
                     // A replica the record's server had is gone: not confirmed, whatever the rest hold.
                     let confirmed = server.replicas >= most

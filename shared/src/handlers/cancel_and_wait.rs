@@ -146,7 +146,7 @@ impl CancelAndWait {
             return Err(ApiError::CancelClosed { until: rfc3339(event.cancel_until) });
         }
         if let Some(at) = order.checked_in_at {
-            return Err(ApiError::AlreadyCheckedIn { at });
+            return Err(ApiError::AlreadyCheckedIn { at, door: None });
         }
         // A ballot's number given back while its draw still lays waiting places would find the
         // line empty and go where no sale can open: not before the draw is done (it only ever
@@ -166,7 +166,7 @@ impl CancelAndWait {
                 Ok((cancelled(&view), "CANCELLED"))
             }
             Cancellation::AlreadyCancelled(view) => Ok((cancelled(&view), "ALREADY_CANCELLED")),
-            Cancellation::CheckedIn { at } => Err(ApiError::AlreadyCheckedIn { at }),
+            Cancellation::CheckedIn { at } => Err(ApiError::AlreadyCheckedIn { at, door: None }),
             Cancellation::NotCancellable(_) => Err(ApiError::NotCancellable),
         }
     }

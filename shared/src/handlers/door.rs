@@ -75,6 +75,10 @@ struct CheckInBody {
     /// The scan's own id, drawn by the door: the same scan sent again is answered as it was.
     #[serde(default)]
     scan: Option<ScanId>,
+    /// With `ticket_no`: the order staff looked up and confirmed with the holder. A ticket held by
+    /// another order since (cancelled, given to the next who waited) is not let in on that word.
+    #[serde(default)]
+    order_id: Option<OrderId>,
 }
 
 impl Door {
@@ -177,7 +181,7 @@ impl Door {
             // Let in by number: online only, the staff looked the holder up.
             (None, Some(n)) if body.admitted_offline_at.is_none() => {
                 let (order, _) = self.store.ticket_holder(event, n).await?.ok_or(ApiError::TicketNotFound)?;
-                (n, order)
+                (n, body.order_id.clone().unwrap_or(order))
             }
             _ => {
                 return Err(ApiError::BadRequest(
@@ -218,7 +222,9 @@ impl Door {
                 json(StatusCode::OK, &json!({ "order_id": order_id, "ticket_no": ticket_no, "checked_in_at": at })),
                 "CHECKED_IN",
             )),
-            CheckIn::AlreadyCheckedIn { at } | CheckIn::TwoDoors { at } => Err(ApiError::AlreadyCheckedIn { at }),
+            CheckIn::AlreadyCheckedIn { at, door } | CheckIn::TwoDoors { at, door } => {
+                Err(ApiError::AlreadyCheckedIn { at, door })
+            }
             CheckIn::Void(_) => Err(ApiError::TicketCancelled),
             CheckIn::BeforeTheOrder { created_at } => Err(ApiError::OfflineTimeRefused(format!(
                 "this door's time for the pass is before its order was made ({created_at})"

@@ -47,8 +47,8 @@ pub enum ApiError {
     NotCancellable,
     #[error("orders could be cancelled until {until}")]
     CancelClosed { until: String },
-    #[error("this ticket was checked in at {at}")]
-    AlreadyCheckedIn { at: String },
+    #[error("this ticket was checked in at {at}{}", door.as_ref().map(|d| format!(" by {d}")).unwrap_or_default())]
+    AlreadyCheckedIn { at: String, door: Option<String> },
     #[error("you cancelled your order for this event; one ticket per user, a returned one included")]
     OrderCancelled,
     #[error("you hold an order for this event already")]
@@ -187,8 +187,11 @@ impl ApiError {
         if let Self::InvalidEvent(InvalidEvent(problems)) = &self {
             body["errors"] = serde_json::to_value::<&Vec<FieldProblem>>(problems).unwrap_or_default();
         }
-        if let Self::AlreadyCheckedIn { at } = &self {
+        if let Self::AlreadyCheckedIn { at, door } = &self {
             body["checked_in_at"] = json!(at);
+            if let Some(door) = door {
+                body["door"] = json!(door);
+            }
         }
         let mut builder = Response::builder()
             .status(status)

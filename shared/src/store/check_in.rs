@@ -40,11 +40,11 @@ pub const DOOR_CLOCK_SKEW: time::Duration = time::Duration::seconds(60);
 pub enum CheckIn {
     /// Let in now.
     Admitted { at: String },
-    /// Scanned before, at this time.
-    AlreadyCheckedIn { at: String },
+    /// Scanned before, at this time, by this door (when it gave its name).
+    AlreadyCheckedIn { at: String, door: Option<String> },
     /// A door let it in offline, and another door had checked it in before, at this time: the
     /// conflict is recorded on the order (the audit counts it).
-    TwoDoors { at: String },
+    TwoDoors { at: String, door: Option<String> },
     /// The order was cancelled (or rejected): the pass is void.
     Void(OrderStatus),
     /// No such order for this user and event (a pass of another deployment, or a replaced order).
@@ -120,9 +120,9 @@ impl Store {
         }
         match self.check_in(event, &user, order_id, at, scanned).await? {
             // The same scan synced again (its reply was lost) finds its own time: no conflict.
-            CheckIn::AlreadyCheckedIn { at: first } if offline && first != rfc3339(at) => {
+            CheckIn::AlreadyCheckedIn { at: first, door } if offline && first != rfc3339(at) => {
                 self.record_two_doors(event, &user, order_id, &rfc3339(at)).await?;
-                Ok(CheckIn::TwoDoors { at: first })
+                Ok(CheckIn::TwoDoors { at: first, door })
             }
             other => Ok(other),
         }
@@ -346,7 +346,9 @@ impl Store {
             scanned.scan.is_some_and(|scan| opt_s(&old, "checked_in_scan").as_deref() == Some(scan.as_str()));
         Ok(match (view.status, view.checked_in_at) {
             (OrderStatus::Confirmed, Some(at)) if same_scan => CheckIn::Admitted { at },
-            (OrderStatus::Confirmed, Some(at)) => CheckIn::AlreadyCheckedIn { at },
+            (OrderStatus::Confirmed, Some(at)) => {
+                CheckIn::AlreadyCheckedIn { at, door: opt_s(&old, "checked_in_door") }
+            }
             (status, _) => CheckIn::Void(status),
         })
     }
