@@ -980,10 +980,18 @@ impl Harness {
     async fn kill_master(&self, bucket: u16) -> Result<Killed, String> {
         let bucket = self.bucket(bucket)?;
         let mut r = self.redis().await?;
-        let slots: redis::Value =
-            redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut r).await.map_err(|e| e.to_string())?;
         let slot = keys::slot(&bucket.to_string());
-        let (master, replica) = serving(&slots, slot).ok_or("no master serves the bucket's slot")?;
+        // A stack just started lists its replicas once they have attached: waited for, a while.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (master, replica) = loop {
+            let slots: redis::Value =
+                redis::cmd("CLUSTER").arg("SLOTS").query_async(&mut r).await.map_err(|e| e.to_string())?;
+            match serving(&slots, slot) {
+                Some(pair) => break pair,
+                None if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(500)).await,
+                None => return Err("no master with a replica serves the bucket's slot".into()),
+            }
+        };
         // scripts/stack keeps each node's pid in its state directory.
         let state = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(".local");
         let pid_file = state.join(format!("cluster-{master}.pid")).display().to_string();
