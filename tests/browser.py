@@ -120,6 +120,10 @@ def case(name):
         if not GO_ON:
             raise
         print(f"browser: FAILED (going on): {name}: {str(e).splitlines()[0][:300]}")
+        CASES_FAILED.append(name)
+
+
+CASES_FAILED = []
 
 
 def b64url(data):
@@ -1269,6 +1273,8 @@ with sync_playwright() as p:
     }
     for part in filter(None, args.only.split(",")):
         parts[part]()
+    if CASES_FAILED:
+        fail(f"{len(CASES_FAILED)} cases failed: {CASES_FAILED}")
     if args.only:
         print(f"browser: every check of {args.only} passed")
         sys.exit(0)
