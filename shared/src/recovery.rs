@@ -108,6 +108,17 @@ impl Rebuilder {
         Err(HoldingUnknown)
     }
 
+    /// The shared queue's depth (every sale's messages, approximate), as last read (at most
+    /// every `DEPTH_READ_EVERY`): what the organiser sees beside an event's own orders on their way.
+    pub async fn queue_depth(&self) -> Option<u64> {
+        self.in_flight().await.ok()
+    }
+
+    /// The orders queue's name.
+    pub fn queue_name(&self) -> &str {
+        self.queue.name()
+    }
+
     async fn in_flight(&self) -> Result<u64, RecoveryError> {
         let mut depth = self.depth.lock().await;
         if let Some((read_at, n)) = *depth

@@ -379,3 +379,46 @@ async fn an_order_stuck_on_its_way_fails_the_audit() {
     let _: () =
         redis::AsyncCommands::hdel(&mut redis, shared::gate::keys::outbox(&event), id.to_string()).await.unwrap();
 }
+
+/// Another sale's orders ahead on the shared queue: this event's oldest order waits past the
+/// stuck time while the consumer stores theirs. That is a queue, not a stop: the audit passes and
+/// says so, the live view says it waits behind other sales and gives the queue's depth. Once the
+/// consumer has stored nothing for as long either, it is stuck.
+#[tokio::test]
+async fn an_order_behind_other_sales_orders_is_not_called_stuck() {
+    let app = TestApp::for_mail(30).await;
+    let event = app.open_event(3).await;
+    let other = app.open_event(3).await;
+    let then = OffsetDateTime::now_utc() - Duration::minutes(2);
+    let id = uuid::Uuid::new_v7(uuid::Timestamp::from_unix(uuid::NoContext, then.unix_timestamp() as u64, 0));
+    let mut redis = app.redis.clone();
+    let _: () =
+        redis::AsyncCommands::hset(&mut redis, shared::gate::keys::outbox(&event), id.to_string(), "{}").await.unwrap();
+    // The consumer (as the event source mapping runs it) stores the other sale's orders meanwhile.
+    assert_eq!(app.grab(&other, "bob").await.status, 202);
+    let poller = app.poller();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while app.report(&other, None).await.body["confirmed"] != 1 && std::time::Instant::now() < deadline {
+        let _ = poller.poll_once().await;
+    }
+    let live = app.live(&event, &[]).await.body;
+    let oldest = &live["oldest_unconfirmed"];
+    assert_eq!(
+        (oldest["stuck"].as_bool(), oldest["behind_other_sales"].as_bool()),
+        (Some(false), Some(true)),
+        "{oldest}"
+    );
+    let queued = check(&live["audit"], "orders_stored_in_time");
+    assert_eq!(queued["passed"], true, "{queued}");
+    assert!(queued["detail"].as_str().unwrap().contains("behind other sales"), "{queued}");
+    assert!(live["queue_depth"].is_u64(), "the shared queue's depth: {}", live["queue_depth"]);
+    // The consumer's last store three minutes ago: nothing moves, the order is stuck.
+    let queue = app.queue_url.rsplit('/').next().unwrap().to_owned();
+    let long_ago = shared::domain::event::epoch_ms(OffsetDateTime::now_utc() - Duration::minutes(3));
+    let _: () =
+        redis::AsyncCommands::set(&mut redis, shared::gate::keys::consumer_stored(&queue), long_ago).await.unwrap();
+    let report = app.report(&event, None).await.body;
+    assert_eq!(check(&report, "orders_stored_in_time")["passed"], false, "{report}");
+    let _: () =
+        redis::AsyncCommands::hdel(&mut redis, shared::gate::keys::outbox(&event), id.to_string()).await.unwrap();
+}

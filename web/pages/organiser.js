@@ -171,7 +171,12 @@ function choose(id) {
 async function poll() {
   if (!eventId) {
     trouble('');
-    tell({ event: 'No event yet: release one, and it shows here.' });
+    // Said only once the list is read: before, the page is loading, not empty.
+    if (listedAt) {
+      set('event-title', 'No event yet');
+      $('event-title').removeAttribute('aria-busy');
+      tell({ event: 'No event yet: release one, and it shows here.' });
+    }
     return;
   }
   const asked = eventId;
@@ -241,6 +246,7 @@ function render(view) {
   samples = samples.filter((s) => s.t > now - WINDOW_S);
   const when = view.starts_at ? ` · ${new Date(view.starts_at).toLocaleString([], { dateStyle: 'medium', timeStyle: 'short' })}` : '';
   set('event-title', `${view.title} · ${view.capacity} tickets${when}`);
+  $('event-title').removeAttribute('aria-busy');
   const state = saleState(view);
   set('sale-state', state.text);
   $('sale-state').dataset.state = state.state;
@@ -250,6 +256,7 @@ function render(view) {
   set('remaining', view.remaining);
   set('sold', view.remaining === null ? null : view.capacity - view.remaining);
   set('in-flight', view.in_flight);
+  set('queue-depth', view.queue_depth ?? null);
   set('waiting', view.waiting);
   const a = view.audit;
   set('confirmed', a.confirmed);
@@ -294,9 +301,12 @@ function oldest(view) {
   if (view.oldest_unconfirmed === undefined) text = null;
   else if (o) {
     level = o.stuck ? 'stuck' : o.age_s >= lateAfter ? 'late' : 'ok';
-    text = `${span(o.age_s)}${level === 'stuck' ? ': stuck' : level === 'late' ? ': late' : ''}`;
+    // Behind other sales' orders on the shared queue (the consumer stores theirs): late, not stuck.
+    const queued = !o.stuck && o.behind_other_sales;
+    text = `${span(o.age_s)}${level === 'stuck' ? ': stuck' : queued ? ': behind other sales' : level === 'late' ? ': late' : ''}`;
     if (level === 'stuck') said = `Orders are stuck: the oldest has waited over ${stuckAfter} s to be stored, and none was stored meanwhile.`;
-    if (level === 'late') said = `Orders are running late: the oldest has waited over ${lateAfter} s to be stored.`;
+    else if (queued) said = `Orders wait behind other sales' orders on the shared queue (${view.queue_depth ?? 'some'} messages): the consumer is storing theirs.`;
+    else if (level === 'late') said = `Orders are running late: the oldest has waited over ${lateAfter} s to be stored.`;
   }
   set('oldest-order', text);
   $('oldest-figure').dataset.level = level;

@@ -266,9 +266,12 @@ impl Report {
         mut self,
         oldest: Option<std::time::Duration>,
         since_store: Option<std::time::Duration>,
+        consumer_since: Option<std::time::Duration>,
         stuck_after: std::time::Duration,
     ) -> Self {
         let moving = since_store.is_some_and(|s| s < stuck_after);
+        // The consumer stores other sales' orders: this one's wait behind them on the shared queue.
+        let queued = consumer_since.is_some_and(|s| s < stuck_after);
         let (passed, detail) = match oldest {
             None => (true, "no order waits to be stored".to_owned()),
             Some(age) if age < stuck_after => {
@@ -280,6 +283,14 @@ impl Report {
                     "the oldest order waiting to be stored is {} s old; orders are being stored (the last {} s ago)",
                     age.as_secs(),
                     since_store.unwrap_or_default().as_secs()
+                ),
+            ),
+            Some(age) if queued => (
+                true,
+                format!(
+                    "the oldest order waiting to be stored is {} s old, behind other sales' orders on the shared queue (the consumer stored one {} s ago)",
+                    age.as_secs(),
+                    consumer_since.unwrap_or_default().as_secs()
                 ),
             ),
             Some(age) => (

@@ -170,6 +170,12 @@ pub const SENT_OPEN: &str = "@open";
 /// The sent record's field naming the rebuild that stopped it last: only that rebuild opens it
 /// again.
 pub const SENT_STOP: &str = "@stop";
+/// When the consumer of the orders queue `queue` last stored an order of any sale (unix ms; set at
+/// most once a second per environment): an event whose orders wait while this moves is behind
+/// other sales' orders on the shared queue, not stuck.
+pub fn consumer_stored(queue: &str) -> String {
+    format!("consumer:stored:{queue}")
+}
 /// The sent record's field `<replicas>:<replication id>`: the most replicas its server has had
 /// connected while it held the record (`keep_sent.lua`). A replica gone since holds the earlier
 /// orders and not the next, and may be the one promoted: the next are not confirmed until it is

@@ -29,6 +29,19 @@ impl Gate {
         Ok(len)
     }
 
+    /// Says the consumer of `queue` stored an order at `at_ms` ([`keys::consumer_stored`]).
+    pub async fn note_stored(&self, queue: &str, at_ms: i64) -> Result<(), GateError> {
+        let mut conn = self.link.conn().await?;
+        let _: () = conn.pset_ex(keys::consumer_stored(queue), at_ms, 86_400_000).await?;
+        Ok(())
+    }
+
+    /// When the consumer of `queue` last stored an order of any sale (unix ms), if it did in a day.
+    pub async fn consumer_stored(&self, queue: &str) -> Result<Option<i64>, GateError> {
+        let mut conn = self.link.conn().await?;
+        Ok(conn.get(keys::consumer_stored(queue)).await?)
+    }
+
     /// When the oldest order in the outbox was decided (unix ms, from its UUIDv7 id), over every
     /// bucket: the organiser's "oldest order not yet stored". Reads the ids only (`HKEYS`).
     pub async fn oldest_in_outbox(&self, event: &EventId) -> Result<Option<i64>, GateError> {

@@ -53,11 +53,13 @@ pub struct Auditor {
     stuck_after: Duration,
     /// A ballot's published draw, which its check recomputes against.
     draws: super::draws::DrawView,
+    /// The orders queue, whose consumer's last store tells a sale behind others from a stop.
+    queue: String,
 }
 
 impl Auditor {
-    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView, stuck_after: Duration) -> Self {
-        Self { store, gate, draws, stuck_after }
+    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView, stuck_after: Duration, queue: &str) -> Self {
+        Self { store, gate, draws, stuck_after, queue: queue.to_owned() }
     }
 
     /// The organiser's audit, computed from the durable record (every stored order and ticket
@@ -91,8 +93,14 @@ impl Auditor {
             None
         });
         let orders = self.store.all_orders(event).await?;
+        let consumer_stored = self.gate.consumer_stored(&self.queue).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the consumer's last store unreadable");
+            None
+        });
         let drain = Drain {
             oldest_ms: oldest,
+            consumer_stored: consumer_stored
+                .and_then(|ms| OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).ok()),
             last_stored: orders
                 .iter()
                 .filter_map(|o| o.confirmed_at.as_deref())
@@ -110,7 +118,12 @@ impl Auditor {
         let ledger = Ledger { tickets, give_backs_pending: returning, cache, rebuilds };
         let mut report = crate::domain::audit::report(event, capacity, &rows, &ledger);
         report.check_ins_by_door = by_door;
-        report = report.with_orders_in_time(drain.oldest_age(), drain.since_last_store(), self.stuck_after);
+        report = report.with_orders_in_time(
+            drain.oldest_age(),
+            drain.since_last_store(),
+            drain.since_consumer_stored(),
+            self.stuck_after,
+        );
         if let Some(packet) = &whole.red_packet {
             report = report.with_red_packet(packet, &rows);
         }
@@ -136,6 +149,8 @@ impl Auditor {
 pub struct Drain {
     pub oldest_ms: Option<i64>,
     pub last_stored: Option<OffsetDateTime>,
+    /// When the consumer last stored an order of any sale.
+    pub consumer_stored: Option<OffsetDateTime>,
 }
 
 impl Drain {
@@ -145,6 +160,18 @@ impl Drain {
 
     fn since_last_store(&self) -> Option<Duration> {
         self.last_stored.map(|at| (OffsetDateTime::now_utc() - at).unsigned_abs())
+    }
+
+    fn since_consumer_stored(&self) -> Option<Duration> {
+        self.consumer_stored.map(|at| (OffsetDateTime::now_utc() - at).unsigned_abs())
+    }
+
+    /// The oldest order (this `age`) waits past `stuck_after` and none of this event's was stored
+    /// for as long, while the consumer stores other sales' orders.
+    fn behind_other_sales(&self, age: Duration, stuck_after: Duration) -> bool {
+        age >= stuck_after
+            && self.since_last_store().is_none_or(|s| s >= stuck_after)
+            && self.since_consumer_stored().is_some_and(|s| s < stuck_after)
     }
 }
 
@@ -175,6 +202,9 @@ pub struct LiveView {
     pub blocked: std::collections::BTreeMap<&'static str, u64>,
     /// The oldest order decided and not yet stored, while one is.
     pub oldest_unconfirmed: Option<Unconfirmed>,
+    /// Messages on the shared orders queue, every sale's (SQS's approximate count, read at most
+    /// every few seconds; null when it could not be read): beside `in_flight`, this event's own.
+    pub queue_depth: Option<u64>,
     /// From this age an order waiting to be stored is late, from the next stuck (the audit fails).
     pub order_late_after_s: u64,
     pub order_stuck_after_s: u64,
@@ -191,6 +221,11 @@ pub struct Unconfirmed {
     pub last_stored_at: Option<String>,
     /// Older than `order_stuck_after_s` and nothing stored for as long: the audit fails.
     pub stuck: bool,
+    /// Older than `order_stuck_after_s`, this event's orders not stored meanwhile, but the consumer
+    /// stores other sales' orders: queued behind them on the shared queue, not stuck.
+    pub behind_other_sales: bool,
+    /// When the consumer last stored an order of any sale.
+    pub consumer_stored_at: Option<String>,
 }
 
 /// Who entered a draw, and where it stands.
@@ -250,14 +285,23 @@ pub struct Live {
     gate: Gate,
     auditor: Auditor,
     audits: Arc<Mutex<HashMap<EventId, Audited>>>,
+    /// Reads the shared queue's depth (the rebuild's reading, shared).
+    rebuilder: Option<crate::recovery::Rebuilder>,
 }
 
 /// An event's audit, its draw's counts, its drain, and when they were taken.
 type Audited = (Instant, AuditNow, Option<Drawn>, Drain);
 
 impl Live {
-    pub fn new(gate: Gate, auditor: Auditor) -> Self {
-        Self { gate, auditor, audits: Arc::default() }
+    pub fn new(gate: Gate, auditor: Auditor, rebuilder: Option<crate::recovery::Rebuilder>) -> Self {
+        Self { gate, auditor, audits: Arc::default(), rebuilder }
+    }
+
+    async fn queue_depth(&self) -> Option<u64> {
+        match &self.rebuilder {
+            Some(r) => r.queue_depth().await,
+            None => None,
+        }
     }
 
     pub async fn view(&self, event: &Event, minutes: u32) -> Result<LiveView, ApiError> {
@@ -314,8 +358,11 @@ impl Live {
                     age_s: age_of(ms).as_secs(),
                     last_stored_at: drain.last_stored.map(rfc3339),
                     stuck: audit.report.checks.iter().any(|c| c.name == "orders_stored_in_time" && !c.passed),
+                    behind_other_sales: drain.behind_other_sales(age_of(ms), self.auditor.stuck_after),
+                    consumer_stored_at: drain.consumer_stored.map(rfc3339),
                 })
             }),
+            queue_depth: self.queue_depth().await,
             order_late_after_s: ORDER_LATE_AFTER.as_secs(),
             order_stuck_after_s: self.auditor.stuck_after.as_secs(),
             entries: drawn.map(|d| entries_now(event, &d, now)),

@@ -138,6 +138,10 @@ pub struct Mail {
     events: Arc<Mutex<HashMap<EventId, Arc<Event>>>>,
     /// Red-packet amounts, each event's split computed once.
     splits: crate::amounts::Splits,
+    /// When this environment last said it stored an order (unix ms): said at most once a second.
+    noted: Arc<std::sync::atomic::AtomicI64>,
+    /// The queue this consumer reads (its records' source), once a batch named it.
+    queue: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Mail {
@@ -149,8 +153,8 @@ impl Mail {
         pass: StagedSecret<PassKey>,
         settings: MailSettings,
     ) -> Self {
-        let (events, splits, published) = Default::default();
-        Self { store, gate, mailer, seal, pass, published, publish_to: None, settings, events, splits }
+        let (events, splits, published, noted, queue) = Default::default();
+        Self { store, gate, mailer, seal, pass, published, publish_to: None, settings, events, splits, noted, queue }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -227,6 +231,11 @@ impl Mail {
         if let Err(e) = self.publish_pass_keys(false).await {
             tracing::error!(error = %e, "the public pass keys could not be published");
         }
+        if let Some(name) =
+            batch.records.first().and_then(|r| r.event_source_arn.as_deref()).and_then(|a| a.rsplit(':').next())
+        {
+            let _ = self.queue.set(name.to_owned());
+        }
         let failures: Vec<BatchItemFailure> = futures::stream::iter(batch.records)
             .map(|record| self.handle_record(record))
             .buffer_unordered(self.settings.concurrency)
@@ -241,6 +250,23 @@ impl Mail {
         let mut response = SqsBatchResponse::default();
         response.batch_item_failures = failures;
         response
+    }
+
+    /// Says an order was stored (at most once a second per environment): the organiser tells an
+    /// event waiting behind other sales' orders from a consumer that stopped. Best effort.
+    async fn note_stored(&self, now: OffsetDateTime) {
+        use std::sync::atomic::Ordering;
+        let Some(queue) = self.queue.get() else { return };
+        let at_ms = crate::domain::event::epoch_ms(now);
+        let last = self.noted.load(Ordering::Relaxed);
+        if at_ms - last < 1_000
+            || self.noted.compare_exchange(last, at_ms, Ordering::Relaxed, Ordering::Relaxed).is_err()
+        {
+            return;
+        }
+        if let Err(e) = self.gate.note_stored(queue, at_ms).await {
+            tracing::debug!(error = %e, "the consumer's last store not noted");
+        }
     }
 
     /// The message id when the message failed.
@@ -290,6 +316,7 @@ impl Mail {
         };
         // Durable from here on: the outbox entry has done its job whatever happens next.
         self.clear_outbox(&order).await;
+        self.note_stored(now).await;
         match persisted {
             Persisted::Confirmed | Persisted::Redelivered { status: OrderStatus::Confirmed, .. } => {
                 self.mail_once(&order, &event, now).await

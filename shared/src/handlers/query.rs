@@ -95,8 +95,8 @@ impl Query {
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
         let draws = super::draws::DrawView::new(store.clone(), rebuilder.clone());
-        let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone(), stuck_after);
-        let live = Live::new(gate.clone(), auditor.clone());
+        let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone(), stuck_after, rebuilder.queue_name());
+        let live = Live::new(gate.clone(), auditor.clone(), Some(rebuilder.clone()));
         Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }
     }
 

@@ -36,6 +36,11 @@ impl OrderQueue {
         Self { client, url: url.into() }
     }
 
+    /// The queue's name (its URL's last part, as its ARN's).
+    pub fn name(&self) -> &str {
+        self.url.rsplit('/').next().unwrap_or_default()
+    }
+
     /// The client grab uses: short timeouts and one retry within `budget` for the whole send (two
     /// attempts of about half of it each), because a grab that already holds a ticket must answer
     /// fast; an order whose send fails waits in the outbox for reconcile. A rebuild waits longer
