@@ -815,7 +815,9 @@ impl Harness {
         let chain = LocalChain::development();
         let secret: [u8; 32] = StdRng::seed_from_u64(seed ^ 0xba11).random();
         let id = format!("campaign-ballot-{seed}-{}", uuid::Uuid::now_v7().simple());
-        let draw_from = OffsetDateTime::now_utc() + time::Duration::seconds(8);
+        // Its 800 entries in before registration closes, on a machine loaded by the rush and a
+        // backlog or two beside it (8 s was not always enough: seed 56 met a close).
+        let draw_from = OffsetDateTime::now_utc() + time::Duration::seconds(20);
         let rfc = |t: OffsetDateTime| shared::domain::event::rfc3339(t);
         let body = json!({
             "id": id, "title": "A ballot beside the sale", "capacity": 560, "waitlist_size": 200,
