@@ -329,15 +329,7 @@ async fn a_primary_whose_replica_is_gone_is_not_taken_for_one_without_replicas()
     pair.link.hold();
     pair.link.cut();
     let p = pair.direct(&pair.primary).await;
-    let gone = eventually(Duration::from_secs(20), || {
-        let mut p = p.clone();
-        async move {
-            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut p).await.unwrap_or_default();
-            info.contains("connected_slaves:0")
-        }
-    })
-    .await;
-    assert!(gone, "the primary still counts its replica");
+    assert!(replicas_connected(&p, 0, Duration::from_secs(20)).await, "the primary still counts its replica");
     let told = app.grab(&event, "u2").await;
     assert_eq!((told.status, told.body["code"].as_str()), (503, Some("BUSY")), "{}", told.body);
     let r = pair.direct(&pair.replica).await;
@@ -346,19 +338,23 @@ async fn a_primary_whose_replica_is_gone_is_not_taken_for_one_without_replicas()
     assert_eq!(sent.len(), 1, "the replica has u1's order only");
 
     pair.link.release();
-    let back = eventually(Duration::from_secs(30), || {
-        let mut p = p.clone();
-        async move {
-            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut p).await.unwrap_or_default();
-            info.contains("connected_slaves:1")
-        }
-    })
-    .await;
-    assert!(back, "the replica did not come back");
+    assert!(replicas_connected(&p, 1, Duration::from_secs(30)).await, "the replica did not come back");
     pair.caught_up().await;
     let retry = app.grab(&event, "u2").await;
     assert_eq!(retry.status, 200, "{}", retry.body);
     assert_eq!(retry.body["order_id"], told_order(&app, &event, "u2").await, "the same order");
+}
+
+/// Whether `primary` counts `n` replicas connected within `limit`.
+async fn replicas_connected(primary: &redis::aio::MultiplexedConnection, n: u32, limit: Duration) -> bool {
+    eventually(limit, || {
+        let mut p = primary.clone();
+        async move {
+            let info: String = redis::cmd("INFO").arg("replication").query_async(&mut p).await.unwrap_or_default();
+            info.contains(&format!("connected_slaves:{n}"))
+        }
+    })
+    .await
 }
 
 /// The order the cache holds for `user` (their field in `meta`).
