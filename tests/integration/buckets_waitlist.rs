@@ -195,6 +195,14 @@ async fn a_sharded_give_back_stopped_between_its_steps_promotes_once() {
     let reply = hand(&app, &buckets, &b_holding, &first_try, "", &generation).await;
     assert!(reply.starts_with("HEAD:") && reply.contains(&waiters[1]), "{reply}");
     assert_eq!(line(&app, &buckets).await, std::slice::from_ref(&third), "the head left the line");
+    // Between the steps the promoted user's order is theirs, on its way: never NO_ORDER.
+    let between = app.order_of(e, &waiters[1]).await;
+    assert_eq!(
+        (between.status, between.body["status"].as_str(), between.body["order_id"].as_str()),
+        (200, Some("PENDING"), Some(first_try.as_str())),
+        "{}",
+        between.body
+    );
 
     let returns = app.give_backs();
     let tries = (0..8).map(|_| returns.give_back(e, &b_due));

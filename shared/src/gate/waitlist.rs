@@ -232,13 +232,22 @@ impl Gate {
     /// Whether a promotion of `user` is on its way from the line to their home (a sharded event's
     /// hand between its steps: they left the line, their home does not hold it yet).
     pub async fn promotion_under_way(&self, event: &EventId, user: &UserId) -> Result<bool, GateError> {
+        Ok(self.promotion_of(event, user).await?.is_some())
+    }
+
+    /// The order a promotion under way carries to `user` ([`Self::promotion_under_way`]).
+    pub async fn promotion_of(
+        &self,
+        event: &EventId,
+        user: &UserId,
+    ) -> Result<Option<crate::domain::OrderMessage>, GateError> {
         let buckets = self.buckets(event).await?;
         if !buckets.is_sharded() {
-            return Ok(false);
+            return Ok(None);
         }
         let line = buckets.get(0).expect("bucket 0");
         let records: Vec<String> = self.link.conn().await?.hvals(keys::handed(line)).await?;
-        Ok(records.iter().filter_map(|r| crate::domain::OrderMessage::parse(r).ok()).any(|m| m.user_id == *user))
+        Ok(records.iter().filter_map(|r| crate::domain::OrderMessage::parse(r).ok()).find(|m| m.user_id == *user))
     }
 
     /// Who is in the line, as laid now (reconcile's check against the durable places).

@@ -277,8 +277,15 @@ impl Query {
             return Ok(order);
         }
         let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
-        let held =
-            self.rebuilder.holding(&known, &caller.user).await.map_err(|_| ApiError::Busy)?.ok_or(ApiError::NoOrder)?;
+        let held = match self.rebuilder.holding(&known, &caller.user).await.map_err(|_| ApiError::Busy)? {
+            Some(held) => held,
+            // A sharded event's promotion between its steps: the user has left the line and their
+            // home does not hold the order yet. It is theirs: PENDING, never NO_ORDER.
+            None => match self.gate.promotion_of(event, &caller.user).await? {
+                Some(promoted) => promoted.holding(),
+                None => return Err(ApiError::NoOrder),
+            },
+        };
         Ok(OrderView {
             order_id: held.order,
             event_id: event.clone(),
