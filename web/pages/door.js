@@ -48,7 +48,7 @@ const refusedFor = new Map();
 const VERDICT_DEADLINE_MS = 1000;
 // After a scan's request missed its deadline, scans are checked on this device alone for this
 // long (the sync, in the background, finds the network again): a burst is not 1 s a pass.
-const OFFLINE_FOR_MS = 30000;
+const OFFLINE_FOR_MS = 10000;
 // What the background (the sync, the figures, a lookup) waits for a reply.
 const REQUEST_TIMEOUT_MS = 5000;
 // The sign-in's end is announced this long before (a token lasts an hour; a door's night, more).
@@ -89,7 +89,10 @@ const checkInPath = (ev) => `/admin/events/${encodeURIComponent(ev)}/check-in`;
  */
 function tokenFor(ev) {
   if (ev === event) return session.token();
-  return get(ev, 'token', 'null') || session.token();
+  // The token kept for it, while it lasts; then the door's own (a sign-in since, hosted or renewed).
+  const own = get(ev, 'token', 'null');
+  const ended = own && endsAt(own) !== null && Date.now() >= endsAt(own);
+  return own && !ended && refusedFor.get(ev) !== own ? own : session.token();
 }
 
 /** When a token's sign-in ends (its `exp`, in ms), or null when it names no end. */
@@ -114,6 +117,11 @@ function signInLapsed(ev) {
   return ends !== null && Date.now() >= ends;
 }
 
+/** How far the server's clock is from this device's (from the figures' `as_of`): an offline
+ * check-in's time is sent in the server's time, so a device whose clock runs fast loses none. */
+let clockSkewMs = 0;
+const serverTime = () => new Date(Date.now() + clockSkewMs).toISOString();
+
 /** Scans are decided here alone: the browser is offline, or a request just missed its deadline. */
 const checkingOffline = () => !navigator.onLine || Date.now() < offlineUntil;
 const when = (iso) => new Date(iso).toLocaleTimeString();
@@ -135,15 +143,15 @@ async function passKeys() {
   const keys = Array.isArray(ring) ? ring : ring?.keys;
   const fetchedAt = Array.isArray(ring) ? 0 : ring?.fetched_at || 0;
   if (!keys) return fetchKeys();
-  if (Date.now() - fetchedAt > KEYS_FRESH_MS) {
-    try {
-      return await fetchKeys();
-    } catch {
-      return keys; // offline (or the route failed): the stale keys still check passes
-    }
+  // Stale keys still check passes: fetched again in the background, never in a verdict's way (a
+  // key rotated since shows as unknown, and that path fetches them within the deadline).
+  if (Date.now() - fetchedAt > KEYS_FRESH_MS && !checkingOffline() && !refreshingKeys) {
+    refreshingKeys = true;
+    fetchKeys().catch(() => {}).finally(() => { refreshingKeys = false; });
   }
   return keys;
 }
+let refreshingKeys = false;
 
 async function fetchKeys(ev = event, timeoutMs = REQUEST_TIMEOUT_MS) {
   const reply = await session.api(`/events/${encodeURIComponent(ev)}/pass-key`, { signal: AbortSignal.timeout(timeoutMs) });
@@ -190,16 +198,21 @@ async function verify(text, keys) {
     return { ...refused('signed with a key this door does not hold'), unknownKey: true, event: claims.e, order: claims.o, ticketNo: claims.n };
   }
   const message = new TextEncoder().encode((v1 ? 'ticket-pass-v1\n' : 'ticket-pass-v2\n') + payload);
+  let checked = false;
   for (const k of candidates) {
     try {
       const key = await crypto.subtle.importKey('raw', bytes(k.key), { name: 'Ed25519' }, false, ['verify']);
+      checked = true;
       if (await crypto.subtle.verify({ name: 'Ed25519' }, key, sig, message)) {
         return { ok: true, event: claims.e, order: claims.o, ticketNo: claims.n };
       }
     } catch {
-      // a malformed stored key checks nothing
+      // a malformed stored key checks nothing; nor does a browser without Ed25519 (before
+      // Chrome 137, Safari 17, Firefox 129)
     }
   }
+  // Nothing could be checked here: not a forgery on this device's word, the server's to decide.
+  if (!checked) return { ...refused('this device cannot check the signature'), unknownKey: true, event: claims.e, order: claims.o, ticketNo: claims.n };
   return refused('the signature does not match: a forged or altered pass');
 }
 
@@ -369,7 +382,7 @@ async function decide(text) {
 
   // A pass this device cannot verify is the server's to decide: never green here.
   const unverified = pass.unknownKey
-    ? 'signed with a key this door does not hold, and the server cannot be asked: not checked. Let the holder in only once the network is back and the pass checks'
+    ? `${pass.why === 'this device cannot check the signature' ? pass.why : 'signed with a key this door does not hold'}, and the server cannot be asked: not checked. Let the holder in only once the network is back and the pass checks`
     : null;
   if (checkingOffline()) return unverified ? cannotConfirm('', unverified) : keptHere(ev, pass, text, 'network');
   if (signInLapsed(ev)) {
@@ -379,7 +392,7 @@ async function decide(text) {
     return cannotConfirm(ticketNo, "this door's sign-in has ended: sign in again to check passes with the server");
   }
   // The scan's own id and time: a retry of it (its reply lost) is the same check-in, no conflict.
-  const scan = { id: crypto.randomUUID(), at: new Date().toISOString(), door: localStorage.getItem(DOOR_NAME) || null };
+  const scan = { id: crypto.randomUUID(), at: serverTime(), door: localStorage.getItem(DOOR_NAME) || null };
   const reply = await post(ev, { pass: text, scan: scan.id, door: scan.door }, VERDICT_DEADLINE_MS);
   const p = reply ? await reply.clone().json().catch(() => ({})) : {};
   if (reply === null || (reply.ok && !p.checked_in_at)) {
@@ -409,7 +422,7 @@ async function decide(text) {
 
 /** A verified pass let in on this device's word alone: kept, and sent when the server can be asked. */
 function keptHere(ev, pass, text, waiting, scan = null) {
-  scan ??= { id: crypto.randomUUID(), at: new Date().toISOString(), door: localStorage.getItem(DOOR_NAME) || null };
+  scan ??= { id: crypto.randomUUID(), at: serverTime(), door: localStorage.getItem(DOOR_NAME) || null };
   keepScan(ev, pass.order, { ticketNo: pass.ticketNo, pass: text, at: scan.at, scan: scan.id, door: scan.door, synced: false, waiting });
   showDevice();
   return verdict('admitted', 'Let in', pass.ticketNo, WAITING[waiting]);
@@ -498,8 +511,9 @@ async function sync() {
           else again = true;
           continue outer;
         }
-        // A 2xx that is not the API's record of it (a captive portal, a proxy): not settled.
-        if (transient(reply.status, p.code) || (reply.ok && !p.checked_in_at)) {
+        // A 2xx that is not the API's record of it (a captive portal, a proxy), or a refusal
+        // that is not the API's (no code: a gateway's, a proxy's): not settled.
+        if (transient(reply.status, p.code) || (reply.ok && !p.checked_in_at) || (!reply.ok && !p.code)) {
           markWaiting(ev, 'server');
           syncAfter = Date.now() + (p.retry_after_ms || SYNC_EVERY_MS);
           break outer;
@@ -609,6 +623,10 @@ async function refreshSummary() {
   }
   if (ev !== event) return;
   if (reply.ok) {
+    // The server answers: scans ask it again, and its clock is known.
+    offlineUntil = 0;
+    const said = Date.parse(reply.headers.get('date') || '');
+    if (Number.isFinite(said)) clockSkewMs = said + 500 - Date.now(); // a whole second: its middle
     store('summary', p);
     showSummary(p);
   } else if (tokenRefused(reply.status, p.code)) {
@@ -805,10 +823,10 @@ function askLetIn() {
   $('let-in-no').focus();
 }
 
-async function letInByNumber() {
-  if (!holder) return;
+async function letInByNumber(confirmed) {
+  if (!confirmed) return;
   $('let-in-confirm').classList.add('hidden');
-  const { ticket_no: ticketNo, order_id: order, event: ev } = holder;
+  const { ticket_no: ticketNo, order_id: order, event: ev } = confirmed;
   const reply = await post(ev, { ticket_no: ticketNo, order_id: order });
   if (reply === null) return verdict('notice', 'Not let in', ticketNo, 'a check-in by ticket number needs the network');
   const p = await reply.json().catch(() => ({}));
@@ -919,6 +937,13 @@ $('sign-in-form').addEventListener('submit', async (e) => {
   const token = $('sign-in-token').value.trim();
   if (!token) return;
   const say = (text) => ($('sign-in-status').textContent = text);
+  // A pass scanned while this field had the focus is a scan, not a token.
+  if (/^TP[12]\./.test(token)) {
+    $('sign-in-token').value = '';
+    $('pass').focus();
+    enqueue(token);
+    return;
+  }
   // The token is tried for this event and for each event whose check-ins wait on this device (a
   // door switched events with some unsent): each event it is staff of takes it.
   const others = eventsWaiting().filter((ev) => ev !== event);
@@ -1021,7 +1046,12 @@ $('lookup-form').addEventListener('submit', (e) => {
   }
 });
 $('let-in').addEventListener('click', askLetIn);
-$('let-in-yes').addEventListener('click', () => { queue = queue.then(letInByNumber).catch(() => {}); });
+$('let-in-yes').addEventListener('click', () => {
+  // The holder staff confirmed, not whoever is looked up by the time the queue gets to it.
+  const confirmed = holder;
+  $('let-in-yes').disabled = true;
+  queue = queue.then(() => letInByNumber(confirmed)).catch(() => {}).finally(() => { $('let-in-yes').disabled = false; });
+});
 $('let-in-no').addEventListener('click', () => {
   $('let-in-confirm').classList.add('hidden');
   $('lookup-status').textContent = `Ticket ${holder?.ticket_no ?? ''} not let in: the holder did not match.`;
@@ -1054,6 +1084,8 @@ $('leave').addEventListener('click', () => {
 
 window.addEventListener('online', () => {
   showNetwork();
+  // Reopened offline, the page could not read how to sign in here: it can now.
+  if ($('sign-in-hosted').classList.contains('hidden')) showHostedLinks();
   syncAfter = 0;
   sync();
   refreshSummary();
@@ -1072,13 +1104,16 @@ setInterval(watchSignIn, 15000);
 showNetwork();
 // The deployment's hosted sign-in, when it has one: at setup, and on the scanner when a sign-in
 // is needed (the check-ins wait on this device meanwhile; the page comes back to the scanner).
-session.hostedUi().then((url) => {
-  if (!url) return;
-  for (const link of [$('hosted-ui'), $('sign-in-hosted')]) {
-    link.href = url;
-    link.classList.remove('hidden');
-  }
-});
+function showHostedLinks() {
+  session.hostedUi().then((url) => {
+    if (!url) return;
+    for (const link of [$('hosted-ui'), $('sign-in-hosted')]) {
+      link.href = url;
+      link.classList.remove('hidden');
+    }
+  });
+}
+showHostedLinks();
 if ('serviceWorker' in navigator) navigator.serviceWorker.register('door-sw.js').catch(() => {});
 session.ready().then(() => {
   if (event && session.token() && stored('keys', 'null')) startScanner();

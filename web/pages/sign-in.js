@@ -23,7 +23,12 @@ const CODE_FIELDS = ['code', 'state', 'error', 'error_description'];
 let config = null;
 /** The deployment's sign-in settings (`config.json`), asked once. */
 function signInConfig() {
-  config ??= fetch('config.json', { cache: 'no-store' }).then((r) => r.json()).catch(() => ({}));
+  config ??= fetch('config.json', { cache: 'no-store', signal: AbortSignal.timeout(5000) })
+    .then((r) => r.json())
+    .catch(() => {
+      config = null; // offline (a reload from the service worker): asked again later
+      return {};
+    });
   return config;
 }
 
