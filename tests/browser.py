@@ -45,6 +45,13 @@ Headless Chromium from Debian, driven by Playwright:
    - every state (setup refused, a verdict shown, offline, waiting for sign-in, synced, a lookup):
      no horizontal scroll at 390 px and axe-core with no serious or critical violation.
    Screenshots: <out>/door.png (a verdict beside the scanner after the sync) and door-*.png.
+2b. Where the door let the wrong person in (door_faults, each case its own; BROWSER_GO_ON=1 runs
+   them all and fails at the end): a forged pass naming an unknown key, "Already in" naming the
+   door, a repeat within 2 s, the sign-in ending and ended, the tone's checkbox, a hanging network,
+   day-old keys on a hanging network, a browser without Ed25519, an event switched with check-ins
+   unsent. The sign-in renewed through a stand-in user pool (door_renewal). A night at the door
+   (door_shift): 3 hours on the page's clock, 300 passes, an outage, a key rotation, two renewals,
+   a sign-in ended: 0 wrong greens, every check-in on the server.
 3. The door's camera: Chromium's fake camera plays a video of a real pass's QR code (drawn with
    segno from the pass in the mail); the page reads it (jsQR, or the browser's BarcodeDetector
    where it reads QR codes) and lets the ticket in, the preview above the field; the pass stays in
