@@ -1030,6 +1030,16 @@ def door_shift(browser):
     context.clock.install(time=time.time())
     page = context.new_page()
 
+    def renewals(n, what):
+        """Waits for the stand-in to have issued `n` tokens, the page's requests dispatched meanwhile
+        (Playwright's sync API runs route handlers only while it is called: a bare sleep would
+        leave the renewal's request unanswered)."""
+        deadline = time.time() + PATIENCE_S
+        while len(pool.issued) < n:
+            if time.time() > deadline:
+                fail(f"{what}: not within {PATIENCE_S} s ({pool.issued})")
+            page.wait_for_timeout(250)
+
     def forward(minutes):
         # Said first: a renewal the jump sets off is issued for the page's new time.
         ahead["s"] += minutes * 60
@@ -1073,7 +1083,7 @@ def door_shift(browser):
 
     # 19:46: the sign-in would end within 15 minutes; the door renews it, nobody typing.
     forward(46)
-    wait_for("the first renewal", lambda: len(pool.issued) >= 2)
+    renewals(2, "the first renewal")
     verdicts += scan_all(rest[:60])
 
     # 20:10: the pass keys rotate (this device holds only the key from before).
@@ -1084,7 +1094,7 @@ def door_shift(browser):
 
     # 20:40: renewed again; then the user pool signs the door out everywhere (its refresh revoked).
     forward(30)
-    wait_for("the second renewal", lambda: len(pool.issued) >= 3)
+    renewals(3, "the second renewal")
     verdicts += scan_all(rest[120:180])
     pool.revoked = True
     # 21:32: the sign-in ends within 15 minutes and cannot be renewed: staff are warned ...

@@ -264,6 +264,13 @@ struct Harness {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
+    // The functions' own log lines, when asked for (`RUST_LOG=info`): what a failing seed did.
+    if std::env::var("RUST_LOG").is_ok() {
+        let _ = tracing::subscriber::set_global_default(shared::telemetry::subscriber(
+            &std::env::var("RUST_LOG").unwrap_or_default(),
+            std::io::stderr,
+        ));
+    }
     let seeds: Vec<u64> = match args.seed {
         Some(seed) => vec![seed],
         None if !args.seeds.is_empty() => args.seeds.clone(),
