@@ -234,6 +234,9 @@ struct Told {
     cancelled: HashSet<String>,
     /// replies by request and status ("grab 202")
     statuses: BTreeMap<String, u32>,
+    /// user -> each reply, in order ("grab 503 BUSY", "grab 200 <order>"): what a broken promise
+    /// was made of
+    said: HashMap<String, Vec<String>>,
 }
 
 /// The stack's pieces one run uses: the functions as deployed (healthy), the same cut off from
@@ -715,6 +718,7 @@ fn record(told: &Mutex<Told>, user: &str, kind: &str, status: u16, body: &Value)
     let code = body["code"].as_str().map(|c| format!(" {c}")).unwrap_or_default();
     *told.statuses.entry(format!("{kind} {status}{code}")).or_default() += 1;
     let order = body["order_id"].as_str();
+    told.said.entry(user.to_owned()).or_default().push(format!("{kind} {status}{code} {}", order.unwrap_or("")));
     match (kind, status, order) {
         ("grab", 202 | 200, Some(order)) | ("join", 202, Some(order)) => {
             told.orders.entry(user.to_owned()).or_default().insert(order.to_owned());
@@ -1117,8 +1121,9 @@ impl Harness {
             });
             if !kept {
                 broken.push(format!(
-                    "{user} was told {orders:?}, stored {:?}",
-                    stored.map(|r| (r.order_id.as_str(), r.ticket_no.get(), r.status))
+                    "{user} was told {orders:?}, stored {:?} (its replies: {:?})",
+                    stored.map(|r| (r.order_id.as_str(), r.ticket_no.get(), r.status)),
+                    told.said.get(user.as_str())
                 ));
             }
         }
