@@ -1,20 +1,95 @@
-//! A slow network to AWS, for the fault tests and the campaign: production's calls can take
-//! seconds (a congested link, an SDK's retries), and a protocol whose steps race must hold then.
+//! Networks to AWS for the fault tests and the campaign: production's calls can take seconds (a
+//! congested link, an SDK's retries), and a protocol whose steps race must hold then.
 
-use std::time::Duration;
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    sync::watch,
+};
 
 /// A TCP proxy in front of `endpoint` (`http://host:port`) that holds each request back `delay`
 /// (replies come straight back). Returns the endpoint to use instead; it lives as long as the
 /// process.
 pub async fn slow_network(endpoint: &str, delay: Duration) -> std::io::Result<String> {
+    proxy(endpoint, move || tokio::time::sleep(delay)).await
+}
+
+/// A network a test shuts: while shut, every request waits at the proxy until it is opened again,
+/// and the test can wait until a request is held, so a step that comes after a call to AWS is
+/// known not to have run yet (no sleep-and-hope).
+#[derive(Clone)]
+pub struct Valve {
+    shut: watch::Sender<bool>,
+    held: Arc<AtomicUsize>,
+    arrived: Arc<tokio::sync::Notify>,
+}
+
+impl Valve {
+    /// Requests wait from now on.
+    pub fn shut(&self) {
+        self.shut.send_replace(true);
+    }
+
+    /// Every held request goes on, and new ones pass.
+    pub fn open(&self) {
+        self.shut.send_replace(false);
+    }
+
+    /// Returns once at least `n` requests are held.
+    pub async fn held(&self, n: usize) {
+        loop {
+            let arrived = self.arrived.notified();
+            if self.held.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            arrived.await;
+        }
+    }
+}
+
+/// A proxy in front of `endpoint` whose [`Valve`] the caller shuts and opens (open at first).
+pub async fn valve_network(endpoint: &str) -> std::io::Result<(String, Valve)> {
+    let valve =
+        Valve { shut: watch::channel(false).0, held: Arc::default(), arrived: Arc::new(tokio::sync::Notify::new()) };
+    let at = valve.clone();
+    let addr = proxy(endpoint, move || {
+        let valve = at.clone();
+        async move {
+            let mut shut = valve.shut.subscribe();
+            if !*shut.borrow_and_update() {
+                return;
+            }
+            valve.held.fetch_add(1, Ordering::SeqCst);
+            valve.arrived.notify_waiters();
+            let _ = shut.wait_for(|shut| !*shut).await;
+            valve.held.fetch_sub(1, Ordering::SeqCst);
+        }
+    })
+    .await?;
+    Ok((addr, valve))
+}
+
+/// A TCP proxy in front of `endpoint` that awaits `hold()` before it forwards each chunk a client
+/// sends (replies come straight back).
+async fn proxy<F, H>(endpoint: &str, hold: H) -> std::io::Result<String>
+where
+    H: Fn() -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = ()> + Send,
+{
     let target = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         while let Ok((inbound, _)) = listener.accept().await {
-            let target = target.clone();
+            let (target, hold) = (target.clone(), hold.clone());
             tokio::spawn(async move {
                 let Ok(outbound) = tokio::net::TcpStream::connect(&target).await else { return };
                 let (mut from_client, mut to_client) = inbound.into_split();
@@ -22,7 +97,7 @@ pub async fn slow_network(endpoint: &str, delay: Duration) -> std::io::Result<St
                 let up = async {
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n @ 1..) = from_client.read(&mut buf).await {
-                        tokio::time::sleep(delay).await;
+                        hold().await;
                         if to_aws.write_all(&buf[..n]).await.is_err() {
                             break;
                         }

@@ -335,3 +335,65 @@ async fn lose_shard_of(app: &TestApp, bucket: &keys::Bucket, buckets: &keys::Buc
     }
     println!("the shard of {bucket} lost, with {records} sent records");
 }
+
+/// A holder's retry answered by the script a moment before the bucket is lost, whose order was
+/// then only in the outbox (its first grab between the script and its sent record, as one whose
+/// calls to AWS are slow): the rebuild cannot know the order, so the retry must not name it. The
+/// retry's status read goes to DynamoDB over a network the test holds shut while the bucket is
+/// lost and rebuilt (campaign seed 197: `grab 503`, then the retry's `grab 200` of that order, then
+/// `GET /order` 404 `NO_ORDER`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_retry_answered_before_its_bucket_was_lost_names_no_order_the_loss_took() {
+    use shared::{
+        config::GrabPolicy,
+        domain::{Email, OrderId, UserId, event::epoch_ms, order::MessageHead},
+        gate::{GrabAttempt, GrabOutcome},
+        http::routes::Function,
+        recovery::Rebuild,
+    };
+    let app = TestApp::for_mail(30).await;
+    let (far, valve) = local_runner::network::valve_network(&app.settings.aws_endpoint).await.expect("a network");
+    let mut settings = app.settings.clone();
+    settings.aws_endpoint = far;
+    let held = std::sync::Arc::new(local_runner::Functions::build(&settings, &app.queue_url).await.expect("functions"));
+    let event = app.open_event(3).await;
+    let stored = app.functions.store.get_event(&event).await.unwrap().unwrap().event;
+
+    // ada's first grab, decided and not yet kept in its sent record: the order is in the outbox alone.
+    let ada = UserId::parse("ada").unwrap();
+    let first = OrderId::generate();
+    let head =
+        MessageHead::new(&first, &event, &ada, &Email::parse("ada@example.com").unwrap(), "2026-11-29T10:00:00Z");
+    let now = epoch_ms(time::OffsetDateTime::now_utc());
+    let attempt = GrabAttempt { event: &event, user: &ada, order_id: &first, head: &head, clock_ms: now };
+    let granted = app.functions.gate.grab(&attempt, GrabPolicy::default()).await.unwrap().outcome;
+    assert!(matches!(granted, GrabOutcome::Granted { .. }), "{granted:?}");
+
+    // Her retry: the script names that order, then her order's status is asked of DynamoDB, held.
+    valve.shut();
+    let retry = {
+        let (held, body) = (held.clone(), serde_json::json!({ "hash": app.hash_for(&event, "ada") }));
+        let request = for_user(with_body(for_event(fixture("grab.json"), &event), &body), "ada");
+        tokio::spawn(async move { call_with(&held, Function::Grab, request).await })
+    };
+    valve.held(1).await;
+    // Meanwhile the bucket is lost and rebuilt: no record of her order is left anywhere.
+    let mut r = app.redis.clone();
+    let _: () = r.del(&keys::cache(&event)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while app.functions.rebuilder.rebuild(&stored).await.unwrap() != Rebuild::Done {
+        assert!(std::time::Instant::now() < deadline, "the rebuild did not finish");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    valve.open();
+    let retry = retry.await.unwrap();
+    assert_ne!(retry.body["order_id"], first.to_string(), "ada was told of an order the loss took: {}", retry.body);
+    assert_eq!((retry.status, retry.code()), (503, "BUSY"), "{}", retry.body);
+
+    // She asks again, is given a number, and holds it.
+    let again = app.grab(&event, "ada").await;
+    assert_eq!(again.status, 202, "{}", again.body);
+    app.deliver_all().await;
+    let told = Told::from([("ada".to_owned(), again.body["ticket_no"].as_u64().unwrap() as u32)]);
+    assert_exact_after(&app, &event, &told, 3).await;
+}

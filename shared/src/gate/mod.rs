@@ -49,7 +49,7 @@ pub use link::Connection;
 use link::{Link, LinkConn};
 pub use live::{GrabCounts, SaleNow};
 pub use moves::{MOVE_IN_SOURCE, MOVE_MOST, MOVE_OUT_SOURCE};
-pub use outbox::OutboxEntry;
+pub use outbox::{HeldNow, OutboxEntry};
 pub use sent::{Kept, SENT_KEPT_STORED};
 pub use stock::Window;
 pub use tally::GrabTally;

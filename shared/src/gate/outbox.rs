@@ -4,11 +4,24 @@
 use redis::AsyncCommands;
 
 use super::{Gate, GateError, keys};
-use crate::domain::{EventId, OrderId, UserId};
+use crate::domain::{EventId, Holding, OrderId, UserId};
 
 /// The consumer's removal of an entry: only while its bucket is not stopped by a rebuild.
 static LET_OUT_SCRIPT: std::sync::LazyLock<redis::Script> =
     std::sync::LazyLock::new(|| redis::Script::new(super::cache_script!("let_out.lua", opening = ARGV[1])));
+
+/// A holder's order as their home bucket has it now ([`Gate::holding_now`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeldNow {
+    /// Held, and its message still in the outbox: not stored yet, and perhaps never sent (its
+    /// first grab was told 503).
+    InOutbox(String),
+    /// Held, its entry gone: the consumer removes one only once DynamoDB holds the order.
+    Stored,
+    /// The user's field holds it no more: gone with a lost bucket (the rebuild did not know it),
+    /// or cancelled since.
+    NotHeld,
+}
 
 /// An order waiting in the outbox for DynamoDB to hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +95,26 @@ impl Gate {
     ) -> Result<Option<String>, GateError> {
         let buckets = self.buckets(event).await?;
         Ok(self.link.conn().await?.hget(keys::outbox(buckets.home(user)), order_id.as_str()).await?)
+    }
+
+    /// What a holder's retry finds at their home bucket now, field and outbox read in one step:
+    /// an answer naming `held` may have been read before the bucket was lost, and the rebuild
+    /// since may not know the order (it was only in the lost outbox).
+    pub async fn holding_now(&self, event: &EventId, user: &UserId, held: &Holding) -> Result<HeldNow, GateError> {
+        let buckets = self.buckets(event).await?;
+        let home = buckets.home(user);
+        let (field, message): (Option<String>, Option<String>) = redis::pipe()
+            .atomic()
+            .hget(keys::meta(home), keys::user_field(user))
+            .hget(keys::outbox(home), held.order.as_str())
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        let holds = field.as_deref().and_then(keys::parse_holding).is_some_and(|now| now.order == held.order);
+        Ok(match (holds, message) {
+            (false, _) => HeldNow::NotHeld,
+            (true, Some(message)) => HeldNow::InOutbox(message),
+            (true, None) => HeldNow::Stored,
+        })
     }
 
     /// Removes an order's outbox entry once DynamoDB holds the order: from its user's home bucket

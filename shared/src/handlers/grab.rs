@@ -24,7 +24,7 @@ use crate::{
         sale_mode::SaleMode,
         window_count::WindowCounts,
     },
-    gate::{Gate, GrabAttempt, GrabOutcome, GrabTally},
+    gate::{Gate, GrabAttempt, GrabOutcome, GrabTally, HeldNow},
     give_back::GiveBacks,
     handlers::cancel_and_wait::CancelAndWait,
     http::{
@@ -228,11 +228,13 @@ impl Grab {
                 // sent (its first grab was told 503): the retry's 200 is as much a promise as a
                 // 202, so it is delivered as the first would have been (a second copy on the queue
                 // stores nothing twice).
-                // Answered from the sold-out memory too: the memory knows the holding, not whether
-                // its order was ever sent.
+                // The holding was read before the status (the script, or the sold-out memory's
+                // replica), and a bucket lost meanwhile takes with it an order its rebuild did not
+                // know: the field and the entry are read again together, and an order no longer
+                // held is not named to its user (503: the next grab decides afresh).
                 let delivery = match status {
-                    OrderStatus::Pending => match self.gate.outbox_entry(&event, &caller.user, &held.order).await? {
-                        Some(message) => {
+                    OrderStatus::Pending => match self.gate.holding_now(&event, &caller.user, &held).await? {
+                        HeldNow::InOutbox(message) => {
                             let written = match written {
                                 Some(written) => written,
                                 None => self.gate.written_at_home(&event, &caller.user).await?,
@@ -240,7 +242,11 @@ impl Grab {
                             let order_id = held.order.clone();
                             Some(Delivery { event: event.clone(), order_id, message, written, generation: None })
                         }
-                        None => None,
+                        HeldNow::Stored => None,
+                        HeldNow::NotHeld => {
+                            tracing::warn!(event_id = %event, order_id = %held.order, "a retry's holding went with its bucket; not named");
+                            return Err(ApiError::Busy);
+                        }
                     },
                     _ => None,
                 };
