@@ -105,7 +105,7 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     ("mail", "dynamodb:PutItem", "Table", Some("TICKET#")),
     ("mail", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
     ("mail", "dynamodb:UpdateItem", "Table", Some("WAIT#")),
-    ("mail", "ses:SendEmail", "SenderIdentity", None),
+    ("mail", "ses:SendEmail", "identities as SenderEmail", None),
     // reconcile (handlers/reconcile.rs, recovery.rs, give_back.rs, fleet.rs, queue/)
     ("reconcile", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("reconcile", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
@@ -179,7 +179,7 @@ const REFUSED: &[(&str, &str, &str, Option<&str>)] = &[
 ];
 
 /// A resource as the template writes it, by name: `!GetAtt X.Arn` and `!Ref X` are `X`,
-/// `!Sub "${X.Arn}/rest"` is `X/rest`, the sender's SES identity `SenderIdentity`.
+/// `!Sub "${X.Arn}/rest"` is `X/rest`, the account's SES identities `identities`.
 fn resource_name(v: &Value) -> String {
     // The AWS form where an emulator gets another (`HasAwsEndpointUrl`: the SES identity).
     if let Some(branches) = v["Fn::If"].as_array() {
@@ -200,8 +200,10 @@ fn resource_name(v: &Value) -> String {
         return name.to_owned();
     }
     if let Some(sub) = v["Fn::Sub"].as_str() {
-        if sub.contains(":ses:") && sub.ends_with(":identity/${SenderEmail}") {
-            return "SenderIdentity".into();
+        // Any of the account's identities (SES asks a sandboxed account's recipients' too), the
+        // statement's condition naming the From address: see `granted`.
+        if sub.contains(":ses:") && sub.ends_with(":identity/*") {
+            return "identities".into();
         }
         return sub.replace(".Arn}", "}").replace("${", "").replace('}', "");
     }
@@ -238,6 +240,21 @@ fn granted() -> BTreeSet<Right> {
                     None => statement,
                 };
                 assert_eq!(statement["Effect"], "Allow", "{function}: identity policies only allow");
+                // Sending mail: only as the sender (`ses:FromAddress`), whatever identity SES asks.
+                if let Some(from) = statement["Condition"].get("StringEquals").and_then(|c| c.get("ses:FromAddress")) {
+                    assert_eq!(from, &serde_json::json!({"Ref": "SenderEmail"}), "{function}: mail only as the sender");
+                    for action in list(&statement["Action"]) {
+                        for on in list(&statement["Resource"]) {
+                            rights.insert(Right {
+                                function: function.clone(),
+                                action: action.as_str().unwrap().to_owned(),
+                                on: format!("{} as SenderEmail", resource_name(on)),
+                                keys: None,
+                            });
+                        }
+                    }
+                    continue;
+                }
                 let keys = statement["Condition"].as_object().map(|c| {
                     assert_eq!(c.keys().collect::<Vec<_>>(), ["ForAllValues:StringLike"], "{function}: {c:?}");
                     list(&c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])

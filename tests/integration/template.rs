@@ -115,11 +115,17 @@ fn the_queues_are_named_and_redriven_as_the_runner_provisions_them() {
     // Visibility at least six times the consumer's timeout, so a slow batch is not delivered twice.
     let mail_timeout = t["Resources"]["MailFunction"]["Properties"]["Timeout"].as_u64().unwrap();
     assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * mail_timeout);
-    let orders = &t["Resources"]["MailFunction"]["Properties"]["Events"]["Orders"];
-    assert_eq!(orders["Type"], "SQS");
-    assert_eq!(orders["Properties"]["Queue"], json!({"Fn::GetAtt": ["OrdersQueue", "Arn"]}));
-    assert_eq!(orders["Properties"]["FunctionResponseTypes"], json!(["ReportBatchItemFailures"]));
-    assert_eq!(orders["Properties"]["ScalingConfig"]["MaximumConcurrency"], json!({"Ref": "MailMaximumConcurrency"}));
+    // The mapping is its own resource: a SAM `SQS` event would add the managed
+    // AWSLambdaSQSQueueExecutionRole (receive and delete on every queue) to mail's role.
+    assert!(t["Resources"]["MailFunction"]["Properties"]["Events"].is_null(), "no SAM event on mail");
+    let orders = &t["Resources"]["MailOrders"];
+    assert_eq!(orders["Type"], "AWS::Lambda::EventSourceMapping");
+    let orders = &orders["Properties"];
+    assert_eq!(orders["FunctionName"], json!({"Ref": "MailFunction"}));
+    assert_eq!(orders["EventSourceArn"], json!({"Fn::GetAtt": ["OrdersQueue", "Arn"]}));
+    assert_eq!(orders["FunctionResponseTypes"], json!(["ReportBatchItemFailures"]));
+    assert_eq!(orders["ScalingConfig"]["MaximumConcurrency"], json!({"Ref": "MailMaximumConcurrency"}));
+    assert_eq!(orders["BatchSize"], json!({"Ref": "MailBatchSize"}));
 }
 
 #[test]
@@ -518,12 +524,37 @@ fn every_function_is_capped_and_the_alarm_topic_is_encrypted() {
             &json!({"Ref": param}),
             "{name}"
         );
-        assert!(t["Parameters"][&param]["Default"].as_u64().unwrap() > 0, "{param} caps by default");
+        // 0 by default, so a first deploy fits any account (Lambda keeps 100 unreserved);
+        // production's environment caps every function.
+        assert_eq!(t["Parameters"][&param]["Default"].as_u64(), Some(0), "{param}: nothing reserved by default");
+        assert!(
+            production_override(&param).is_some_and(|n| n.parse::<u64>().unwrap() > 0),
+            "{param} set for production"
+        );
     }
     let topic = &t["Resources"]["AlarmTopic"]["Properties"];
     assert_eq!(topic["KmsMasterKeyId"], json!({"Ref": "AlarmTopicKey"}));
-    let policy = t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"].to_string();
-    assert!(policy.contains("cloudwatch.amazonaws.com"), "CloudWatch may publish: {policy}");
+    let statements = &t["Resources"]["AlarmTopicKey"]["Properties"]["KeyPolicy"]["Statement"];
+    let cloudwatch = statements
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["Principal"]["Service"] == "cloudwatch.amazonaws.com")
+        .expect("CloudWatch may publish");
+    assert_eq!(
+        cloudwatch["Condition"]["StringEquals"]["aws:SourceAccount"],
+        json!({"Ref": "AWS::AccountId"}),
+        "for this account's alarms only"
+    );
+}
+
+/// A parameter as samconfig.toml's production environment sets it.
+fn production_override(parameter: &str) -> Option<String> {
+    let config = std::fs::read_to_string(repo_root().join("samconfig.toml")).unwrap();
+    let section = config.split("[production.deploy.parameters]").nth(1)?.split("\n[").next()?;
+    let overrides = section.lines().find(|l| l.starts_with("parameter_overrides"))?;
+    let overrides = overrides.split_once('=')?.1.trim().trim_matches('"');
+    overrides.split_whitespace().find_map(|kv| kv.strip_prefix(&format!("{parameter}=")).map(str::to_owned))
 }
 
 /// The cache requires authentication: with TLS, ElastiCache's AuthToken from a generated secret
@@ -612,20 +643,47 @@ fn the_docs_figures_are_the_templates() {
     let count = format!("{} Rust functions", words[functions.len()]);
     assert!(deploy.contains(&count), "DEPLOY says \"{count}\"");
 
-    let reserved: u64 = functions
+    // The API's routes and integrations, and the public ones.
+    let routes = resources_of_type(&t, "AWS::ApiGatewayV2::Route");
+    let public = routes.iter().filter(|(_, r)| r["Properties"]["AuthorizationType"] == "NONE").count();
+    let integrations = resources_of_type(&t, "AWS::ApiGatewayV2::Integration").len();
+    let api = format!("`JwtAuthorizer` + {} routes + {integrations} integrations", routes.len());
+    assert!(deploy.contains(&api), "DEPLOY says {api}");
+    let behind = format!("all but {public} behind the JWT authorizer");
+    assert!(deploy.contains(&behind), "DEPLOY says {behind}");
+
+    // The interface endpoints VpcEndpoints=create makes (DEPLOY's prerequisites, BENCHMARKS' costs).
+    let interface = resources_of_type(&t, "AWS::EC2::VPCEndpoint")
         .iter()
-        .map(|(_, f)| match &f["Properties"]["ReservedConcurrentExecutions"] {
-            Value::Number(n) => n.as_u64().unwrap(),
-            conditional => {
-                let parameter = conditional["Fn::If"][1]["Ref"].as_str().expect("a reserved-concurrency parameter");
-                t["Parameters"][parameter]["Default"].as_u64().unwrap()
-            }
-        })
-        .sum();
+        .filter(|(_, e)| e["Properties"]["VpcEndpointType"] == "Interface")
+        .count();
+    let endpoints = format!("{} interface endpoints", words[interface]);
+    assert!(deploy.contains(&format!("the default: {endpoints}")), "DEPLOY says {endpoints}");
+    let benchmarks = std::fs::read_to_string(repo_root().join("docs/BENCHMARKS.md")).unwrap();
+    assert!(benchmarks.contains(&format!("`VpcEndpoints=create`, {endpoints}")), "BENCHMARKS says {endpoints}");
+
+    let reserved = |production: bool| -> u64 {
+        functions
+            .iter()
+            .map(|(_, f)| match &f["Properties"]["ReservedConcurrentExecutions"] {
+                Value::Number(n) => n.as_u64().unwrap(),
+                conditional => {
+                    let parameter = conditional["Fn::If"][1]["Ref"].as_str().expect("a reserved-concurrency parameter");
+                    let set = production.then(|| production_override(parameter)).flatten();
+                    set.map_or_else(|| t["Parameters"][parameter]["Default"].as_u64().unwrap(), |n| n.parse().unwrap())
+                }
+            })
+            .sum()
+    };
     let security = std::fs::read_to_string(repo_root().join("docs/SECURITY.md")).unwrap();
+    let (defaults, production) = (reserved(false), reserved(true));
     assert!(
-        security.contains(&format!("the defaults reserve {reserved}")),
-        "SECURITY says the defaults reserve {reserved}"
+        security.contains(&format!("the defaults reserve {defaults}")),
+        "SECURITY says the defaults reserve {defaults}"
+    );
+    assert!(
+        security.contains(&format!("production's environment reserves {production}")),
+        "SECURITY says production's environment reserves {production}"
     );
 }
 
@@ -702,7 +760,16 @@ fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
         .unwrap();
     assert_eq!(cached["DefaultTTL"], max_age);
     assert!(cached["MaxTTL"].as_u64().unwrap() <= 2 * max_age, "a sell-out shows within seconds");
-    assert_eq!(cached["ParametersInCacheKeyAndForwardedToOrigin"]["HeadersConfig"]["HeaderBehavior"], "none");
+    // Origin alone in the key: the API's CORS answer is per origin, so a page on another origin
+    // reads the state through the edge, and no origin is served another's answer; nothing of a
+    // user's (no Authorization) is in it.
+    let headers = &cached["ParametersInCacheKeyAndForwardedToOrigin"]["HeadersConfig"];
+    assert_eq!((&headers["HeaderBehavior"], &headers["Headers"]), (&json!("whitelist"), &json!(["Origin"])));
+    // The WAF's rate rule counts what costs a function: the cached state is left out.
+    let rule = &r["EdgeWebAcl"]["Properties"]["Rules"][0]["Statement"]["RateBasedStatement"];
+    let left_out = &rule["ScopeDownStatement"]["NotStatement"]["Statement"]["RegexMatchStatement"]["RegexString"];
+    let pattern = format!("^{}$", public[0].path.replace("{id}", "[^/]+"));
+    assert_eq!(left_out, &json!(pattern), "the state's path left out of the rate rule");
 
     let default = &d["DefaultCacheBehavior"];
     assert_eq!(default["CachePolicyId"], json!({"Ref": "EdgeApiCachePolicy"}));
