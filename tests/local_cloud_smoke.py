@@ -346,7 +346,7 @@ def runbook_blocks(heading):
     blocks = [b.split("\n", 1)[1] for b in section.split("```")[1::2] if b.startswith("sh\n")]
     filled = []
     for block in blocks:
-        block = block.replace("--stack-name ticketgrab ", f"--stack-name {STACK} ").replace("API=<ApiUrl>", f"API='{API}'")
+        block = block.replace("--stack-name $STACK ", f"--stack-name {STACK} ").replace("API=<ApiUrl>", f"API='{API}'")
         for name in set(re.findall(r"<([A-Za-z]+)>", block)):
             expect(name in outputs, f"DEPLOY.md's <{name}> is a stack output")
             block = block.replace(f"<{name}>", outputs[name])

@@ -240,8 +240,13 @@ fn granted() -> BTreeSet<Right> {
                     None => statement,
                 };
                 assert_eq!(statement["Effect"], "Allow", "{function}: identity policies only allow");
+                // The AWS form of a condition an emulator is not given (`HasAwsEndpointUrl`).
+                let condition = match statement["Condition"].get("Fn::If") {
+                    Some(branches) if branches[0] == "HasAwsEndpointUrl" => &branches[2],
+                    _ => &statement["Condition"],
+                };
                 // Sending mail: only as the sender (`ses:FromAddress`), whatever identity SES asks.
-                if let Some(from) = statement["Condition"].get("StringEquals").and_then(|c| c.get("ses:FromAddress")) {
+                if let Some(from) = condition.get("StringEquals").and_then(|c| c.get("ses:FromAddress")) {
                     assert_eq!(from, &serde_json::json!({"Ref": "SenderEmail"}), "{function}: mail only as the sender");
                     for action in list(&statement["Action"]) {
                         for on in list(&statement["Resource"]) {
@@ -255,7 +260,7 @@ fn granted() -> BTreeSet<Right> {
                     }
                     continue;
                 }
-                let keys = statement["Condition"].as_object().map(|c| {
+                let keys = condition.as_object().map(|c| {
                     assert_eq!(c.keys().collect::<Vec<_>>(), ["ForAllValues:StringLike"], "{function}: {c:?}");
                     list(&c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
                         .into_iter()

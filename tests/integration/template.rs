@@ -643,6 +643,13 @@ fn the_docs_figures_are_the_templates() {
     let count = format!("{} Rust functions", words[functions.len()]);
     assert!(deploy.contains(&count), "DEPLOY says \"{count}\"");
 
+    // The runbook acts on the stack the operator means (`$STACK`: the default environment's or
+    // production's), never on one it names; the load kit is a stack of its own.
+    for named in deploy.split("--stack-name ").skip(1) {
+        let stack = named.split(|c: char| c.is_whitespace() || c == '`').next().unwrap();
+        assert!(stack == "$STACK" || stack == "ticketgrab-loadkit", "DEPLOY names a stack: --stack-name {stack}");
+    }
+
     // The API's routes and integrations, and the public ones.
     let routes = resources_of_type(&t, "AWS::ApiGatewayV2::Route");
     let public = routes.iter().filter(|(_, r)| r["Properties"]["AuthorizationType"] == "NONE").count();
