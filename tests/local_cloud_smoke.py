@@ -18,6 +18,7 @@ Runs with the SAM CLI's own Python (boto3 comes with it): no other dependency.
 """
 
 import base64
+import contextlib
 import hashlib
 import hmac as _hmac
 import json
@@ -809,11 +810,19 @@ def inline_policies(role):
 
 
 def without(document, action):
+    """The policy without `action`: taken from every statement that lists it, and a statement
+    that names it alone dropped (one that grants nothing left in its place: IAM wants one)."""
     document = json.loads(json.dumps(document))
+    kept = []
     for statement in document["Statement"]:
         actions = statement.get("Action")
-        if isinstance(actions, list) and action in actions:
+        if isinstance(actions, list):
             statement["Action"] = [a for a in actions if a != action]
+            if statement["Action"]:
+                kept.append(statement)
+        elif actions != action:
+            kept.append(statement)
+    document["Statement"] = kept or [{"Effect": "Deny", "Action": "none:None", "Resource": "*"}]
     return document
 
 
@@ -881,6 +890,121 @@ c = sts.assume_role(RoleArn=iam.get_role(RoleName=outsider)["Role"]["Arn"], Role
 outsider_sqs = boto3.session.Session(aws_access_key_id=c["AccessKeyId"], aws_secret_access_key=c["SecretAccessKey"],
                                      aws_session_token=c["SessionToken"], region_name=session.region_name).client("sqs")
 refused("an outsider allowed sqs:SendMessage by its own policy, sending an order", lambda: outsider_sqs.send_message(QueueUrl=queue_url, MessageBody="{}"))
+
+# 16b. Every right is needed: each action below is taken from its function's role in turn (the
+#      live role edited, as above), and the path that uses it fails; given back, the same path
+#      passes. Which actions the matrix takes, and why the others are not, is docs/SECURITY.md's
+#      ("Rights").
+@contextlib.contextmanager
+def taken(function_output, action):
+    role = role_of(outputs[function_output])
+    kept = inline_policies(role)
+    expect(any(action in json.dumps(d) for d in kept.values()), f"{function_output}'s role holds {action}")
+    for name, document in kept.items():
+        iam.put_role_policy(RoleName=role, PolicyName=name, PolicyDocument=json.dumps(without(document, action)))
+    try:
+        yield
+    finally:
+        for name, document in kept.items():
+            iam.put_role_policy(RoleName=role, PolicyName=name, PolicyDocument=json.dumps(document))
+
+
+def needed(function_output, action, path, probe, passes=lambda s, b: s < 300):
+    """`probe` fails (5xx: 503 BUSY, or the API's answer to a failed function) without `action`,
+    and passes once it is given back."""
+    with taken(function_output, action):
+        status, body = probe()
+    expect(status >= 500, f"{function_output} without {action}: {path} fails (got {status} {str(body)[:100]})")
+    status, body = probe()
+    expect(passes(status, body), f"{function_output} with {action} given back: {path} passes (got {status} {str(body)[:100]})")
+
+
+start = datetime.now(timezone.utc)
+rights_id = f"rights-{RUN}"
+rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 8,
+                "sale_start": rfc3339(start + timedelta(seconds=2)), "sale_end": rfc3339(start + timedelta(hours=1))}
+needed("ReleaseFunctionName", "dynamodb:PutItem", "an organiser's release",
+       lambda: call("POST", "/admin/events", admin_token, rights_event), lambda s, b: s == 201)
+holders = [user(f"rights{i}") for i in range(5)]
+for email, token in holders:
+    h = hash_for(token, rights_id)
+    status, body = eventually(f"{email}'s grab", lambda: (lambda r: r if r[0] != 403 else None)(
+        call("POST", f"/events/{rights_id}/grab", token, {"hash": h})), 20)
+    expect(status == 202, f"{email} grabs -> 202 (got {status} {body})")
+for email, token in holders:
+    eventually(f"{email}'s order CONFIRMED", lambda: (order_of(token, rights_id) or {}).get("status") == "CONFIRMED", 90)
+(door_email, door_holder), (_, cancels_a), (_, cancels_b), (_, cancels_c), _ = holders
+door_pass = eventually("the matrix holder's pass", lambda: mailed_passes(door_email), 30)[0]
+needed("QueryFunctionName", "dynamodb:Query", "the event list", lambda: call("GET", "/events", door_holder))
+needed("QueryFunctionName", "dynamodb:GetItem", "a stored order", lambda: call("GET", f"/events/{rights_id}/order", door_holder))
+needed("DoorFunctionName", "dynamodb:Query", "the door's figures", lambda: call("GET", f"/admin/events/{rights_id}/check-in", staff_token))
+needed("DoorFunctionName", "dynamodb:UpdateItem", "a check-in",
+       lambda: call("POST", f"/admin/events/{rights_id}/check-in", staff_token, {"pass": door_pass}))
+needed("GrabFunctionName", "dynamodb:UpdateItem", "a cancellation (the order)",
+       lambda: call("DELETE", f"/events/{rights_id}/order", cancels_a))
+needed("GrabFunctionName", "dynamodb:DeleteItem", "a cancellation (the ticket)",
+       lambda: call("DELETE", f"/events/{rights_id}/order", cancels_b))
+needed("GrabFunctionName", "dynamodb:PutItem", "a cancellation (the return marker)",
+       lambda: call("DELETE", f"/events/{rights_id}/order", cancels_c))
+sender_email, sender = user("rights-sender")
+sender_hash = hash_for(sender, rights_id)
+# Without the send (and no replica to hold the order: the local cloud's cache has none), 503; the
+# retry delivers the order the first one left in the outbox.
+needed("GrabFunctionName", "sqs:SendMessage", "a grab's order to the queue",
+       lambda: call("POST", f"/events/{rights_id}/grab", sender, {"hash": sender_hash}))
+eventually("the sent order CONFIRMED", lambda: (order_of(sender, rights_id) or {}).get("status") == "CONFIRMED", 90)
+# reconcile: its run lists the events (GSI1) first.
+needed("ReconcileFunctionName", "dynamodb:Query", "a reconcile run",
+       lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
+
+# mail, invoked with an SQS batch as the mapping sends it: the mapping paused, a grab's order
+# taken from the queue, handed to mail with each right taken in turn (batchItemFailures names it),
+# then with the rights back (stored and mailed), then removed from the queue.
+mapping = lam.list_event_source_mappings(FunctionName=outputs["MailFunctionName"])["EventSourceMappings"][0]["UUID"]
+lam.update_event_source_mapping(UUID=mapping, Enabled=False)
+eventually("the mail mapping paused", lambda: lam.get_event_source_mapping(UUID=mapping)["State"] == "Disabled", 30)
+try:
+    for action, buyer in [("dynamodb:PutItem", "rights-mail-store"), ("ses:SendEmail", "rights-mail-send")]:
+        buyer_email, buyer_token = user(buyer)
+        status, body = call("POST", f"/events/{rights_id}/grab", buyer_token, {"hash": hash_for(buyer_token, rights_id)})
+        expect(status == 202, f"{buyer} grabs -> 202 (got {status})")
+
+        def queued(order_id=body["order_id"]):
+            """The buyer's order taken from the queue (any other message put back at once)."""
+            for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1,
+                                         AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", []):
+                if order_id in m["Body"]:
+                    return m
+                sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+            return None
+
+        message = eventually(f"{buyer}'s order on the queue", queued, 30)
+        # The seal rides in the message's attributes, as the mapping passes them (camelCase).
+        attributes = {name: {"stringValue": a.get("StringValue"), "dataType": a["DataType"], "stringListValues": [],
+                             "binaryListValues": [],
+                             **({"binaryValue": base64.b64encode(a["BinaryValue"]).decode()} if "BinaryValue" in a else {})}
+                      for name, a in message.get("MessageAttributes", {}).items()}
+        record = {"messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
+                  "attributes": message.get("Attributes", {}), "messageAttributes": attributes,
+                  "md5OfBody": message["MD5OfBody"], "eventSource": "aws:sqs", "eventSourceARN": queue_arn,
+                  "awsRegion": session.region_name}
+        expect(attributes, f"{buyer}'s order carries its seal in its attributes ({sorted(attributes)})")
+
+        def handed():
+            out = lam.invoke(FunctionName=outputs["MailFunctionName"], Payload=json.dumps({"Records": [record]}).encode())
+            reply = json.loads(out["Payload"].read() or b"{}")
+            return 500 if out.get("FunctionError") or reply.get("batchItemFailures") else 200, reply
+
+        with taken("MailFunctionName", action):
+            status, reply = handed()
+        expect(status == 500, f"mail without {action}: the order's message fails (got {reply})")
+        # A send refused leaves its claim until it is stale: handed again until it passes.
+        eventually(f"mail with {action} given back: the order stored and mailed",
+                   lambda: handed()[0] == 200 and (order_of(buyer_token, rights_id) or {}).get("status") == "CONFIRMED"
+                   and mail_to(buyer_email), 120)
+        sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+finally:
+    lam.update_event_source_mapping(UUID=mapping, Enabled=True)
 
 # 17. reconcile on its EventBridge schedule (its runs above were invoked): the schedule has fired
 #     by now, and its runs are in reconcile's log; the first event's snapshot is its effect.

@@ -34,6 +34,8 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     ("release", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
     ("release", "dynamodb:PutItem", "Table", Some("EVENT#")),
     ("release", "dynamodb:GetItem", "Table", Some("EVENT#")),
+    // A rebuild's doubted holder, read from the table itself (recovery.rs).
+    ("release", "dynamodb:GetItem", "Table", Some("ORDER#")),
     ("release", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
     ("release", "dynamodb:Query", "Table", Some("ENTRY#")),
     ("release", "dynamodb:BatchGetItem", "Table", Some("ENTRY#")),
@@ -77,6 +79,8 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     ("grab", "dynamodb:GetItem", "Table", Some("EVENT#")),
     ("grab", "dynamodb:GetItem", "Table", Some("ORDER#")),
     ("grab", "dynamodb:GetItem", "Table", Some("ENTRY#")),
+    // A waiting place the line lacks, asked of DynamoDB (cancel_and_wait.rs, `is_waiting`).
+    ("grab", "dynamodb:GetItem", "Table", Some("WAIT#")),
     ("grab", "dynamodb:Query", "Table", Some("RETURN#")),
     ("grab", "dynamodb:Query", "Table", Some("WAIT#")),
     ("grab", "dynamodb:Query", "Table", Some("ENTRY#")),
