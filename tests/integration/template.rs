@@ -112,6 +112,13 @@ fn the_queues_are_named_and_redriven_as_the_runner_provisions_them() {
     assert_eq!(queue["RedrivePolicy"]["deadLetterTargetArn"], json!({"Fn::GetAtt": ["OrdersDeadLetterQueue", "Arn"]}));
     assert_eq!(dlq["MessageRetentionPeriod"], local_runner::provision::DLQ_RETENTION_SECONDS);
 
+    // The DLQ (orders, addresses among them) is this account's alone.
+    let dlq_policy = &t["Resources"]["OrdersDeadLetterQueuePolicy"]["Properties"];
+    assert_eq!(dlq_policy["Queues"], json!([{"Ref": "OrdersDeadLetterQueue"}]));
+    let deny = &dlq_policy["PolicyDocument"]["Statement"][0];
+    assert_eq!((&deny["Effect"], &deny["Action"]), (&json!("Deny"), &json!("sqs:*")));
+    assert_eq!(deny["Condition"]["StringNotEquals"]["aws:PrincipalAccount"], json!({"Ref": "AWS::AccountId"}));
+
     // Visibility at least six times the consumer's timeout, so a slow batch is not delivered twice.
     let mail_timeout = t["Resources"]["MailFunction"]["Properties"]["Timeout"].as_u64().unwrap();
     assert!(queue["VisibilityTimeout"].as_u64().unwrap() >= 6 * mail_timeout);
