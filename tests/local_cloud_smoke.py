@@ -1002,6 +1002,7 @@ try:
         eventually(f"mail with {action} given back: the order stored and mailed",
                    lambda: handed()[0] == 200 and (order_of(buyer_token, rights_id) or {}).get("status") == "CONFIRMED"
                    and mail_to(buyer_email), 120)
+        ok(f"mail with {action} given back: the order stored and mailed")
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 finally:
     lam.update_event_source_mapping(UUID=mapping, Enabled=True)

@@ -23,6 +23,9 @@ struct Upstream {
     client: reqwest::Client,
     /// How long a send's answer is held back; `None`: it never comes.
     late: Option<Duration>,
+    /// Sends answered `429 TooManyRequestsException` (SES's rate per second) before any is
+    /// forwarded: this many, counted down.
+    throttles: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl LateSes {
@@ -36,11 +39,25 @@ impl LateSes {
         Self::serve(upstream, None).await
     }
 
+    /// The first `n` sends are answered as SES answers an account past its rate per second (429,
+    /// nothing sent); the rest reach `upstream` and are answered at once.
+    pub async fn throttling(upstream: &str, n: u32) -> Self {
+        Self::serve_with(upstream, Some(Duration::ZERO), n).await
+    }
+
     async fn serve(upstream: &str, late: Option<Duration>) -> Self {
+        Self::serve_with(upstream, late, 0).await
+    }
+
+    async fn serve_with(upstream: &str, late: Option<Duration>, throttles: u32) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port");
         let url = format!("http://{}", listener.local_addr().unwrap());
-        let state =
-            Upstream { url: upstream.trim_end_matches('/').to_owned(), client: local_runner::client::new(), late };
+        let state = Upstream {
+            url: upstream.trim_end_matches('/').to_owned(),
+            client: local_runner::client::new(),
+            late,
+            throttles: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(throttles)),
+        };
         let app = Router::new().fallback(forward).with_state(state);
         let server = tokio::spawn(async move {
             axum::serve(listener, app).await.expect("the proxy serves");
@@ -60,6 +77,21 @@ async fn forward(State(up): State<Upstream>, req: Request) -> Response {
     let body = to_bytes(body, 16 * 1024 * 1024).await.expect("a request body");
     let path = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let sends_mail = path.starts_with("/v2/email/outbound-emails");
+    let throttled = sends_mail
+        && up
+            .throttles
+            .fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
+                n.checked_sub(1)
+            })
+            .is_ok();
+    if throttled {
+        return Response::builder()
+            .status(429)
+            .header("content-type", "application/json")
+            .header("x-amzn-errortype", "TooManyRequestsException")
+            .body(Body::from(r#"{"message":"Maximum sending rate exceeded."}"#))
+            .expect("a reply");
+    }
     let mut out = up.client.request(parts.method.clone(), format!("{}{path}", up.url)).body(body.to_vec());
     for (name, value) in &parts.headers {
         if name != http::header::HOST && name != http::header::CONTENT_LENGTH {

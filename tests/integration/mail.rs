@@ -585,3 +585,25 @@ async fn a_send_answered_after_the_patience_but_within_the_timeout_is_settled_by
     assert_eq!(rows[0].mail_unanswered, 1, "counted while it was awaited");
     assert_eq!(app.sent_mail().await.len(), 1);
 }
+
+/// SES's rate per second reached (a drain faster than the account's rate): each throttled send is
+/// waited out and sent again, not counted a failed delivery (five of those and the order's message
+/// would be in the DLQ): every order stored and mailed once, no message failed.
+#[tokio::test]
+async fn sends_throttled_by_the_ses_rate_are_waited_out_not_failed() {
+    let settings = local_runner::LocalSettings::from_env().unwrap();
+    let ses = crate::late_ses::LateSes::throttling(&settings.aws_endpoint, 5).await;
+    let app = TestApp::for_mail_with(30, |s| s.mail_endpoint = Some(ses.url.clone())).await;
+    let event = app.open_event(10).await;
+    let mut bodies = Vec::new();
+    for user in ["t1", "t2", "t3", "t4"] {
+        bodies.push(grabbed(&app, &event, user).await);
+    }
+    for body in &bodies {
+        let handled = app.deliver(body).await;
+        assert!(matches!(handled, Ok(shared::handlers::mail::Handled::ConfirmedAndMailed)), "{handled:?}");
+    }
+    let mut mailed: Vec<String> = app.sent_mail().await.into_iter().flat_map(|m| m.to).collect();
+    mailed.sort();
+    assert_eq!(mailed, ["t1@example.com", "t2@example.com", "t3@example.com", "t4@example.com"]);
+}

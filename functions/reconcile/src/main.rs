@@ -25,7 +25,7 @@ async fn main() -> Result<(), Error> {
                     .await
                     .map_err(|e| Diagnostic { error_type: "REDRIVE_FAILED".into(), error_message: e.to_string() })?,
             ),
-            Trigger::Schedule { .. } | Trigger::Manual => serde_json::to_value(reconcile.run().await),
+            trigger => serde_json::to_value(reconcile.run_alone(&trigger).await),
         };
         answer.map_err(|e| Diagnostic::from(e.to_string()))
     }))

@@ -134,6 +134,28 @@ impl Gate {
         Ok(())
     }
 
+    /// Takes the reconcile run's lease (`SET NX PX`): its token, or `None` while another run holds
+    /// it.
+    pub async fn lease_run(&self, ttl: std::time::Duration) -> Result<Option<String>, GateError> {
+        let token = uuid::Uuid::now_v7().to_string();
+        let taken: Option<String> = redis::cmd("SET")
+            .arg(keys::RECONCILE_RUN)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64)
+            .query_async(&mut self.link.conn().await?)
+            .await?;
+        Ok(taken.map(|_| token))
+    }
+
+    /// Gives the run's lease back if it is still this run's.
+    pub async fn end_run(&self, token: &str) -> Result<(), GateError> {
+        let _: i64 =
+            UNLOCK_SCRIPT.key(keys::RECONCILE_RUN).arg(token).invoke_async(&mut self.link.conn().await?).await?;
+        Ok(())
+    }
+
     /// The event's buckets, as its stored item gives their count (a rebuild never reads the count
     /// from the cache it rebuilds: bucket 0 may be the bucket lost).
     pub fn buckets_of(&self, event: &Event) -> keys::Buckets {

@@ -292,6 +292,9 @@ pub fn staged(live: &str, token: &str) -> String {
 pub fn lost_since(e: &EventId) -> String {
     format!("ev:{{{e}}}:lost")
 }
+/// Held by the reconcile run under way (its token), for at most its function's timeout: one run
+/// at a time without a reserved concurrency of 1, which an account below 101 cannot give.
+pub const RECONCILE_RUN: &str = "reconcile:run";
 /// Set when the event's cache was last repaired (a part of it found lost while the rest was
 /// there), for a while: repairs are spaced.
 pub fn repaired(e: &EventId) -> String {

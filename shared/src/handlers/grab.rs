@@ -17,7 +17,7 @@ use crate::{
     config::{GrabPolicy, HashSettings, QueueSettings, UserLimits},
     delivery::{Courier, Delivery},
     domain::{
-        EventId, OrderId, OrderStatus, UserId,
+        EventId, Holding, OrderId, OrderStatus, UserId,
         event::{epoch_ms, rfc3339},
         order::MessageHead,
         order_seal::SealKey,
@@ -79,6 +79,16 @@ pub struct Decided {
     /// The outcome's code (logs and metrics).
     pub code: &'static str,
     pub delivery: Option<Delivery>,
+}
+
+/// What DynamoDB says of the order a retry's holding names.
+enum Stored {
+    /// That order, stored (not rejected), in this state.
+    This(OrderStatus),
+    /// Another order of the user: the holding was read from a cache since laid down without it.
+    Another,
+    /// None stored, or the read failed: the cache tells.
+    Unknown,
 }
 
 #[derive(Deserialize)]
@@ -223,32 +233,39 @@ impl Grab {
                 Ok(Decided { response: json(StatusCode::ACCEPTED, &reply), code, delivery })
             }
             GrabOutcome::Already(held) => {
-                let status = self.durable_status(&event, &caller).await;
-                // An order not yet stored whose entry is still in the outbox may never have been
-                // sent (its first grab was told 503): the retry's 200 is as much a promise as a
-                // 202, so it is delivered as the first would have been (a second copy on the queue
-                // stores nothing twice).
                 // The holding was read before the status (the script, or the sold-out memory's
-                // replica), and a bucket lost meanwhile takes with it an order its rebuild did not
-                // know: the field and the entry are read again together, and an order no longer
-                // held is not named to its user (503: the next grab decides afresh).
-                let delivery = match status {
-                    OrderStatus::Pending => match self.gate.holding_now(&event, &caller.user, &held).await? {
+                // replica), and a bucket lost meanwhile takes an order that was only in its outbox
+                // (its first grab not yet kept): the retry names the order only once it knows the
+                // order is this user's, stored, or still in their outbox (then delivered as the
+                // first grab would have been: the retry's 200 is as much a promise as a 202, and a
+                // second copy on the queue stores nothing twice). Otherwise 503: the next grab
+                // decides afresh.
+                let (status, delivery) = match self.stored_status(&event, &caller, &held, false).await {
+                    Stored::This(status) => (status, None),
+                    Stored::Another => {
+                        return Err(self.not_named(&event, &held, "another order of the user is stored"));
+                    }
+                    Stored::Unknown => match self.gate.holding_now(&event, &caller.user, &held).await? {
                         HeldNow::InOutbox(message) => {
                             let written = match written {
                                 Some(written) => written,
                                 None => self.gate.written_at_home(&event, &caller.user).await?,
                             };
                             let order_id = held.order.clone();
-                            Some(Delivery { event: event.clone(), order_id, message, written, generation: None })
+                            let delivery =
+                                Delivery { event: event.clone(), order_id, message, written, generation: None };
+                            (OrderStatus::Pending, Some(delivery))
                         }
-                        HeldNow::Stored => None,
+                        // Its entry gone: the consumer stored it (read again, consistently, to be
+                        // sure: an entry also goes with a bucket's keys).
+                        HeldNow::Stored => match self.stored_status(&event, &caller, &held, true).await {
+                            Stored::This(status) => (status, None),
+                            _ => return Err(self.not_named(&event, &held, "held, not in the outbox, not stored")),
+                        },
                         HeldNow::NotHeld => {
-                            tracing::warn!(event_id = %event, order_id = %held.order, "a retry's holding went with its bucket; not named");
-                            return Err(ApiError::Busy);
+                            return Err(self.not_named(&event, &held, "its holding went with its bucket"));
                         }
                     },
-                    _ => None,
                 };
                 let mut reply = json!({ "order_id": held.order, "ticket_no": held.ticket_no, "status": status });
                 self.with_amount(&mut reply, &event, held.ticket_no).await;
@@ -323,15 +340,30 @@ impl Grab {
         }
     }
 
-    /// A retry's status: the durable one when DynamoDB already holds the order, else `PENDING`.
-    async fn durable_status(&self, event: &EventId, caller: &Caller) -> OrderStatus {
-        match self.store.get_order(event, &caller.user).await {
-            Ok(Some(order)) => order.status,
-            Ok(None) => OrderStatus::Pending,
+    /// What DynamoDB holds of the user's order, as a retry naming `held` needs it: a consistent
+    /// read when `now`. A read that fails knows nothing.
+    async fn stored_status(&self, event: &EventId, caller: &Caller, held: &Holding, now: bool) -> Stored {
+        let read = if now {
+            self.store.get_order_now(event, &caller.user).await
+        } else {
+            self.store.get_order(event, &caller.user).await
+        };
+        match read {
+            Ok(Some(order)) if order.order_id == held.order && order.status != OrderStatus::Rejected => {
+                Stored::This(order.status)
+            }
+            Ok(Some(_)) => Stored::Another,
+            Ok(None) => Stored::Unknown,
             Err(e) => {
-                tracing::warn!(error = %e, "order status lookup failed; reporting PENDING");
-                OrderStatus::Pending
+                tracing::warn!(error = %e, "order status lookup failed; the cache is asked");
+                Stored::Unknown
             }
         }
+    }
+
+    /// A retry's holding not named to its user (503): `why` is logged.
+    fn not_named(&self, event: &EventId, held: &Holding, why: &str) -> ApiError {
+        tracing::warn!(event_id = %event, order_id = %held.order, why, "a retry's holding is not named");
+        ApiError::Busy
     }
 }

@@ -5,7 +5,11 @@
 //! A batch is handled concurrently with a bound; the reply names only the messages that failed,
 //! so SQS redelivers those alone and, after the redrive's receives, moves them to the DLQ.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use aws_lambda_events::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::StreamExt;
@@ -86,6 +90,11 @@ impl MailTrigger {
 
 /// Sends of one mail tried at once when each certainly did not go out.
 const CERTAIN_FAILURE_TRIES: u64 = 3;
+/// How long one order's send waits out SES's rate before it counts as a failed delivery: within
+/// the function's 30 s with a batch's sends at once.
+const THROTTLE_PATIENCE: Duration = Duration::from_secs(10);
+const THROTTLE_FIRST_WAIT: Duration = Duration::from_millis(100);
+const THROTTLE_LONGEST_WAIT: Duration = Duration::from_secs(2);
 
 /// What became of one message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,11 +363,24 @@ impl Mail {
         let amount = self.splits.amount(event, order.ticket_no);
         let mail = confirmation::compose(event, order, amount.as_ref(), &self.pass.get().await?.current);
         let mut refusals = 0;
+        let (mut throttles, mut throttled_since) = (0u32, None);
         loop {
             match self.send_once(order, &mail).await {
                 Ok(message_id) => {
                     self.store.mark_mail_sent(order, &message_id, OffsetDateTime::now_utc()).await?;
                     return Ok(Handled::ConfirmedAndMailed);
+                }
+                // SES's rate per second: waited out here, backing off, for up to THROTTLE_PATIENCE,
+                // not counted as a refusal (a drain faster than the account's rate would otherwise
+                // send its confirmations to the DLQ after five deliveries).
+                Err(e @ MailError::Throttled(_))
+                    if throttled_since.get_or_insert_with(Instant::now).elapsed() < THROTTLE_PATIENCE =>
+                {
+                    throttles += 1;
+                    let wait = (THROTTLE_FIRST_WAIT * 2u32.saturating_pow(throttles.min(4))).min(THROTTLE_LONGEST_WAIT);
+                    tracing::warn!(order_id = %order.order_id, error = %e, wait_ms = wait.as_millis() as u64, "mail throttled; sent again after a wait");
+                    tokio::time::sleep(wait).await;
+                    continue;
                 }
                 // Certainly not sent: at once again, a few times, then the claim goes back so the
                 // redelivery sends without waiting for it to go stale.

@@ -25,6 +25,11 @@ use crate::{
 const QUIET_AFTER_END: time::Duration = time::Duration::seconds(crate::gate::CACHE_AFTER_END.as_secs() as i64);
 /// Outbox entries handled per event per run.
 const OUTBOX_BATCH: usize = 1_000;
+/// How long one run holds its lease at most: the function's timeout (template.yaml), so a run that
+/// died frees it by then.
+pub const RUN_LEASE: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long a run asked for by hand waits for the one under way.
+const RUN_WAIT: std::time::Duration = std::time::Duration::from_secs(20);
 
 pub use crate::config::ReconcileSettings;
 
@@ -133,6 +138,9 @@ pub struct ReconcileReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fleet: Option<Converged>,
     pub failures: u32,
+    /// A scheduled run that found another under way and did nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub skipped: bool,
 }
 
 #[derive(Clone)]
@@ -210,6 +218,38 @@ impl Reconcile {
             Fleet::from_env(adapters.sdk())?,
         )
         .with_dead_letters(adapters.dead_letters(&queue_settings)))
+    }
+
+    /// A run started by `trigger`, one at a time (a lease in the cache, for at most the function's
+    /// timeout): a scheduled run finding another under way is skipped (the next minute's comes);
+    /// a run asked for by hand waits for the one under way, a while, then runs. A cache that
+    /// cannot be asked does not stop the run (its steps take their own locks).
+    pub async fn run_alone(&self, trigger: &Trigger) -> ReconcileReport {
+        let deadline = std::time::Instant::now() + RUN_WAIT;
+        let token = loop {
+            match self.gate.lease_run(RUN_LEASE).await {
+                Ok(Some(token)) => break Some(token),
+                Ok(None) if matches!(trigger, Trigger::Schedule { .. }) => {
+                    tracing::warn!("another reconcile run is under way; this one is skipped");
+                    return ReconcileReport { skipped: true, ..ReconcileReport::default() };
+                }
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await
+                }
+                Ok(None) => break None,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the run's lease could not be taken; running");
+                    break None;
+                }
+            }
+        };
+        let report = self.run().await;
+        if let Some(token) = token
+            && let Err(e) = self.gate.end_run(&token).await
+        {
+            tracing::warn!(error = %e, "the run's lease could not be given back; it expires");
+        }
+        report
     }
 
     pub async fn run(&self) -> ReconcileReport {

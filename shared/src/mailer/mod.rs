@@ -20,9 +20,13 @@ use crate::domain::confirmation::{Confirmation, PASS_IMAGE_ID};
 /// Why a send failed, by what it means for a second send.
 #[derive(Debug, thiserror::Error)]
 pub enum MailError {
-    /// SES answered and did not send (a refusal, a throttle, a bad request): send again when due.
+    /// SES answered and did not send (a refusal, a bad request): send again when due.
     #[error("ses refused the mail: {0}")]
     Refused(String),
+    /// SES answered that the account sends too fast (its rate per second): nothing was sent, and
+    /// a moment later it will be.
+    #[error("ses throttled the mail: {0}")]
+    Throttled(String),
     /// The request never reached SES (the connection was refused, the name did not resolve, the
     /// request could not be built): nothing was sent.
     #[error("ses not reached: {0}")]
@@ -47,12 +51,22 @@ impl MailError {
         let summary = crate::aws::error_summary(e);
         match e {
             // An answer: SES says what it did. A 5xx may follow an accepted mail.
+            SdkError::ServiceError(service) if throttled(service.raw().status_code(), service.err().code()) => {
+                Self::Throttled(summary)
+            }
             SdkError::ServiceError(service) if service.raw().status_code() < 500 => Self::Refused(summary),
             SdkError::ConstructionFailure(_) => Self::NotSent(summary),
             SdkError::DispatchFailure(failure) if never_connected(failure) => Self::NotSent(summary),
             _ => Self::Unanswered(summary),
         }
     }
+}
+
+/// Whether SES's answer is its sending rate (`TooManyRequestsException`, 429), not a refusal of
+/// this mail. A daily quota spent (`LimitExceededException`) is a refusal: waiting seconds does not
+/// lift it.
+fn throttled(status: u16, code: Option<&str>) -> bool {
+    status == 429 || matches!(code, Some("TooManyRequestsException" | "ThrottlingException" | "Throttling"))
 }
 
 /// The HTTP status of a raw response (the SDK's response type, or a test's).
@@ -153,5 +167,19 @@ impl Mailer {
             .await
             .map_err(|e| MailError::classify(&e))?;
         Ok(out.message_id.unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::throttled;
+
+    #[test]
+    fn the_sending_rate_is_a_throttle_and_the_daily_quota_a_refusal() {
+        assert!(throttled(429, Some("TooManyRequestsException")));
+        assert!(throttled(400, Some("Throttling")));
+        assert!(!throttled(400, Some("LimitExceededException")));
+        assert!(!throttled(400, Some("MessageRejected")));
+        assert!(!throttled(403, None));
     }
 }
