@@ -853,8 +853,22 @@ fn template_default(parameter: &str) -> f64 {
         .unwrap_or_else(|| panic!("template.yaml gives {parameter} a numeric default"))
 }
 
+/// A function's reserved concurrency as a sale is deployed: production's environment's
+/// (samconfig.toml), the template reserving none by default so that a first deploy fits any account.
+fn reserved_concurrency(parameter: &str) -> f64 {
+    const SAMCONFIG: &str = include_str!("../../samconfig.toml");
+    let production = SAMCONFIG.split("[production.deploy.parameters]").nth(1).unwrap_or_default();
+    production
+        .lines()
+        .find(|l| l.starts_with("parameter_overrides"))
+        .and_then(|l| l.split_whitespace().find_map(|kv| kv.trim_matches('"').strip_prefix(&format!("{parameter}="))))
+        .and_then(|v| v.trim_matches('"').parse().ok())
+        .unwrap_or_else(|| template_default(parameter))
+}
+
 /// The template's defaults (template.yaml, read) in an account with AWS's: the stage's throttle,
-/// the grab and verify-hash routes', both functions' reserved concurrency and the mail consumers';
+/// the grab and verify-hash routes', both functions' reserved concurrency (production's, above)
+/// and the mail consumers';
 /// the account's 1,000 concurrent executions (AWS Lambda quotas); no warm fleet; the cache one
 /// master; SES at a new production account's 14 mails/s (Amazon SES quotas), batches of 10 mails
 /// (80 ms a batch: BENCHMARKS section 7).
@@ -876,8 +890,8 @@ pub fn template_defaults(name: &str, users: u64, tickets: u64) -> Inputs {
         compute: Compute::OnDemand { max_rps: f64::from(REQUESTS_PER_ENVIRONMENT) },
         account_concurrency: 1_000,
         reserved: [
-            Some(template_default("VerifyHashReservedConcurrency") as u64),
-            Some(template_default("GrabReservedConcurrency") as u64),
+            Some(reserved_concurrency("VerifyHashReservedConcurrency") as u64),
+            Some(reserved_concurrency("GrabReservedConcurrency") as u64),
         ],
         scale_per_10s: 1_000,
         warm: [0, 0],
@@ -1216,7 +1230,7 @@ mod tests {
     /// model holds the cap and throttles past it.
     #[test]
     fn the_template_defaults_let_through_what_verify_hashs_reserved_environments_serve() {
-        let reserved = template_default("VerifyHashReservedConcurrency");
+        let reserved = reserved_concurrency("VerifyHashReservedConcurrency");
         let o = simulate(&template_defaults("t", 100_000, 20_000), 1);
         let span_s = 10.0 + 30.0;
         assert!(o.peak_envs[0] as f64 <= reserved, "verify-hash's cap: {}", o.peak_envs[0]);

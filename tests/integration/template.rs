@@ -736,7 +736,10 @@ fn teardown_keeps_what_users_hold_and_every_stateful_resource_says_what_becomes_
             // Kept at a teardown, and on an update that replaces them; not when the stack's first
             // create fails and rolls back (RetainExceptOnCreate), so the retry meets no leftover
             // of its own (the DLQ's name, a table) and nothing is billed for a stack that never was.
-            let wanted = if kept.contains(&name.as_str()) {
+            // The table stays Retain: its deletion protection would stop a failed create's rollback.
+            let wanted = if name == "Table" {
+                (Some("Retain"), Some("Retain"))
+            } else if kept.contains(&name.as_str()) {
                 (Some("RetainExceptOnCreate"), Some("Retain"))
             } else {
                 (Some("Delete"), Some("Delete"))
