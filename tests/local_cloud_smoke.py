@@ -939,10 +939,23 @@ def needed(function_output, action, path, probe, passes=lambda s, b: s < 300, at
 
 start = datetime.now(timezone.utc)
 rights_id = f"rights-{RUN}"
-rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 10,
+rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 12,
                 "sale_start": rfc3339(start + timedelta(seconds=2)), "sale_end": rfc3339(start + timedelta(hours=1))}
 needed("ReleaseFunctionName", "dynamodb:PutItem", "an organiser's release",
        lambda: call("POST", "/admin/events", admin_token, rights_event), lambda s, b: s == 201)
+releases = iter(range(1, 1000))
+needed("ReleaseFunctionName", "secretsmanager:GetSecretValue", "a release, from a new environment",
+       lambda: call("POST", "/admin/events", admin_token, {**rights_event, "id": f"{rights_id}-{next(releases)}"}),
+       lambda s, b: s == 201, at_start=True)
+# A ballot whose entries stay open through the matrix: an entry checks the event's item.
+rights_ballot = {"id": f"{rights_id}-ballot", "title": "Rights matrix ballot", "capacity": 1, "sale_mode": "ballot",
+                 "draw_commitment": hashlib.sha256(b"rights").hexdigest(),
+                 "sale_start": rfc3339(start + timedelta(hours=1)), "sale_end": rfc3339(start + timedelta(hours=2))}
+status, body = call("POST", "/admin/events", admin_token, rights_ballot)
+expect(status == 201, f"the matrix's ballot -> 201 (got {status} {body})")
+_, entrant = user("rights-entrant")
+needed("GrabFunctionName", "dynamodb:ConditionCheckItem", "a ballot's entry",
+       lambda: call("POST", f"/events/{rights_ballot['id']}/entry", entrant))
 holders = [user(f"rights{i}") for i in range(5)]
 for email, token in holders:
     h = hash_for(token, rights_id)
@@ -985,6 +998,10 @@ eventually("the sent order CONFIRMED", lambda: (order_of(sender, rights_id) or {
 # reconcile: its run lists the events (GSI1) first.
 needed("ReconcileFunctionName", "dynamodb:Query", "a reconcile run",
        lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
+needed("ReconcileFunctionName", "secretsmanager:GetSecretValue", "a reconcile run, from a new environment",
+       lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()), at_start=True)
+needed("ReconcileFunctionName", "sqs:ReceiveMessage", "an operator's redrive of the DLQ",
+       lambda: (lambda e, r: (500 if e else 200, r))(*reconcile(b'{"redrive": "dead-letters"}')))
 
 # mail, invoked with an SQS batch as the mapping sends it: the mapping paused, a grab's order
 # taken from the queue, handed to mail with each right taken in turn (batchItemFailures names it),
@@ -994,7 +1011,8 @@ lam.update_event_source_mapping(UUID=mapping, Enabled=False)
 eventually("the mail mapping paused", lambda: lam.get_event_source_mapping(UUID=mapping)["State"] == "Disabled", 30)
 try:
     for action, buyer in [("dynamodb:PutItem", "rights-mail-store"), ("dynamodb:UpdateItem", "rights-mail-claim"),
-                          ("ses:SendEmail", "rights-mail-send")]:
+                          ("ses:SendEmail", "rights-mail-send"), ("secretsmanager:GetSecretValue", "rights-mail-keys")]:
+        at_start = action.startswith("secretsmanager:")
         buyer_email, buyer_token = user(buyer)
         status, body = call("POST", f"/events/{rights_id}/grab", buyer_token, {"hash": hash_for(buyer_token, rights_id)})
         expect(status == 202, f"{buyer} grabs -> 202 (got {status})")
@@ -1026,8 +1044,12 @@ try:
             return 500 if out.get("FunctionError") or reply.get("batchItemFailures") else 200, reply
 
         with taken("MailFunctionName", action):
+            if at_start:
+                cold("MailFunctionName")
             status, reply = handed()
         expect(status == 500, f"mail without {action}: the order's message fails (got {reply})")
+        if at_start:
+            cold("MailFunctionName")
         # A send refused leaves its claim until it is stale: handed again until it passes.
         eventually(f"mail with {action} given back: the order stored and mailed",
                    lambda: handed()[0] == 200 and (order_of(buyer_token, rights_id) or {}).get("status") == "CONFIRMED"
