@@ -939,7 +939,7 @@ def needed(function_output, action, path, probe, passes=lambda s, b: s < 300, at
 
 start = datetime.now(timezone.utc)
 rights_id = f"rights-{RUN}"
-rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 12,
+rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 14,
                 "sale_start": rfc3339(start + timedelta(seconds=2)), "sale_end": rfc3339(start + timedelta(hours=1))}
 needed("ReleaseFunctionName", "dynamodb:PutItem", "an organiser's release",
        lambda: call("POST", "/admin/events", admin_token, rights_event), lambda s, b: s == 201)
@@ -998,6 +998,9 @@ eventually("the sent order CONFIRMED", lambda: (order_of(sender, rights_id) or {
 # reconcile: its run lists the events (GSI1) first.
 needed("ReconcileFunctionName", "dynamodb:Query", "a reconcile run",
        lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
+# Each run writes the stock snapshot on every event's item.
+needed("ReconcileFunctionName", "dynamodb:UpdateItem", "a reconcile run (the stock snapshots)",
+       lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
 needed("ReconcileFunctionName", "secretsmanager:GetSecretValue", "a reconcile run, from a new environment",
        lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()), at_start=True)
 needed("ReconcileFunctionName", "sqs:ReceiveMessage", "an operator's redrive of the DLQ",
@@ -1010,9 +1013,13 @@ mapping = lam.list_event_source_mappings(FunctionName=outputs["MailFunctionName"
 lam.update_event_source_mapping(UUID=mapping, Enabled=False)
 eventually("the mail mapping paused", lambda: lam.get_event_source_mapping(UUID=mapping)["State"] == "Disabled", 30)
 try:
-    for action, buyer in [("dynamodb:PutItem", "rights-mail-store"), ("dynamodb:UpdateItem", "rights-mail-claim"),
-                          ("ses:SendEmail", "rights-mail-send"), ("secretsmanager:GetSecretValue", "rights-mail-keys")]:
-        at_start = action.startswith("secretsmanager:")
+    # (the action, the buyer, whether it is read when an environment starts: the keys, and the
+    # event each environment reads once)
+    for action, buyer, at_start in [("dynamodb:PutItem", "rights-mail-store", False),
+                                    ("dynamodb:UpdateItem", "rights-mail-claim", False),
+                                    ("ses:SendEmail", "rights-mail-send", False),
+                                    ("secretsmanager:GetSecretValue", "rights-mail-keys", True),
+                                    ("dynamodb:GetItem", "rights-mail-event", True)]:
         buyer_email, buyer_token = user(buyer)
         status, body = call("POST", f"/events/{rights_id}/grab", buyer_token, {"hash": hash_for(buyer_token, rights_id)})
         expect(status == 202, f"{buyer} grabs -> 202 (got {status})")
