@@ -584,6 +584,10 @@ fn the_cache_requires_an_auth_token() {
         t["Conditions"]["HasCacheAuthSecret"],
         json!({"Fn::Or": [{"Condition": "CacheTls"}, {"Condition": "HasDevCacheAuthToken"}]})
     );
+    // The development token counts only against an emulator, and takes an empty answer from
+    // `sam deploy --guided` (which asks a NoEcho parameter again until it gets a value).
+    assert_eq!(t["Conditions"]["HasDevCacheAuthToken"]["Fn::And"][0], json!({"Condition": "HasAwsEndpointUrl"}));
+    assert!(t["Parameters"]["DevCacheAuthToken"]["NoEcho"].is_null(), "DevCacheAuthToken is not NoEcho");
     for name in [
         "ReleaseFunction",
         "QueryFunction",

@@ -83,7 +83,7 @@ pub struct Decided {
 
 /// What DynamoDB says of the order a retry's holding names.
 enum Stored {
-    /// That order, stored (not rejected), in this state.
+    /// That order, stored, in this state.
     This(OrderStatus),
     /// Another order of the user: the holding was read from a cache since laid down without it.
     Another,
@@ -349,9 +349,9 @@ impl Grab {
             self.store.get_order(event, &caller.user).await
         };
         match read {
-            Ok(Some(order)) if order.order_id == held.order && order.status != OrderStatus::Rejected => {
-                Stored::This(order.status)
-            }
+            // `REJECTED` too: the user is told of it as it is (a late order a rebuild that went by
+            // the queue left out), never of another.
+            Ok(Some(order)) if order.order_id == held.order => Stored::This(order.status),
             Ok(Some(_)) => Stored::Another,
             Ok(None) => Stored::Unknown,
             Err(e) => {
