@@ -998,9 +998,6 @@ eventually("the sent order CONFIRMED", lambda: (order_of(sender, rights_id) or {
 # reconcile: its run lists the events (GSI1) first.
 needed("ReconcileFunctionName", "dynamodb:Query", "a reconcile run",
        lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
-# Each run writes the stock snapshot on every event's item.
-needed("ReconcileFunctionName", "dynamodb:UpdateItem", "a reconcile run (the stock snapshots)",
-       lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()))
 needed("ReconcileFunctionName", "secretsmanager:GetSecretValue", "a reconcile run, from a new environment",
        lambda: (lambda e, r: (500 if e or r.get("failures") else 200, r))(*reconcile()), at_start=True)
 needed("ReconcileFunctionName", "sqs:ReceiveMessage", "an operator's redrive of the DLQ",
