@@ -45,8 +45,16 @@ impl PrivateRedis {
         let dir = std::env::temp_dir().join(format!("tg-redis-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).expect("a directory for the private redis-server");
         let mut redis = Self { port, args: all, child: None, dir };
-        redis.restart().await;
-        redis
+        // A free port may be taken again before the server binds it (tests start servers side by
+        // side): another one then.
+        for _ in 0..3 {
+            if redis.spawn_and_wait().await {
+                return redis;
+            }
+            redis.kill();
+            redis.port = free_port();
+        }
+        panic!("private redis-server did not start on three ports");
     }
 
     pub fn url(&self) -> String {
@@ -63,6 +71,11 @@ impl PrivateRedis {
 
     /// A new, empty server on the same port.
     async fn restart(&mut self) {
+        assert!(self.spawn_and_wait().await, "private redis-server did not start again on {}", self.port);
+    }
+
+    /// Starts the server on its port; whether it answers within 10 s.
+    async fn spawn_and_wait(&mut self) -> bool {
         let port = self.port.to_string();
         // Empty means empty: nothing a replica of it saved here before is loaded.
         let _ = std::fs::remove_file(self.dir.join("dump.rdb"));
@@ -76,7 +89,7 @@ impl PrivateRedis {
             .expect("redis-server is installed (scripts/stack install)");
         self.child = Some(child);
         let url = self.url();
-        let up = eventually(Duration::from_secs(10), || {
+        eventually(Duration::from_secs(10), || {
             let url = url.clone();
             async move {
                 let Ok(client) = redis::Client::open(redis_info(&url)) else { return false };
@@ -84,8 +97,7 @@ impl PrivateRedis {
                 redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
             }
         })
-        .await;
-        assert!(up, "private redis-server did not start");
+        .await
     }
 }
 
