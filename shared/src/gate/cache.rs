@@ -112,34 +112,32 @@ impl Gate {
         event: &EventId,
         ttl: std::time::Duration,
     ) -> Result<Option<RebuildLock>, GateError> {
-        let token = uuid::Uuid::now_v7().to_string();
-        let locked: Option<String> = redis::cmd("SET")
-            .arg(keys::rebuild_lock(event))
-            .arg(&token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl.as_millis() as u64)
-            .query_async(&mut self.link.conn().await?)
-            .await?;
-        Ok(locked.map(|_| RebuildLock { event: event.clone(), token }))
+        let token = self.take_lease(&keys::rebuild_lock(event), ttl).await?;
+        Ok(token.map(|token| RebuildLock { event: event.clone(), token }))
     }
 
     /// Releases the lock if it is still this rebuild's (it may have expired and been taken).
     pub async fn unlock_rebuild(&self, lock: RebuildLock) -> Result<(), GateError> {
-        let _: i64 = UNLOCK_SCRIPT
-            .key(keys::rebuild_lock(&lock.event))
-            .arg(&lock.token)
-            .invoke_async(&mut self.link.conn().await?)
-            .await?;
-        Ok(())
+        self.give_back_lease(&keys::rebuild_lock(&lock.event), &lock.token).await
     }
 
     /// Takes the reconcile run's lease (`SET NX PX`): its token, or `None` while another run holds
     /// it.
     pub async fn lease_run(&self, ttl: std::time::Duration) -> Result<Option<String>, GateError> {
+        self.take_lease(keys::RECONCILE_RUN, ttl).await
+    }
+
+    /// Gives the run's lease back if it is still this run's.
+    pub async fn end_run(&self, token: &str) -> Result<(), GateError> {
+        self.give_back_lease(keys::RECONCILE_RUN, token).await
+    }
+
+    /// `key` held for `ttl` under a fresh token (`SET NX PX`): the token, or `None` while another
+    /// holds it. The rebuild's lock and reconcile's run are such leases.
+    async fn take_lease(&self, key: &str, ttl: std::time::Duration) -> Result<Option<String>, GateError> {
         let token = uuid::Uuid::now_v7().to_string();
         let taken: Option<String> = redis::cmd("SET")
-            .arg(keys::RECONCILE_RUN)
+            .arg(key)
             .arg(&token)
             .arg("NX")
             .arg("PX")
@@ -149,10 +147,9 @@ impl Gate {
         Ok(taken.map(|_| token))
     }
 
-    /// Gives the run's lease back if it is still this run's.
-    pub async fn end_run(&self, token: &str) -> Result<(), GateError> {
-        let _: i64 =
-            UNLOCK_SCRIPT.key(keys::RECONCILE_RUN).arg(token).invoke_async(&mut self.link.conn().await?).await?;
+    /// Gives `key` back if `token` still holds it (it may have expired and been taken since).
+    async fn give_back_lease(&self, key: &str, token: &str) -> Result<(), GateError> {
+        let _: i64 = UNLOCK_SCRIPT.key(key).arg(token).invoke_async(&mut self.link.conn().await?).await?;
         Ok(())
     }
 
