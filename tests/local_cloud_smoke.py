@@ -826,6 +826,8 @@ def without(document, action):
     return document
 
 
+# Every right taken in sections 16 and 16b, to be held to docs/SECURITY.md's table.
+rights_taken = {("QueryFunctionName", "dynamodb:BatchGetItem")}
 query_role = role_of(outputs["QueryFunctionName"])
 kept = inline_policies(query_role)
 expect(any("dynamodb:BatchGetItem" in json.dumps(d) for d in kept.values()), "query's role holds dynamodb:BatchGetItem")
@@ -897,6 +899,7 @@ refused("an outsider allowed sqs:SendMessage by its own policy, sending an order
 #      ("Rights").
 @contextlib.contextmanager
 def taken(function_output, action):
+    rights_taken.add((function_output, action))
     role = role_of(outputs[function_output])
     kept = inline_policies(role)
     expect(any(action in json.dumps(d) for d in kept.values()), f"{function_output}'s role holds {action}")
@@ -937,6 +940,46 @@ def needed(function_output, action, path, probe, passes=lambda s, b: s < 300, at
     expect(passes(status, body), f"{function_output} with {action} given back: {path} passes (got {status} {str(body)[:100]})")
 
 
+def needed_in_turn(function_output, actions, path, probe, passes=lambda s, b: s < 300):
+    """A path that goes on from where its last try stopped (a draw): each action taken in turn
+    fails it at the step that uses it; with every action given back it passes."""
+    for action in actions:
+        with taken(function_output, action):
+            status, body = probe()
+        expect(status >= 500, f"{function_output} without {action}: {path} fails (got {status} {str(body)[:100]})")
+    eventually(f"{function_output} with {', '.join(actions)} given back: {path} passes",
+               lambda: (lambda r: r if passes(*r) else None)(probe()), 60)
+    ok(f"{function_output} with {', '.join(actions)} given back: {path} passes")
+
+
+def cold_alias(function_output):
+    """New environments behind the `live` alias the API invokes (grab, verify-hash): the
+    configuration changed, a version published, the alias moved to it (as scripts/rotate-key
+    replaces them)."""
+    cold(function_output)
+    name = outputs[function_output]
+    version = lam.publish_version(FunctionName=name)["Version"]
+
+    def moved():
+        try:
+            lam.update_alias(FunctionName=name, Name="live", FunctionVersion=version)
+        except lam.exceptions.ResourceConflictException:
+            return None
+        return lam.get_alias(FunctionName=name, Name="live")["FunctionVersion"] == version
+    eventually(f"{function_output}'s live alias on version {version}", moved, 60)
+
+
+def needed_at_start_of_alias(function_output, action, path, probe, passes=lambda s, b: s < 300):
+    """A right a function behind the `live` alias reads when an environment starts."""
+    with taken(function_output, action):
+        cold_alias(function_output)
+        status, body = probe()
+    expect(status >= 500, f"{function_output} without {action}: {path} fails (got {status} {str(body)[:100]})")
+    cold_alias(function_output)
+    status, body = probe()
+    expect(passes(status, body), f"{function_output} with {action} given back: {path} passes (got {status} {str(body)[:100]})")
+
+
 start = datetime.now(timezone.utc)
 rights_id = f"rights-{RUN}"
 rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 14,
@@ -956,6 +999,19 @@ expect(status == 201, f"the matrix's ballot -> 201 (got {status} {body})")
 _, entrant = user("rights-entrant")
 needed("GrabFunctionName", "dynamodb:ConditionCheckItem", "a ballot's entry",
        lambda: call("POST", f"/events/{rights_ballot['id']}/entry", entrant))
+# A ballot drawn at the matrix's end (release's draw): one place, two entrants, so the draw lays
+# down a winner's order and a waiter's place.
+draw_secret = hashlib.sha256(f"rights-draw-{RUN}".encode()).hexdigest()
+draw_closes = start + timedelta(seconds=40)
+drawn_ballot = {"id": f"{rights_id}-draw", "title": "Rights matrix draw", "capacity": 1, "sale_mode": "ballot",
+                "draw_commitment": hashlib.sha256(bytes.fromhex(draw_secret)).hexdigest(),
+                "sale_start": rfc3339(draw_closes), "sale_end": rfc3339(start + timedelta(hours=1))}
+status, body = call("POST", "/admin/events", admin_token, drawn_ballot)
+expect(status == 201, f"the matrix's ballot to draw -> 201 (got {status} {body})")
+for i in range(2):
+    _, token = user(f"rights-drawn{i}")
+    status, body = call("POST", f"/events/{drawn_ballot['id']}/entry", token)
+    expect(status == 201, f"rights-drawn{i} enters the ballot to draw (got {status} {body})")
 holders = [user(f"rights{i}") for i in range(5)]
 for email, token in holders:
     h = hash_for(token, rights_id)
@@ -1003,6 +1059,27 @@ needed("ReconcileFunctionName", "secretsmanager:GetSecretValue", "a reconcile ru
 needed("ReconcileFunctionName", "sqs:ReceiveMessage", "an operator's redrive of the DLQ",
        lambda: (lambda e, r: (500 if e else 200, r))(*reconcile(b'{"redrive": "dead-letters"}')))
 
+# grab and verify-hash read their secrets (and verify-hash the event) when an environment starts:
+# new ones behind the alias the API invokes.
+starter_email, starter = user("rights-starter")
+verify_hash = lambda: call("GET", f"/events/{rights_id}/verify-hash", starter)
+needed_at_start_of_alias("VerifyHashFunctionName", "secretsmanager:GetSecretValue", "a hash, from a new environment", verify_hash)
+needed_at_start_of_alias("VerifyHashFunctionName", "dynamodb:GetItem", "a hash, from a new environment (the event)", verify_hash)
+starter_hash = hash_for(starter, rights_id)
+needed_at_start_of_alias("GrabFunctionName", "secretsmanager:GetSecretValue", "a grab, from a new environment",
+                         lambda: call("POST", f"/events/{rights_id}/grab", starter, {"hash": starter_hash}))
+
+# release's draw, step by step: the ballot's item read and written (its registration closed, its
+# roll's shards, its record), the entries read and rolled, the winner's address read, the
+# winner's order sent; each try goes on where the last stopped.
+eventually("the ballot to draw closed", lambda: datetime.now(timezone.utc) > draw_closes + timedelta(seconds=1), 60)
+needed_in_turn("ReleaseFunctionName",
+               ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:PutItem",
+                "dynamodb:BatchGetItem", "sqs:SendMessage"],
+               "a ballot's draw",
+               lambda: call("POST", f"/admin/events/{drawn_ballot['id']}/draw", admin_token, {"secret": draw_secret}),
+               lambda s, b: s == 200 and b.get("winners") == 1)
+
 # mail, invoked with an SQS batch as the mapping sends it: the mapping paused, a grab's order
 # taken from the queue, handed to mail with each right taken in turn (batchItemFailures names it),
 # then with the rights back (stored and mailed), then removed from the queue.
@@ -1010,6 +1087,35 @@ mapping = lam.list_event_source_mappings(FunctionName=outputs["MailFunctionName"
 lam.update_event_source_mapping(UUID=mapping, Enabled=False)
 eventually("the mail mapping paused", lambda: lam.get_event_source_mapping(UUID=mapping)["State"] == "Disabled", 30)
 try:
+    # reconcile's redrive sends each dead letter back to the orders queue, then deletes it from
+    # the DLQ: a probe's letter (mail paused, so nothing stores it), taken from the queue after.
+    def redriven_probes(tag, copies):
+        """The probe's copies taken from the orders queue (others put back at once)."""
+        found = []
+
+        def taken_off():
+            for m in sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+                if tag in m["Body"]:
+                    sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+                    found.append(m)
+                else:
+                    sqs.change_message_visibility(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+            return len(found) >= copies
+        eventually(f"the redriven {tag} on the orders queue ({copies})", taken_off, 30)
+
+    redrive = lambda: (lambda e, r: (500 if e else 200, r))(*reconcile(b'{"redrive": "dead-letters"}'))
+    # Without the send the letter stays in the DLQ; without the delete it was sent, and is sent
+    # again once it shows again (the DLQ's visibility timeout): mail stores an order once.
+    for action, copies in [("sqs:SendMessage", 1), ("sqs:DeleteMessage", 2)]:
+        tag = f"rights-redrive-{action.split(':')[1]}-{RUN}"
+        sqs.send_message(QueueUrl=dlq_url, MessageBody=json.dumps({"probe": tag}))
+        with taken("ReconcileFunctionName", action):
+            status, body = redrive()
+        expect(status >= 500, f"ReconcileFunctionName without {action}: a redrive fails (got {status} {str(body)[:100]})")
+        eventually(f"ReconcileFunctionName with {action} given back: a redrive moves the letter",
+                   lambda: (lambda r: r[0] == 200 and r[1].get("moved_back", 0) >= 1)(redrive()), 90)
+        redriven_probes(tag, copies)
+        ok(f"ReconcileFunctionName with {action} given back: the letter redriven, the DLQ empty of it")
     # (the action, the buyer, whether it is read when an environment starts: the keys, and the
     # event each environment reads once)
     for action, buyer, at_start in [("dynamodb:PutItem", "rights-mail-store", False),
@@ -1062,6 +1168,17 @@ try:
         sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
 finally:
     lam.update_event_source_mapping(UUID=mapping, Enabled=True)
+
+# The rights taken are docs/SECURITY.md's table of them, row for row.
+security = open(os.path.join(ROOT, "docs", "SECURITY.md")).read()
+table = security.split("| function | right taken | the path that fails |", 1)[1].split("\n\n", 1)[0]
+documented = {("".join(w.capitalize() for w in cells[0].split("-")) + "FunctionName", action.strip("` "))
+              for cells in ([c.strip() for c in line.strip("|").split("|")] for line in table.splitlines()
+                            if line.startswith("| ") and not line.startswith("|---"))
+              for action in cells[1].split(",")}
+expect(documented == rights_taken,
+       f"docs/SECURITY.md's rights taken are the matrix's (only in the doc: {sorted(documented - rights_taken)}; "
+       f"only in the matrix: {sorted(rights_taken - documented)})")
 
 # 17. reconcile on its EventBridge schedule (its runs above were invoked): the schedule has fired
 #     by now, and its runs are in reconcile's log; the first event's snapshot is its effect.

@@ -265,7 +265,14 @@ fn granted() -> BTreeSet<Right> {
                     continue;
                 }
                 let keys = condition.as_object().map(|c| {
-                    assert_eq!(c.keys().collect::<Vec<_>>(), ["ForAllValues:StringLike"], "{function}: {c:?}");
+                    // An update's attributes (`updates_may_name_only_the_attributes_the_code_names`)
+                    // narrow a right scoped by key; they never stand alone.
+                    let scopes: Vec<_> = c.keys().filter(|k| *k != "ForAllValues:StringEquals").collect();
+                    assert_eq!(scopes, ["ForAllValues:StringLike"], "{function}: {c:?}");
+                    if let Some(attributes) = c.get("ForAllValues:StringEquals") {
+                        let names: Vec<_> = attributes.as_object().unwrap().keys().collect();
+                        assert_eq!(names, ["dynamodb:Attributes"], "{function}: {c:?}");
+                    }
                     list(&c["ForAllValues:StringLike"]["dynamodb:LeadingKeys"])
                         .into_iter()
                         .map(|k| k.as_str().unwrap().strip_suffix('*').expect("a key prefix ends with *").to_owned())
@@ -322,6 +329,38 @@ fn every_call_the_code_makes_is_granted_and_every_right_is_used() {
         .map(|(r, key)| format!("{} {} on {} {}", r.function, r.action, r.on, key.unwrap_or("")))
         .collect();
     assert!(unused.is_empty(), "rights no call uses: {unused:#?}");
+}
+
+/// grab's and the door's updates name only the attributes the code's updates name
+/// (`shared::store::schema::updated`, which the store's unit tests hold the expressions to); every
+/// update right of theirs is narrowed so, one item kind to a statement.
+#[test]
+fn updates_may_name_only_the_attributes_the_code_names() {
+    use shared::store::schema::updated;
+    let t = template();
+    let mut found = BTreeSet::new();
+    for (binary, resource) in [("grab", "GrabFunction"), ("door", "DoorFunction")] {
+        for policy in list(&t["Resources"][resource]["Properties"]["Policies"]) {
+            for statement in list(&policy["Statement"]).into_iter().filter(|s| s["Action"] == "dynamodb:UpdateItem") {
+                let condition = &statement["Condition"];
+                let keys = list(&condition["ForAllValues:StringLike"]["dynamodb:LeadingKeys"]);
+                assert_eq!(keys.len(), 1, "{binary}: one item kind to an update statement: {condition}");
+                let attributes: BTreeSet<&str> = list(&condition["ForAllValues:StringEquals"]["dynamodb:Attributes"])
+                    .into_iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                let code: &[&str] = match (binary, keys[0].as_str().unwrap()) {
+                    ("grab", "ORDER#*") => updated::GRAB_ORDER,
+                    ("grab", "EVENT#*") => updated::GRAB_EVENT,
+                    ("door", "ORDER#*") => updated::DOOR_ORDER,
+                    other => panic!("an update the code does not make: {other:?}"),
+                };
+                assert_eq!(attributes, code.iter().copied().collect(), "{binary} {keys:?}");
+                found.insert((binary, keys[0].as_str().unwrap().to_owned()));
+            }
+        }
+    }
+    assert_eq!(found.len(), 3, "grab's order and event updates and the door's: {found:?}");
 }
 
 #[test]

@@ -39,6 +39,12 @@ pub struct GiveBackDue {
     pub cancelled_at: OffsetDateTime,
 }
 
+/// A cancellation's update of the order: what it sets, what it checks, the names it uses (only
+/// attributes grab may update: `schema::updated::GRAB_ORDER`).
+pub(super) const CANCEL: &str = "SET #status = :cancelled, cancelled_at = :now, #gsi2pk = :off_list";
+pub(super) const CANCEL_IF: &str = "order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)";
+pub(super) const CANCEL_NAMES: [(&str, &str); 2] = [("#status", "status"), ("#gsi2pk", attr::GSI2PK)];
+
 fn update(u: Update) -> TransactWriteItem {
     TransactWriteItem::builder().update(u).build()
 }
@@ -62,12 +68,10 @@ impl Store {
                 .table_name(&self.table)
                 .key(attr::PK, s(key::order(event, user)))
                 .key(attr::SK, s(key::ORDER_SK))
-                .update_expression("SET #status = :cancelled, cancelled_at = :now, #gsi2pk = :off_list")
-                .condition_expression(
-                    "order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)",
-                )
-                .expression_attribute_names("#status", "status")
-                .expression_attribute_names("#gsi2pk", attr::GSI2PK)
+                .update_expression(CANCEL)
+                .condition_expression(CANCEL_IF)
+                .expression_attribute_names(CANCEL_NAMES[0].0, CANCEL_NAMES[0].1)
+                .expression_attribute_names(CANCEL_NAMES[1].0, CANCEL_NAMES[1].1)
                 .expression_attribute_values(":cancelled", s(OrderStatus::Cancelled.as_str()))
                 .expression_attribute_values(":confirmed", s(OrderStatus::Confirmed.as_str()))
                 .expression_attribute_values(":order", s(order_id))

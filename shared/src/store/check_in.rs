@@ -89,6 +89,20 @@ pub struct DoorCounts {
 /// Where check-ins made by a door without a name are counted (no door name has parentheses).
 pub const NO_DOOR_NAMED: &str = "(no door named)";
 
+/// The door's updates of an order (only attributes the door may update:
+/// `schema::updated::DOOR_ORDER`): a check-in sets the time, and the door's name and the scan's
+/// id when given, once, on a confirmed order...
+pub(super) const CHECK_IN_SETS: [&str; 3] =
+    ["checked_in_at = :now", "checked_in_door = :door", "checked_in_scan = :scan"];
+pub(super) const CHECK_IN_IF: &str =
+    "order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)";
+pub(super) const CHECK_IN_NAMES: [(&str, &str); 1] = [("#status", "status")];
+/// ...and a pass admitted at two doors offline adds the time to the order's conflicts.
+pub(super) const TWO_DOORS: &str = "ADD #conflicts :at";
+pub(super) const TWO_DOORS_IF: &str =
+    "order_id = :order AND (attribute_not_exists(#conflicts) OR size(#conflicts) < :kept)";
+pub(super) const TWO_DOORS_NAMES: [(&str, &str); 1] = [("#conflicts", CHECK_IN_CONFLICTS)];
+
 impl Store {
     /// Checks in the ticket a pass names (event, number, order): its ticket item, read
     /// consistently, must name that order (else the order was cancelled and the number passed on,
@@ -269,11 +283,9 @@ impl Store {
             .table_name(&self.table)
             .key(attr::PK, s(key::order(event, user)))
             .key(attr::SK, s(key::ORDER_SK))
-            .update_expression("ADD #conflicts :at")
-            .condition_expression(
-                "order_id = :order AND (attribute_not_exists(#conflicts) OR size(#conflicts) < :kept)",
-            )
-            .expression_attribute_names("#conflicts", CHECK_IN_CONFLICTS)
+            .update_expression(TWO_DOORS)
+            .condition_expression(TWO_DOORS_IF)
+            .expression_attribute_names(TWO_DOORS_NAMES[0].0, TWO_DOORS_NAMES[0].1)
             .expression_attribute_values(":at", AttributeValue::Ss(vec![offline_at.to_owned()]))
             .expression_attribute_values(":order", s(order_id))
             .expression_attribute_values(":kept", AttributeValue::N(CONFLICT_TIMES_KEPT.to_string()))
@@ -301,7 +313,8 @@ impl Store {
         scanned: Scanned<'_>,
     ) -> Result<CheckIn, StoreError> {
         let at = rfc3339(now);
-        let mut set = vec!["checked_in_at = :now"];
+        let [at_set, door_set, scan_set] = CHECK_IN_SETS;
+        let mut set = vec![at_set];
         let mut update = self
             .client
             .update_item()
@@ -309,17 +322,17 @@ impl Store {
             .key(attr::PK, s(key::order(event, user)))
             .key(attr::SK, s(key::ORDER_SK));
         if let Some(door) = scanned.door {
-            set.push("checked_in_door = :door");
+            set.push(door_set);
             update = update.expression_attribute_values(":door", s(door.as_str()));
         }
         if let Some(scan) = scanned.scan {
-            set.push("checked_in_scan = :scan");
+            set.push(scan_set);
             update = update.expression_attribute_values(":scan", s(scan.as_str()));
         }
         let result = update
             .update_expression(format!("SET {}", set.join(", ")))
-            .condition_expression("order_id = :order AND #status = :confirmed AND attribute_not_exists(checked_in_at)")
-            .expression_attribute_names("#status", "status")
+            .condition_expression(CHECK_IN_IF)
+            .expression_attribute_names(CHECK_IN_NAMES[0].0, CHECK_IN_NAMES[0].1)
             .expression_attribute_values(":order", s(order_id))
             .expression_attribute_values(":confirmed", s(OrderStatus::Confirmed.as_str()))
             .expression_attribute_values(":now", s(&at))

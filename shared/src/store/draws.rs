@@ -198,6 +198,11 @@ fn roll_part_from(item: &Item) -> Result<(u32, u32, Vec<RollEntry>), StoreError>
     Ok((part, parts, entries))
 }
 
+/// A late joiner counted on the event's item (only attributes grab may update:
+/// `schema::updated::GRAB_EVENT`).
+pub(super) const LATE_JOIN: &str = "ADD late_joins :one";
+pub(super) const LATE_JOIN_IF: &str = "attribute_exists(registration_closed_at)";
+
 impl Store {
     /// Enters a user in the event's ballot, once, while its registration is open.
     pub async fn register(
@@ -299,8 +304,8 @@ impl Store {
             .update_item()
             .table_name(&self.table)
             .set_key(Some(event_key(event).into_iter().collect()))
-            .update_expression("ADD late_joins :one")
-            .condition_expression("attribute_exists(registration_closed_at)")
+            .update_expression(LATE_JOIN)
+            .condition_expression(LATE_JOIN_IF)
             .expression_attribute_values(":one", n(1))
             .return_values(aws_sdk_dynamodb::types::ReturnValue::UpdatedNew)
             .send()

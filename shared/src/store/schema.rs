@@ -105,3 +105,108 @@ pub const KEY_ATTRIBUTES: [(&str, &str); 6] = [
 
 /// The indexes as (name, partition key, sort key); both project every attribute.
 pub const INDEXES: [(&str, &str, &str); 2] = [(GSI1, attr::GSI1PK, attr::GSI1SK), (GSI2, attr::GSI2PK, attr::GSI2SK)];
+
+/// The attributes each update grab and the door make may name, by item: its key, what it sets and
+/// what its condition reads. The template lets them update those attributes and no other (IAM's
+/// `dynamodb:Attributes`, which counts the key's and the condition's attributes too):
+/// `rights::updates_may_name_only_the_attributes_the_code_names` holds the template to these, and
+/// each update's unit test holds its expressions to them.
+pub mod updated {
+    use super::attr;
+    use crate::store::orders::CHECK_IN_CONFLICTS;
+
+    /// grab's cancellation of an order (`store::cancellations`).
+    pub const GRAB_ORDER: &[&str] =
+        &[attr::PK, attr::SK, attr::GSI2PK, "status", "cancelled_at", "order_id", "checked_in_at"];
+    /// grab's count of a fair open's late joiners on the event's item (`store::draws`).
+    pub const GRAB_EVENT: &[&str] = &[attr::PK, attr::SK, "late_joins", "registration_closed_at"];
+    /// The door's check-in of an order and its record of a pass admitted at two doors
+    /// (`store::check_in`).
+    pub const DOOR_ORDER: &[&str] = &[
+        attr::PK,
+        attr::SK,
+        "order_id",
+        "status",
+        "checked_in_at",
+        "checked_in_door",
+        "checked_in_scan",
+        CHECK_IN_CONFLICTS,
+    ];
+
+    /// The attributes the expressions of an update name (with the request's key), `#names`
+    /// resolved by `names`: what IAM counts in `dynamodb:Attributes`.
+    #[cfg(test)]
+    pub(crate) fn named(expressions: &[&str], names: &[(&str, &str)]) -> std::collections::BTreeSet<String> {
+        const WORDS: &[&str] = &[
+            "SET",
+            "ADD",
+            "REMOVE",
+            "DELETE",
+            "AND",
+            "OR",
+            "NOT",
+            "IN",
+            "BETWEEN",
+            "attribute_exists",
+            "attribute_not_exists",
+            "attribute_type",
+            "begins_with",
+            "contains",
+            "size",
+            "if_not_exists",
+            "list_append",
+        ];
+        let mut named: std::collections::BTreeSet<String> = [attr::PK, attr::SK].map(str::to_owned).into();
+        for expression in expressions {
+            for token in expression.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#' || c == ':')) {
+                if token.is_empty() || token.starts_with(':') || WORDS.contains(&token) {
+                    continue;
+                }
+                let name = match token.strip_prefix('#') {
+                    Some(_) => names.iter().find(|(k, _)| *k == token).map(|(_, v)| *v).expect("a #name given"),
+                    None => token,
+                };
+                named.insert(name.to_owned());
+            }
+        }
+        named
+    }
+
+    /// The list as a set, to compare with `named`.
+    #[cfg(test)]
+    pub(crate) fn set(list: &[&str]) -> std::collections::BTreeSet<String> {
+        list.iter().map(|a| (*a).to_owned()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::updated::{DOOR_ORDER, GRAB_EVENT, GRAB_ORDER, named, set};
+    use crate::store::{cancellations, check_in, draws};
+
+    // Each update names exactly the attributes its list holds: one more in the code is refused
+    // by IAM in AWS; one more in the list is a right no update uses.
+    #[test]
+    fn grabs_cancellation_names_only_what_grab_may_update_of_an_order() {
+        assert_eq!(named(&[cancellations::CANCEL, cancellations::CANCEL_IF], &cancellations::CANCEL_NAMES), set(GRAB_ORDER));
+    }
+
+    #[test]
+    fn a_late_joiner_counted_names_only_what_grab_may_update_of_an_event() {
+        assert_eq!(named(&[draws::LATE_JOIN, draws::LATE_JOIN_IF], &[]), set(GRAB_EVENT));
+    }
+
+    #[test]
+    fn the_doors_updates_name_only_what_the_door_may_update_of_an_order() {
+        let [at, door, scan] = check_in::CHECK_IN_SETS;
+        let check_in = named(&[&format!("SET {at}, {door}, {scan}"), check_in::CHECK_IN_IF], &check_in::CHECK_IN_NAMES);
+        let two_doors = named(&[check_in::TWO_DOORS, check_in::TWO_DOORS_IF], &check_in::TWO_DOORS_NAMES);
+        assert_eq!(&check_in | &two_doors, set(DOOR_ORDER));
+    }
+
+    #[test]
+    fn named_reads_names_past_values_functions_and_words() {
+        let got = named(&["SET #s = if_not_exists(#s, :now) ADD n :one", "attribute_exists(x) AND size(y) < :k"], &[("#s", "stamp")]);
+        assert_eq!(got, set(&["PK", "SK", "stamp", "n", "x", "y"]));
+    }
+}
