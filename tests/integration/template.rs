@@ -679,6 +679,30 @@ fn the_docs_figures_are_the_templates() {
     let benchmarks = std::fs::read_to_string(repo_root().join("docs/BENCHMARKS.md")).unwrap();
     assert!(benchmarks.contains(&format!("`VpcEndpoints=create`, {endpoints}")), "BENCHMARKS says {endpoints}");
 
+    // "Memory, timeouts and why": a row per function, with the template's figures.
+    let table = deploy.split("| function | memory | timeout | why |").nth(1).expect("DEPLOY's memory table");
+    let table = table.split("\n\n").next().unwrap();
+    let documented: BTreeMap<String, (u64, u64)> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("|---"))
+        .map(|row| {
+            let cells: Vec<&str> = row.trim_matches('|').split('|').map(str::trim).collect();
+            let figure = |cell: &str, unit: &str| cell.strip_suffix(unit).unwrap().trim().parse::<u64>().unwrap();
+            (cells[0].to_owned(), (figure(cells[1], "MB"), figure(cells[2], "s")))
+        })
+        .collect();
+    let global = &t["Globals"]["Function"];
+    let declared: BTreeMap<String, (u64, u64)> = functions
+        .iter()
+        .map(|(_, f)| {
+            let p = &f["Properties"];
+            let figure = |key: &str| p[key].as_u64().or(global[key].as_u64()).unwrap();
+            let binary = f["Metadata"]["BuildProperties"]["Binary"].as_str().unwrap().to_owned();
+            (binary, (figure("MemorySize"), figure("Timeout")))
+        })
+        .collect();
+    assert_eq!(documented, declared, "DEPLOY's memory and timeout of each function are the template's");
+
     let reserved = |production: bool| -> u64 {
         functions
             .iter()

@@ -106,8 +106,9 @@ pub const KEY_ATTRIBUTES: [(&str, &str); 6] = [
 /// The indexes as (name, partition key, sort key); both project every attribute.
 pub const INDEXES: [(&str, &str, &str); 2] = [(GSI1, attr::GSI1PK, attr::GSI1SK), (GSI2, attr::GSI2PK, attr::GSI2SK)];
 
-/// The attributes each update grab and the door make may name, by item: its key, what it sets and
-/// what its condition reads. The template lets them update those attributes and no other (IAM's
+/// The attributes each update grab and the door make may name, by item: the table's and the
+/// indexes' keys (AWS asks a `dynamodb:Attributes` list to name them all), what it sets and what
+/// its condition reads. The template lets them update those attributes and no other (IAM's
 /// `dynamodb:Attributes`, which counts the key's and the condition's attributes too):
 /// `rights::updates_may_name_only_the_attributes_the_code_names` holds the template to these, and
 /// each update's unit test holds its expressions to them.
@@ -116,15 +117,38 @@ pub mod updated {
     use crate::store::orders::CHECK_IN_CONFLICTS;
 
     /// grab's cancellation of an order (`store::cancellations`).
-    pub const GRAB_ORDER: &[&str] =
-        &[attr::PK, attr::SK, attr::GSI2PK, "status", "cancelled_at", "order_id", "checked_in_at"];
+    pub const GRAB_ORDER: &[&str] = &[
+        attr::PK,
+        attr::SK,
+        attr::GSI1PK,
+        attr::GSI1SK,
+        attr::GSI2PK,
+        attr::GSI2SK,
+        "status",
+        "cancelled_at",
+        "order_id",
+        "checked_in_at",
+    ];
     /// grab's count of a fair open's late joiners on the event's item (`store::draws`).
-    pub const GRAB_EVENT: &[&str] = &[attr::PK, attr::SK, "late_joins", "registration_closed_at"];
+    pub const GRAB_EVENT: &[&str] = &[
+        attr::PK,
+        attr::SK,
+        attr::GSI1PK,
+        attr::GSI1SK,
+        attr::GSI2PK,
+        attr::GSI2SK,
+        "late_joins",
+        "registration_closed_at",
+    ];
     /// The door's check-in of an order and its record of a pass admitted at two doors
     /// (`store::check_in`).
     pub const DOOR_ORDER: &[&str] = &[
         attr::PK,
         attr::SK,
+        attr::GSI1PK,
+        attr::GSI1SK,
+        attr::GSI2PK,
+        attr::GSI2SK,
         "order_id",
         "status",
         "checked_in_at",
@@ -133,8 +157,8 @@ pub mod updated {
         CHECK_IN_CONFLICTS,
     ];
 
-    /// The attributes the expressions of an update name (with the request's key), `#names`
-    /// resolved by `names`: what IAM counts in `dynamodb:Attributes`.
+    /// The attributes the expressions of an update name, with every key attribute (the list's
+    /// own), `#names` resolved by `names`: what IAM counts in `dynamodb:Attributes`.
     #[cfg(test)]
     pub(crate) fn named(expressions: &[&str], names: &[(&str, &str)]) -> std::collections::BTreeSet<String> {
         const WORDS: &[&str] = &[
@@ -156,7 +180,8 @@ pub mod updated {
             "if_not_exists",
             "list_append",
         ];
-        let mut named: std::collections::BTreeSet<String> = [attr::PK, attr::SK].map(str::to_owned).into();
+        let mut named: std::collections::BTreeSet<String> =
+            super::KEY_ATTRIBUTES.iter().map(|(name, _)| (*name).to_owned()).collect();
         for expression in expressions {
             for token in expression.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '#' || c == ':')) {
                 if token.is_empty() || token.starts_with(':') || WORDS.contains(&token) {
@@ -188,7 +213,10 @@ mod tests {
     // by IAM in AWS; one more in the list is a right no update uses.
     #[test]
     fn grabs_cancellation_names_only_what_grab_may_update_of_an_order() {
-        assert_eq!(named(&[cancellations::CANCEL, cancellations::CANCEL_IF], &cancellations::CANCEL_NAMES), set(GRAB_ORDER));
+        assert_eq!(
+            named(&[cancellations::CANCEL, cancellations::CANCEL_IF], &cancellations::CANCEL_NAMES),
+            set(GRAB_ORDER)
+        );
     }
 
     #[test]
@@ -206,7 +234,10 @@ mod tests {
 
     #[test]
     fn named_reads_names_past_values_functions_and_words() {
-        let got = named(&["SET #s = if_not_exists(#s, :now) ADD n :one", "attribute_exists(x) AND size(y) < :k"], &[("#s", "stamp")]);
-        assert_eq!(got, set(&["PK", "SK", "stamp", "n", "x", "y"]));
+        let got = named(
+            &["SET #s = if_not_exists(#s, :now) ADD n :one", "attribute_exists(x) AND size(y) < :k"],
+            &[("#s", "stamp")],
+        );
+        assert_eq!(got, set(&["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK", "stamp", "n", "x", "y"]));
     }
 }
