@@ -43,10 +43,14 @@ pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result
 /// serve meanwhile).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
-/// How long past `kept` the stages read before still serve while a read runs in the background.
-/// Older than that (an environment idle since), a request waits for the read: stages two steps of
-/// a rotation behind would refuse what every other environment signs.
-const SERVE_WHILE_READING: Duration = Duration::from_secs(5);
+/// How old the stages read before may be and still serve while a read runs in the background, so
+/// a request never waits on Secrets Manager (an environment frozen since, thawed at the open).
+/// What they sign, every other environment accepts: `scripts/rotate-key` promotes a key at most
+/// once in `ROTATE_MIN_AGE_SECONDS` (900 s, counted from the last promotion), so stages younger
+/// than that are at most one promotion behind, and their current key is at worst another's
+/// previous one. What they check fails only on a key staged since: [`StagedSecret::check`] reads
+/// again then. Older still, a request waits for the read.
+pub const STALE_SERVED_FOR: Duration = Duration::from_secs(600);
 
 /// How many times a read of the stages is tried when a label moved while it read (a rotation's
 /// step landing in the middle).
@@ -54,9 +58,9 @@ const TORN_READS: usize = 3;
 
 /// A key that rotates: its stages ([`Staged`]) read from a secret, and read again once older than
 /// `kept`, so a rotation reaches every running environment (docs/DEPLOY.md, "Rotating keys").
-/// A busy environment reads again in the background while the stages read before serve (for at
-/// most [`SERVE_WHILE_READING`] past `kept`), so its requests do not wait; one idle for longer
-/// waits for the read. A read that fails keeps the stages read before.
+/// Older, they serve while a read runs in the background (for at most [`STALE_SERVED_FOR`]), so
+/// requests do not wait; a check they fail is tried again on the stages read again
+/// ([`StagedSecret::check`]). A read that fails keeps the stages read before.
 pub struct StagedSecret<K> {
     inner: Arc<Inner<K>>,
 }
@@ -75,6 +79,10 @@ struct Inner<K> {
     read: tokio::sync::RwLock<Option<(Read, Arc<Staged<K>>)>>,
     /// A background read is under way.
     reading: std::sync::atomic::AtomicBool,
+    /// Held while the stages are read, with when the last read ended: callers that waited on it
+    /// take what that read left rather than read again (a burst of checks failing on a key staged
+    /// since reads once, whether the read succeeds or not).
+    refreshing: tokio::sync::Mutex<Option<Instant>>,
 }
 
 /// When stages were read: both clocks, since a frozen Lambda environment's monotonic clock may
@@ -111,6 +119,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 kept: Duration::MAX,
                 read: tokio::sync::RwLock::new(Some((Read::now(), Arc::new(staged)))),
                 reading: Default::default(),
+                refreshing: Default::default(),
             }),
         }
     }
@@ -130,6 +139,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 kept,
                 read: tokio::sync::RwLock::new(None),
                 reading: Default::default(),
+                refreshing: Default::default(),
             }),
         }
     }
@@ -139,14 +149,12 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(_, s)| s.clone()))
     }
 
-    /// The stages: younger than `kept`, as last read; a little older, as last read with a read
-    /// in the background; older still (or never read), read now.
+    /// The stages: younger than `kept`, as last read; older, as last read with a read in the
+    /// background (up to [`STALE_SERVED_FOR`]); older still (or never read), read now.
     pub async fn get(&self) -> Result<Arc<Staged<K>>, SecretError> {
         let stale = match &*self.inner.read.read().await {
             Some((read, staged)) if read.age() < self.inner.kept => return Ok(staged.clone()),
-            Some((read, staged)) if read.age() < self.inner.kept.saturating_add(SERVE_WHILE_READING) => {
-                Some(staged.clone())
-            }
+            Some((read, staged)) if read.age() < STALE_SERVED_FOR.max(self.inner.kept) => Some(staged.clone()),
             _ => None,
         };
         let Some(stale) = stale else { return self.refresh().await };
@@ -160,16 +168,44 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         Ok(stale)
     }
 
+    /// Something signed with one of the key's versions, checked by `check` against each accepted
+    /// version: against the stages as last read, and, when none passes and they are older than
+    /// `kept`, against the stages read again (a version staged since, which other environments
+    /// may sign with already). The outer error: the stages could not be had at all.
+    pub async fn check<E>(&self, check: impl Fn(&K) -> Result<(), E>) -> Result<Result<(), E>, SecretError> {
+        let staged = self.get().await?;
+        let first = staged.check(&check);
+        if first.is_ok() || self.age().is_none_or(|age| age < self.inner.kept) {
+            return Ok(first);
+        }
+        let again = self.refresh().await?;
+        Ok(if Arc::ptr_eq(&again, &staged) { first } else { again.check(&check) })
+    }
+
+    /// How old the stages last read are.
+    fn age(&self) -> Option<Duration> {
+        self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(read, _)| read.age()))
+    }
+
     /// The stages read now (mail's `{"publish": "pass-keys"}` asks for them so, during a
     /// rotation); a read that fails keeps the stages read before, asked again after
-    /// [`RETRY_AFTER_FAILURE`].
+    /// [`RETRY_AFTER_FAILURE`]. Reads do not overlap: one that waited for another takes what it
+    /// read.
     pub async fn refresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
         if self.inner.from.is_none() {
             return self.last().ok_or(SecretError::Empty);
         }
+        let asked = Instant::now();
+        let mut last_read = self.inner.refreshing.lock().await;
+        if last_read.is_some_and(|ended| ended >= asked)
+            && let Some(staged) = self.last()
+        {
+            return Ok(staged);
+        }
         // The time before the read: the stages are at least this old when they arrive.
         let started = Read::now();
         let result = Box::pin(self.read_stages()).await;
+        *last_read = Some(Instant::now());
         let mut read = self.inner.read.write().await;
         match result {
             Ok(staged) => {

@@ -13,6 +13,7 @@ mod failover;
 mod fair_open;
 mod faults;
 mod fixtures;
+mod frozen;
 mod grab_script;
 mod helpers;
 mod late_ses;

@@ -179,3 +179,59 @@ async fn the_pass_key_rotates_with_every_mailed_pass_still_checking_in() {
     // for such a pass (`Door::check_in`).
     assert!(door_before.verify(&mailed_after).is_err() && door_after.knows(&after.current.public().id()));
 }
+
+/// A key source read through a network the test shuts, keeping its stages `kept`.
+async fn behind_a_valve(
+    app: &TestApp,
+    secret: &Rotating,
+    kept: Duration,
+) -> (StagedSecret<HashKey>, local_runner::network::Valve) {
+    let (far, valve) = local_runner::network::valve_network(&app.settings.aws_endpoint).await.expect("a network");
+    let sdk = app.sdk.to_builder().endpoint_url(far).build();
+    (StagedSecret::secret(&sdk, &secret.id, |s| HashKey::new(s.as_bytes()), kept), valve)
+}
+
+/// An environment idle long past its keys' `kept` (a warm environment frozen before the open)
+/// answers its first request from the stages it read, while it reads them again in the
+/// background: Secrets Manager unreachable then costs the request nothing. (Before, an
+/// environment idle more than `kept` + 5 s waited for the read, here forever.)
+#[tokio::test]
+async fn an_environment_idle_past_its_keys_refresh_answers_at_once_while_it_reads_them_again() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "hash-idle", "the key the environment read, 32+").await;
+    let kept = Duration::from_secs(1);
+    let (keys, valve) = behind_a_valve(&app, &secret, kept).await;
+    let read = keys.get().await.unwrap();
+    // Idle past `kept` and the 5 s an environment used to serve its stages while reading.
+    tokio::time::sleep(kept + Duration::from_secs(6)).await;
+    valve.shut();
+    let served = tokio::time::timeout(Duration::from_secs(1), keys.get()).await;
+    let served = served.expect("the first request after the idle waited on Secrets Manager").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&served, &read), "the stages read before");
+    // The read again is under way, held at the network.
+    tokio::time::timeout(Duration::from_secs(10), valve.held(1)).await.expect("a read in the background");
+    valve.open();
+}
+
+/// What an environment's stale stages cannot check (a key staged and promoted since, which others
+/// sign with already) is checked again on the stages read again, at once.
+#[tokio::test]
+async fn a_check_that_fails_on_stale_stages_is_tried_again_on_the_stages_read_again() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "hash-stale", "the key before the rotation, 32+").await;
+    let kept = Duration::from_secs(1);
+    let (keys, _valve) = behind_a_valve(&app, &secret, kept).await;
+    let before = keys.get().await.unwrap();
+    let version = secret.stage("the key after the rotation, 32 and more").await;
+    secret.promote(&version).await;
+    let (event, user) = (EventId::parse("lecture-stale").unwrap(), UserId::parse("u1").unwrap());
+    let now = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
+    let after = HashKey::new(b"the key after the rotation, 32 and more").unwrap();
+    let hash = after.issue(&event, &user, now + 600_000);
+    assert!(before.check(|k| k.verify(&hash, &event, &user, now)).is_err(), "the stages read before refuse it");
+    tokio::time::sleep(kept).await;
+    let checked = keys.check(|k| k.verify(&hash, &event, &user, now)).await.unwrap();
+    assert!(checked.is_ok(), "checked again on the stages read again");
+    let forged = HashKey::new(b"a key nobody staged, 32 and more!").unwrap().issue(&event, &user, now + 600_000);
+    assert!(keys.check(|k| k.verify(&forged, &event, &user, now)).await.unwrap().is_err(), "a forgery still fails");
+}

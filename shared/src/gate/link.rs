@@ -17,7 +17,10 @@
 //! node's id (`CLUSTER MYID`; a promoted replica is another node), asked by the command itself
 //! (the grab script, or a one-line script on the event's key).
 
-use std::sync::Arc;
+use std::sync::{
+    Arc,
+    atomic::{AtomicU64, Ordering},
+};
 
 use redis::{
     AsyncConnectionConfig, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value,
@@ -34,6 +37,37 @@ use super::GateError;
 pub(crate) struct Bound {
     conn: MultiplexedConnection,
     history: Arc<str>,
+    /// When a command last came back on it (wall-clock milliseconds: a frozen Lambda
+    /// environment's monotonic clock may not count the time it was frozen).
+    answered_ms: AtomicU64,
+}
+
+/// How long a connection may sit unused before it is asked a `PING` ahead of the next command. A
+/// Lambda environment frozen between requests keeps its socket, which the server or the network
+/// may have closed meanwhile (ElastiCache drops a silent peer; public reports see frozen
+/// connections dead after 7-10 minutes): a command sent on it fails, and one whose reply is lost
+/// cannot be sent again (it may have run). A `PING` can: it finds the dead connection, a new one
+/// is made, and the command goes out once, on a live one. Lambda freezes an environment as soon as
+/// its request ends, so every gap between requests is frozen time; a busy environment (10
+/// requests a second) never waits this long, an idle one pays one round trip.
+const IDLE_PROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn wall_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Bound {
+    fn new(conn: MultiplexedConnection, history: Arc<str>) -> Self {
+        Self { conn, history, answered_ms: AtomicU64::new(wall_ms()) }
+    }
+
+    fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(wall_ms().saturating_sub(self.answered_ms.load(Ordering::Relaxed)))
+    }
+
+    fn answered(&self) {
+        self.answered_ms.store(wall_ms(), Ordering::Relaxed);
+    }
 }
 
 #[derive(Clone)]
@@ -140,12 +174,27 @@ impl Primary {
     async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
         let mut current = this.current.lock().await;
         if let Some(bound) = current.as_ref() {
-            return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
+            // Idle a while (a frozen environment thawing): asked first, under the lock, so a
+            // burst of requests asks once. A dead one is replaced before any command meets it.
+            let alive = bound.idle() < IDLE_PROBE_AFTER
+                || {
+                    let pinged: redis::RedisResult<String> =
+                        redis::cmd("PING").query_async(&mut bound.conn.clone()).await;
+                    if let Err(e) = &pinged {
+                        tracing::warn!(error = %e, idle_ms = bound.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
+                    }
+                    pinged.is_ok()
+                };
+            if alive {
+                bound.answered();
+                return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
+            }
+            *current = None;
         }
         let mut conn = this.client.get_multiplexed_async_connection_with_config(&this.config).await?;
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
         let history = primary_history(&info)?;
-        let bound = Arc::new(Bound { conn, history: history.into() });
+        let bound = Arc::new(Bound::new(conn, history.into()));
         *current = Some(bound.clone());
         Ok(LinkConn::Primary { bound, link: this.clone() })
     }
@@ -202,10 +251,12 @@ impl LinkConn {
     }
 
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let (Err(e), Self::Primary { bound, link }) = (&result, self)
-            && ends_connection(e)
-        {
-            link.forget(bound).await;
+        if let Self::Primary { bound, link } = self {
+            match &result {
+                Err(e) if ends_connection(e) => link.forget(bound).await,
+                // A server's error reply came back on it: the connection is alive.
+                _ => bound.answered(),
+            }
         }
         result
     }

@@ -204,8 +204,7 @@ impl CancelAndWait {
     ) -> Result<(Response<Body>, &'static str), ApiError> {
         let at = OffsetDateTime::now_utc();
         let now = epoch_ms(at);
-        let keys = self.hash.keys.get().await?;
-        keys.check(|k| k.verify(hash, id, &caller.user, now)).map_err(|_| ApiError::BadHash)?;
+        self.hash.keys.check(|k| k.verify(hash, id, &caller.user, now)).await?.map_err(|_| ApiError::BadHash)?;
         // A ballot's waitlist is its draw's order: nobody joins it otherwise.
         if self.known(id).await?.sale_mode == SaleMode::Ballot {
             return Err(ApiError::BallotOnly);

@@ -204,8 +204,11 @@ impl Grab {
         let event = event_id(&req)?;
         let body: GrabBody = json_body(&req)?;
         let now = OffsetDateTime::now_utc();
-        let keys = self.hash.keys.get().await?;
-        keys.check(|k| k.verify(&body.hash, &event, &caller.user, epoch_ms(now))).map_err(|_| ApiError::BadHash)?;
+        self.hash
+            .keys
+            .check(|k| k.verify(&body.hash, &event, &caller.user, epoch_ms(now)))
+            .await?
+            .map_err(|_| ApiError::BadHash)?;
         let email = caller.verified_email()?;
 
         // An event this environment remembers sold out: the user's field, read on a replica,

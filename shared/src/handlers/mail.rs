@@ -303,7 +303,7 @@ impl Mail {
     /// One message: its seal and its order checked, then persist, mail once, clear the outbox
     /// entry. A message that fails a check writes nothing.
     pub async fn handle_message(&self, body: &str, seal: Option<&str>) -> Result<Handled, MessageError> {
-        self.seal.get().await?.check(|k| k.check(body, seal))?;
+        self.seal.check(|k| k.check(body, seal)).await??;
         let order = match QueueMessage::parse(body)? {
             QueueMessage::Order(order) => order,
             QueueMessage::WaitlistClosed(notice) => return self.notice_once(&notice).await,

@@ -101,7 +101,10 @@ impl VerifyHash {
             return Ok(());
         }
         let token = query_param(req, "admission").ok_or(ApiError::NotAdmitted)?;
-        let keys = self.hash.keys.get().await?;
-        keys.check(|k| k.verify_admission(token, &event.id, user, now)).map_err(|_| ApiError::NotAdmitted)
+        self.hash
+            .keys
+            .check(|k| k.verify_admission(token, &event.id, user, now))
+            .await?
+            .map_err(|_| ApiError::NotAdmitted)
     }
 }

@@ -1,0 +1,88 @@
+//! A warm environment frozen before the open, as Lambda freezes one between requests: its
+//! connections may be dead when it thaws (the server or the network closed them meanwhile), its
+//! keys older than `kept`, and Secrets Manager may not answer (a burst of reads at the open). Its
+//! first request after thawing must answer as a fresh environment would, without waiting on either.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use shared::{config::HashSettings, domain::verify_hash::HashKey, http::routes::Function, secrets::StagedSecret};
+
+use crate::{
+    faults::{PrivateRedis, app_on_private_redis},
+    helpers::*,
+    partial_loss::assert_exact_after,
+};
+
+/// How long the thawed environment's first grab may take, at most: a new cache connection and the
+/// grab (milliseconds each here), with room for a loaded machine; far below a read of Secrets
+/// Manager that never comes back, or a 503 and the user's retry.
+const FIRST_REQUEST_BOUND: Duration = Duration::from_secs(3);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_environment_thawed_with_its_connections_cut_and_secrets_manager_silent_answers_its_first_grab() {
+    let redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    if app.settings.gate.cluster {
+        // Cutting every connection of the shared cluster would cut other tests'; the cluster
+        // client reconnects by itself.
+        return;
+    }
+    // The environment's hash key, read from Secrets Manager through a network the test shuts, and
+    // kept a second.
+    let sm = aws_sdk_secretsmanager::Client::new(&app.sdk);
+    let value = format!("the frozen environment's hash key {}", uuid::Uuid::now_v7().simple());
+    let id = format!("hash-frozen-{}", uuid::Uuid::now_v7().simple());
+    sm.create_secret().name(&id).secret_string(&value).send().await.unwrap();
+    let (far, valve) = local_runner::network::valve_network(&app.settings.aws_endpoint).await.expect("a network");
+    let kept = Duration::from_secs(1);
+    let mut settings = app.settings.clone();
+    settings.hash = HashSettings {
+        keys: StagedSecret::secret(
+            &app.sdk.to_builder().endpoint_url(far).build(),
+            &id,
+            |s| HashKey::new(s.as_bytes()),
+            kept,
+        ),
+        ..app.settings.hash.clone()
+    };
+    let environment = Arc::new(local_runner::Functions::build(&settings, &app.queue_url).await.expect("functions"));
+    let key = HashKey::new(value.as_bytes()).unwrap();
+    let event = app.open_event(3).await;
+    let grab = |user: &str| {
+        let expires = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc() + time::Duration::minutes(10));
+        let hash = key.issue(&event, &shared::domain::UserId::parse(user).unwrap(), expires);
+        let request =
+            for_user(with_body(for_event(fixture("grab.json"), &event), &serde_json::json!({ "hash": hash })), user);
+        let environment = environment.clone();
+        async move { call_with(&environment, Function::Grab, request).await }
+    };
+
+    // Warm: its keys read, its cache connection made.
+    let bob = grab("bob").await;
+    assert_eq!(bob.status, 202, "{}", bob.body);
+
+    // Frozen past its keys' `kept` (and the 5 s an environment used to serve them while reading)
+    // and past the idle time after which a connection is asked before it is used; meanwhile the
+    // server cuts its connections, and Secrets Manager stops answering.
+    tokio::time::sleep(kept + Duration::from_secs(6)).await;
+    let mut r = app.redis.clone();
+    let cut: u64 =
+        redis::cmd("CLIENT").arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"][..]).query_async(&mut r).await.unwrap();
+    assert!(cut >= 1, "the environment's connection cut");
+    valve.shut();
+
+    let ada = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("ada"))
+        .await
+        .expect("the thawed environment's first grab waited (on Secrets Manager, or a dead connection)");
+    assert_eq!(ada.status, 202, "the first grab after the thaw: {}", ada.body);
+    // Its keys are being read again, in the background.
+    tokio::time::timeout(Duration::from_secs(10), valve.held(1)).await.expect("the keys read again in the background");
+    valve.open();
+
+    app.deliver_all().await;
+    let told: BTreeMap<String, u32> = [("bob", &bob), ("ada", &ada)]
+        .into_iter()
+        .map(|(user, reply)| (user.to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32))
+        .collect();
+    assert_exact_after(&app, &event, &told, 3).await;
+}
