@@ -13,8 +13,8 @@ use time::{OffsetDateTime, format_description::well_known::Rfc3339};
 use super::{
     Store, StoreError,
     codec::{get_n, get_s, opt_s, s},
-    orders::{CHECK_IN_CONFLICTS, order_from_item},
-    schema::{GSI2, GSI2_SHARDS, attr, key},
+    orders::order_from_item,
+    schema::{CHECK_IN_CONFLICTS, GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{DoorName, Email, EventId, OrderId, OrderStatus, ScanId, TicketNo, UserId, event::rfc3339};
 

@@ -11,7 +11,7 @@ use time::OffsetDateTime;
 use super::{
     Page, Store, StoreError,
     codec::{Item, get_n, get_s, n, opt_n, opt_s, s},
-    schema::{GSI2, GSI2_SHARDS, attr, key},
+    schema::{CHECK_IN_CONFLICTS, GSI2, GSI2_SHARDS, attr, key},
 };
 use crate::domain::{
     Buyer, Cancelled, Email, EventId, Holdings, MailStatus, OrderId, OrderMessage, OrderStatus, TicketNo, UserId,
@@ -584,10 +584,6 @@ impl AttendeeRow {
         })
     }
 }
-
-/// The order's attribute that records offline admissions in conflict: a string set of the times
-/// the doors let the pass in offline (a set, so a retried sync adds nothing).
-pub(super) const CHECK_IN_CONFLICTS: &str = "check_in_conflicts";
 
 pub(super) fn order_from_item(item: &Item) -> Result<OrderView, StoreError> {
     let status = get_s(item, "status")?;

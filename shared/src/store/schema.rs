@@ -93,6 +93,10 @@ pub mod attr {
     pub const GSI2SK: &str = "GSI2SK";
 }
 
+/// The order's attribute that records offline admissions in conflict: a string set of the times
+/// the doors let the pass in offline (a set, so a retried sync adds nothing).
+pub(super) const CHECK_IN_CONFLICTS: &str = "check_in_conflicts";
+
 /// Every key attribute with its DynamoDB type (`S` or `N`).
 pub const KEY_ATTRIBUTES: [(&str, &str); 6] = [
     (attr::PK, "S"),
@@ -113,49 +117,23 @@ pub const INDEXES: [(&str, &str, &str); 2] = [(GSI1, attr::GSI1PK, attr::GSI1SK)
 /// `rights::updates_may_name_only_the_attributes_the_code_names` holds the template to these, and
 /// each update's unit test holds its expressions to them.
 pub mod updated {
-    use super::attr;
-    use crate::store::orders::CHECK_IN_CONFLICTS;
+    use super::{CHECK_IN_CONFLICTS, attr};
+
+    /// Every key attribute of the table and its indexes, then `attributes`.
+    macro_rules! with_keys {
+        ($($attribute:expr),* $(,)?) => {
+            &[attr::PK, attr::SK, attr::GSI1PK, attr::GSI1SK, attr::GSI2PK, attr::GSI2SK, $($attribute),*]
+        };
+    }
 
     /// grab's cancellation of an order (`store::cancellations`).
-    pub const GRAB_ORDER: &[&str] = &[
-        attr::PK,
-        attr::SK,
-        attr::GSI1PK,
-        attr::GSI1SK,
-        attr::GSI2PK,
-        attr::GSI2SK,
-        "status",
-        "cancelled_at",
-        "order_id",
-        "checked_in_at",
-    ];
+    pub const GRAB_ORDER: &[&str] = with_keys!["status", "cancelled_at", "order_id", "checked_in_at"];
     /// grab's count of a fair open's late joiners on the event's item (`store::draws`).
-    pub const GRAB_EVENT: &[&str] = &[
-        attr::PK,
-        attr::SK,
-        attr::GSI1PK,
-        attr::GSI1SK,
-        attr::GSI2PK,
-        attr::GSI2SK,
-        "late_joins",
-        "registration_closed_at",
-    ];
+    pub const GRAB_EVENT: &[&str] = with_keys!["late_joins", "registration_closed_at"];
     /// The door's check-in of an order and its record of a pass admitted at two doors
     /// (`store::check_in`).
-    pub const DOOR_ORDER: &[&str] = &[
-        attr::PK,
-        attr::SK,
-        attr::GSI1PK,
-        attr::GSI1SK,
-        attr::GSI2PK,
-        attr::GSI2SK,
-        "order_id",
-        "status",
-        "checked_in_at",
-        "checked_in_door",
-        "checked_in_scan",
-        CHECK_IN_CONFLICTS,
-    ];
+    pub const DOOR_ORDER: &[&str] =
+        with_keys!["order_id", "status", "checked_in_at", "checked_in_door", "checked_in_scan", CHECK_IN_CONFLICTS];
 
     /// The attributes the expressions of an update name, with every key attribute (the list's
     /// own), `#names` resolved by `names`: what IAM counts in `dynamodb:Attributes`.
