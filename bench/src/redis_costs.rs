@@ -18,6 +18,12 @@
 //! - `connect` and `connect TLS`: a new connection as redis-rs makes it (TLS handshake, `AUTH`),
 //!   one `PING`, closed: what each new execution environment costs each master it talks to.
 //!
+//!
+//! The scripts run over both transports, side by side in each round: plain, and TLS as the
+//! template deploys ElastiCache (in-transit encryption on; the gate's own `rediss://` connections,
+//! trusting the bench's CA through `SSL_CERT_FILE`, which redis-rs's rustls reads). The model
+//! takes the TLS figures; the local check against this machine's runner, the plain ones.
+//!
 //! `cargo build --release -p bench --bin redis-costs && target/.../redis-costs [--rounds 3]`
 //! (`scripts/bench redis-costs`).
 
@@ -94,6 +100,13 @@ impl Kind {
     }
 }
 
+/// Which port, and so which transport, the requests take.
+#[derive(Clone, Copy, PartialEq, Debug, Serialize)]
+enum Transport {
+    Plain,
+    Tls,
+}
+
 /// How the requests reach the server.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
 enum Mode {
@@ -130,6 +143,10 @@ async fn drive<'a, H: Sync, R: 'a>(
     }
 }
 
+fn kind_is_connect(kind: Kind) -> bool {
+    matches!(kind, Kind::Connect | Kind::ConnectTls)
+}
+
 /// The bench's own redis-server.
 struct Server {
     child: Child,
@@ -137,6 +154,7 @@ struct Server {
     port: u16,
     tls_port: u16,
     ca: Vec<u8>,
+    ca_file: PathBuf,
     _dir: TempDir,
 }
 
@@ -215,7 +233,8 @@ async fn start_server() -> Result<Server, Failure> {
         .spawn()?;
     let pid = child.id();
     let ca = std::fs::read(path("ca.crt"))?;
-    let server = Server { child, pid, port, tls_port, ca, _dir: dir };
+    let ca_file = path("ca.crt");
+    let server = Server { child, pid, port, tls_port, ca, ca_file, _dir: dir };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match connect(&server, false).await {
@@ -258,15 +277,16 @@ async fn connect(server: &Server, tls: bool) -> Result<redis::aio::MultiplexedCo
 async fn measure(
     server: &Server,
     gates: &[Gate],
-    kind: Kind,
-    mode: Mode,
+    (kind, mode, transport): (Kind, Mode, Transport),
     args: &Args,
     round: usize,
 ) -> Result<(f64, f64), Failure> {
+    let tls = transport == Transport::Tls;
     let gate = &gates[0];
     let tick = tick_us()?;
-    let users: Vec<UserId> =
-        (0..args.ops).map(|i| UserId::parse(&format!("r{round}-{kind:?}-{mode:?}-u{i}")).expect("a user id")).collect();
+    let users: Vec<UserId> = (0..args.ops)
+        .map(|i| UserId::parse(&format!("r{round}-{kind:?}-{mode:?}-{transport:?}-u{i}")).expect("a user id"))
+        .collect();
     let email = Email::parse("fan@example.com")?;
     let policy = GrabPolicy::default();
     // What the kind needs beforehand, outside the measured span.
@@ -297,7 +317,7 @@ async fn measure(
             Some(event)
         }
         Kind::FieldRead => {
-            let mut conn = connect(server, false).await?;
+            let mut conn = connect(server, tls).await?;
             for chunk in users.chunks(1_000) {
                 let mut cmd = redis::cmd("HSET");
                 cmd.arg("redis-costs:fields");
@@ -323,7 +343,7 @@ async fn measure(
             )
             .await?;
         if kind == Kind::FieldRead {
-            let mut conn = connect(server, false).await?;
+            let mut conn = connect(server, tls).await?;
             let _: String = redis::cmd("PING").query_async(&mut conn).await?;
             conns.push(conn);
         }
@@ -391,6 +411,7 @@ async fn measure(
         }
         Kind::Connect | Kind::ConnectTls => {
             let tls = kind == Kind::ConnectTls;
+            let _ = transport;
             // Eight at a time: environments starting together, not one client's burst.
             let pings: Vec<Result<String, Failure>> = futures::stream::iter(0..connections)
                 .map(|_| async move {
@@ -418,6 +439,7 @@ async fn measure(
 struct Row {
     kind: Kind,
     mode: Mode,
+    transport: Transport,
     label: &'static str,
     server_us: f64,
     spread: (f64, f64),
@@ -430,16 +452,26 @@ async fn main() -> Result<(), Failure> {
     // The process's TLS provider (rustls, aws-lc-rs), as the functions install it.
     let _ = local_runner::client::builder();
     let server = start_server().await?;
-    let url = format!("redis://127.0.0.1:{}", server.port);
-    let settings = bench::sales::gate_settings(&url, false, Some(TOKEN.into()));
-    // A gate (and its connection) per connection of `Mode::Alone`; the first serves `Pipelined`.
-    let gates: Vec<Gate> = (0..args.concurrency.max(1)).map(|_| Gate::new(&settings)).collect::<Result<_, _>>()?;
-    // The connections' kinds make new connections: the mode is theirs alone.
-    let plan: Vec<(Kind, Mode)> = Kind::ALL
+    // The gate's TLS connections trust the bench's CA (redis-rs reads the roots through
+    // rustls-native-certs, which honours SSL_CERT_FILE), before any connection is made.
+    // SAFETY: set once, before any other thread of this process reads the environment.
+    unsafe { std::env::set_var("SSL_CERT_FILE", &server.ca_file) };
+    let gates_of = |url: String| -> Result<Vec<Gate>, Failure> {
+        let settings = bench::sales::gate_settings(&url, false, Some(TOKEN.into()));
+        // A gate (and its connection) per connection of `Mode::Alone`; the first serves `Pipelined`.
+        Ok((0..args.concurrency.max(1)).map(|_| Gate::new(&settings)).collect::<Result<_, _>>()?)
+    };
+    let plain = gates_of(format!("redis://127.0.0.1:{}", server.port))?;
+    let tls = gates_of(format!("rediss://127.0.0.1:{}", server.tls_port))?;
+    // The connections' kinds make new connections: the mode and transport are theirs alone.
+    let plan: Vec<(Kind, Mode, Transport)> = Kind::ALL
         .iter()
         .flat_map(|&k| match k {
-            Kind::Connect | Kind::ConnectTls => vec![(k, Mode::Alone)],
-            _ => vec![(k, Mode::Alone), (k, Mode::Pipelined)],
+            Kind::Connect | Kind::ConnectTls => vec![(k, Mode::Alone, Transport::Plain)],
+            _ => [Transport::Plain, Transport::Tls]
+                .into_iter()
+                .flat_map(|t| [(k, Mode::Alone, t), (k, Mode::Pipelined, t)])
+                .collect(),
         })
         .collect();
     let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); plan.len()];
@@ -448,18 +480,24 @@ async fn main() -> Result<(), Failure> {
         let order: Vec<usize> =
             if round % 2 == 0 { (0..plan.len()).collect() } else { (0..plan.len()).rev().collect() };
         for k in order {
-            let (kind, mode) = plan[k];
-            let (us, rate) = measure(&server, &gates, kind, mode, &args, round).await?;
-            eprintln!("round {}: {} ({mode:?}): {us:.1} us of server CPU each, {rate:.0}/s", round + 1, kind.label());
+            let (kind, mode, transport) = plan[k];
+            let gates = if transport == Transport::Tls { &tls } else { &plain };
+            let (us, rate) = measure(&server, gates, plan[k], &args, round).await?;
+            eprintln!(
+                "round {}: {} ({mode:?}, {transport:?}): {us:.1} us of server CPU each, {rate:.0}/s",
+                round + 1,
+                kind.label()
+            );
             samples[k].push((us, rate));
         }
     }
     let rows: Vec<Row> = plan
         .iter()
         .zip(&samples)
-        .map(|(&(kind, mode), s)| Row {
+        .map(|(&(kind, mode, transport), s)| Row {
             kind,
             mode,
+            transport,
             label: kind.label(),
             server_us: median(s.iter().map(|x| x.0).collect()),
             spread: s.iter().fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x.0), hi.max(x.0))),
@@ -474,28 +512,52 @@ async fn main() -> Result<(), Failure> {
     );
     println!();
     println!(
-        "| operation | one at a time on each of {n} connections (on demand): us | vs a won grab | a core's ceiling | {n} in flight on one connection (many per environment): us | vs a won grab |",
+        "| operation | transport | one at a time on each of {n} connections (on demand): us | vs a won grab | a core's ceiling | {n} in flight on one connection (many per environment): us | vs a won grab | TLS vs plain (on demand, in flight) |",
         n = args.concurrency
     );
-    println!("|---|---|---|---|---|---|");
-    let find = |kind: Kind, mode: Mode| rows.iter().find(|r| r.kind == kind && r.mode == mode);
-    let won = |mode: Mode| find(Kind::GrabWon, mode).map_or(f64::NAN, |r| r.server_us);
+    println!("|---|---|---|---|---|---|---|---|");
+    let find = |kind: Kind, mode: Mode, t: Transport| {
+        rows.iter().find(|r| r.kind == kind && r.mode == mode && (r.transport == t || kind_is_connect(kind)))
+    };
+    let won = |mode: Mode, t: Transport| find(Kind::GrabWon, mode, t).map_or(f64::NAN, |r| r.server_us);
     let cell = |r: &Row| format!("{:.1} ({:.1}-{:.1})", r.server_us, r.spread.0, r.spread.1);
     for kind in Kind::ALL {
-        let Some(alone) = find(kind, Mode::Alone) else { continue };
-        let (piped, piped_ratio) = match find(kind, Mode::Pipelined) {
-            Some(p) => (cell(p), format!("{:.2}x", p.server_us / won(Mode::Pipelined))),
-            None => ("-".into(), "-".into()),
-        };
-        println!(
-            "| {} | {} | {:.2}x | {:.0}/s | {} | {} |",
-            kind.label(),
-            cell(alone),
-            alone.server_us / won(Mode::Alone),
-            1e6 / alone.server_us,
-            piped,
-            piped_ratio
-        );
+        for t in [Transport::Plain, Transport::Tls] {
+            if kind_is_connect(kind) && t == Transport::Tls {
+                continue;
+            }
+            let Some(alone) = find(kind, Mode::Alone, t) else { continue };
+            let (piped, piped_ratio) = match find(kind, Mode::Pipelined, t) {
+                Some(p) => (cell(p), format!("{:.2}x", p.server_us / won(Mode::Pipelined, t))),
+                None => ("-".into(), "-".into()),
+            };
+            let versus =
+                match (t, find(kind, Mode::Alone, Transport::Plain), find(kind, Mode::Pipelined, Transport::Plain)) {
+                    (Transport::Tls, Some(a), Some(p)) => format!(
+                        "{:.2}x, {:.2}x",
+                        alone.server_us / a.server_us,
+                        find(kind, Mode::Pipelined, t).map_or(f64::NAN, |q| q.server_us / p.server_us)
+                    ),
+                    _ => "-".into(),
+                };
+            println!(
+                "| {} | {} | {} | {:.2}x | {:.0}/s | {} | {} | {} |",
+                kind.label(),
+                if kind_is_connect(kind) {
+                    "-"
+                } else if t == Transport::Tls {
+                    "TLS"
+                } else {
+                    "plain"
+                },
+                cell(alone),
+                alone.server_us / won(Mode::Alone, t),
+                1e6 / alone.server_us,
+                piped,
+                piped_ratio,
+                versus
+            );
+        }
     }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;

@@ -43,14 +43,16 @@ pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result
 /// serve meanwhile).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
-/// How old the stages read before may be and still serve while a read runs in the background, so
-/// a request never waits on Secrets Manager (an environment frozen since, thawed at the open).
-/// What they sign, every other environment accepts: `scripts/rotate-key` promotes a key at most
-/// once in `ROTATE_MIN_AGE_SECONDS` (900 s, counted from the last promotion), so stages younger
-/// than that are at most one promotion behind, and their current key is at worst another's
-/// previous one. What they check fails only on a key staged since: [`StagedSecret::check`] reads
-/// again then. Older still, a request waits for the read.
-pub const STALE_SERVED_FOR: Duration = Duration::from_secs(600);
+/// How old the stages read may be and still serve while a read runs in the background, so a
+/// request never waits on Secrets Manager (an environment frozen since, thawed at the open; a
+/// provisioned one initialised at the warm fleet's lead, 10 minutes before it). What they sign,
+/// every other environment accepts: `scripts/rotate-key` promotes a key at most once in
+/// `ROTATE_MIN_AGE_SECONDS` (1,800 s, counted from the last promotion), which covers this view's
+/// age and then the longest a signed thing must stay accepted (an order on the queue before its
+/// DLQ: 900 s; a hash: 600 s). What they check fails only on a key staged since:
+/// [`StagedSecret::check`] reads again then. Older (a read that keeps failing), nothing is served:
+/// the request fails (`503`) rather than sign with a key others may have dropped.
+pub const STALE_SERVED_FOR: Duration = Duration::from_secs(900);
 
 /// How many times a read of the stages is tried when a label moved while it read (a rotation's
 /// step landing in the middle).
@@ -58,9 +60,10 @@ const TORN_READS: usize = 3;
 
 /// A key that rotates: its stages ([`Staged`]) read from a secret, and read again once older than
 /// `kept`, so a rotation reaches every running environment (docs/DEPLOY.md, "Rotating keys").
-/// Older, they serve while a read runs in the background (for at most [`STALE_SERVED_FOR`]), so
-/// requests do not wait; a check they fail is tried again on the stages read again
-/// ([`StagedSecret::check`]). A read that fails keeps the stages read before.
+/// Older, they serve while a read runs in the background (for at most [`STALE_SERVED_FOR`] since
+/// they were read), so requests do not wait; a check they fail is tried again on the stages read
+/// again ([`StagedSecret::check`]). A read that fails keeps the stages read before, within that
+/// bound.
 pub struct StagedSecret<K> {
     inner: Arc<Inner<K>>,
 }
@@ -76,13 +79,21 @@ struct Inner<K> {
     from: Option<(aws_sdk_secretsmanager::Client, String)>,
     parse: fn(&str) -> Result<K, &'static str>,
     kept: Duration,
-    read: tokio::sync::RwLock<Option<(Read, Arc<Staged<K>>)>>,
+    read: tokio::sync::RwLock<Option<Held<K>>>,
     /// A background read is under way.
     reading: std::sync::atomic::AtomicBool,
-    /// Held while the stages are read, with when the last read ended: callers that waited on it
-    /// take what that read left rather than read again (a burst of checks failing on a key staged
-    /// since reads once, whether the read succeeds or not).
+    /// Held while the stages are read, with when the last read began: callers that asked before
+    /// it began and waited on it take what it left rather than read again (a burst of checks
+    /// failing on a key staged since reads once, whether the read succeeds or not).
     refreshing: tokio::sync::Mutex<Option<Instant>>,
+}
+
+/// The stages in hand: when they were read (the bound on serving them), and when to read again
+/// (pushed back after a failed read, so a failing Secrets Manager is asked every few seconds).
+struct Held<K> {
+    fetched: Read,
+    due_from: Read,
+    staged: Arc<Staged<K>>,
 }
 
 /// When stages were read: both clocks, since a frozen Lambda environment's monotonic clock may
@@ -117,7 +128,11 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 from: None,
                 parse: |_| Err("a fixed key is never read"),
                 kept: Duration::MAX,
-                read: tokio::sync::RwLock::new(Some((Read::now(), Arc::new(staged)))),
+                read: tokio::sync::RwLock::new(Some(Held {
+                    fetched: Read::now(),
+                    due_from: Read::now(),
+                    staged: Arc::new(staged),
+                })),
                 reading: Default::default(),
                 refreshing: Default::default(),
             }),
@@ -146,16 +161,19 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
 
     /// The stages as last read, without reading (a fixed key's are always there).
     pub fn last(&self) -> Option<Arc<Staged<K>>> {
-        self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(_, s)| s.clone()))
+        self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|h| h.staged.clone()))
     }
 
-    /// The stages: younger than `kept`, as last read; older, as last read with a read in the
-    /// background (up to [`STALE_SERVED_FOR`]); older still (or never read), read now.
+    /// The stages: read less than `kept` ago, as last read; older, as last read with a read in
+    /// the background (up to [`STALE_SERVED_FOR`] since they were read, a fixed key's always);
+    /// older still (or never read), read now.
     pub async fn get(&self) -> Result<Arc<Staged<K>>, SecretError> {
         let stale = match &*self.inner.read.read().await {
-            Some((read, staged)) if read.age() < self.inner.kept => return Ok(staged.clone()),
-            Some((read, staged)) if read.age() < STALE_SERVED_FOR.max(self.inner.kept) => Some(staged.clone()),
-            _ => None,
+            Some(h) if self.inner.from.is_none() => return Ok(h.staged.clone()),
+            Some(h) if h.fetched.age() >= STALE_SERVED_FOR.max(self.inner.kept) => None,
+            Some(h) if h.due_from.age() < self.inner.kept => return Ok(h.staged.clone()),
+            Some(h) => Some(h.staged.clone()),
+            None => None,
         };
         let Some(stale) = stale else { return self.refresh().await };
         if !self.inner.reading.swap(true, std::sync::atomic::Ordering::AcqRel) {
@@ -168,63 +186,95 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         Ok(stale)
     }
 
+    /// The stages read less than `kept` ago, read now if older (mail publishes the pass keys'
+    /// public halves from these: a view served stale must never overwrite a newer ring).
+    pub async fn fresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
+        match &*self.inner.read.read().await {
+            Some(h) if self.inner.from.is_none() || h.fetched.age() < self.inner.kept => {
+                return Ok(h.staged.clone());
+            }
+            _ => {}
+        }
+        let staged = self.refresh().await?;
+        match &*self.inner.read.read().await {
+            Some(h) if Arc::ptr_eq(&h.staged, &staged) && h.fetched.age() < self.inner.kept => Ok(staged),
+            _ => Err(SecretError::Unreadable("the stages could not be read again".into())),
+        }
+    }
+
     /// Something signed with one of the key's versions, checked by `check` against each accepted
-    /// version: against the stages as last read, and, when none passes and they are older than
-    /// `kept`, against the stages read again (a version staged since, which other environments
-    /// may sign with already). The outer error: the stages could not be had at all.
+    /// version: against the stages as last read (and any read since), and, when none passes and
+    /// they are older than `kept`, against the stages read again (a version staged since, which
+    /// other environments may sign with already). The outer error: the stages could not be had.
     pub async fn check<E>(&self, check: impl Fn(&K) -> Result<(), E>) -> Result<Result<(), E>, SecretError> {
         let staged = self.get().await?;
         let first = staged.check(&check);
-        if first.is_ok() || self.age().is_none_or(|age| age < self.inner.kept) {
+        if first.is_ok() || self.inner.from.is_none() {
+            return Ok(first);
+        }
+        // A read may have landed since `get`; a view being written counts as old.
+        let (latest, young) = match self.inner.read.try_read() {
+            Ok(read) => match read.as_ref() {
+                Some(h) => (Some(h.staged.clone()), h.fetched.age() < self.inner.kept),
+                None => (None, false),
+            },
+            Err(_) => (None, false),
+        };
+        if let Some(latest) = latest.filter(|l| !Arc::ptr_eq(l, &staged)) {
+            let again = latest.check(&check);
+            if again.is_ok() || young {
+                return Ok(again);
+            }
+        } else if young {
             return Ok(first);
         }
         let again = self.refresh().await?;
         Ok(if Arc::ptr_eq(&again, &staged) { first } else { again.check(&check) })
     }
 
-    /// How old the stages last read are.
-    fn age(&self) -> Option<Duration> {
-        self.inner.read.try_read().ok().and_then(|r| r.as_ref().map(|(read, _)| read.age()))
-    }
-
     /// The stages read now (mail's `{"publish": "pass-keys"}` asks for them so, during a
-    /// rotation); a read that fails keeps the stages read before, asked again after
-    /// [`RETRY_AFTER_FAILURE`]. Reads do not overlap: one that waited for another takes what it
-    /// read.
+    /// rotation); a read that fails keeps the stages read before (within [`STALE_SERVED_FOR`]),
+    /// asked again after [`RETRY_AFTER_FAILURE`]. Reads do not overlap: one that asked before
+    /// another began takes what it left.
     pub async fn refresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
         if self.inner.from.is_none() {
             return self.last().ok_or(SecretError::Empty);
         }
         let asked = Instant::now();
-        let mut last_read = self.inner.refreshing.lock().await;
-        if last_read.is_some_and(|ended| ended >= asked)
-            && let Some(staged) = self.last()
+        let mut last_began = self.inner.refreshing.lock().await;
+        if last_began.is_some_and(|began| began >= asked)
+            && let Some(h) = &*self.inner.read.read().await
+            && h.fetched.age() < STALE_SERVED_FOR.max(self.inner.kept)
         {
-            return Ok(staged);
+            return Ok(h.staged.clone());
         }
         // The time before the read: the stages are at least this old when they arrive.
         let started = Read::now();
+        *last_began = Some(started.at);
         let result = Box::pin(self.read_stages()).await;
-        *last_read = Some(Instant::now());
         let mut read = self.inner.read.write().await;
         match result {
             Ok(staged) => {
                 let staged = Arc::new(staged);
-                *read = Some((started, staged.clone()));
+                *read = Some(Held { fetched: started, due_from: started, staged: staged.clone() });
                 Ok(staged)
             }
             Err(e) => match read.as_mut() {
-                Some((at, staged)) => {
+                Some(h) if h.fetched.age() < STALE_SERVED_FOR.max(self.inner.kept) => {
                     tracing::error!(dependency = "secretsmanager", error = %e, "a key's stages could not be read again; the last read serves");
                     crate::metrics::outcome("keys", "STALE", 0.0);
                     let back = self.inner.kept.saturating_sub(RETRY_AFTER_FAILURE);
-                    *at = Read {
+                    h.due_from = Read {
                         at: Instant::now().checked_sub(back).unwrap_or_else(Instant::now),
                         wall: std::time::SystemTime::now().checked_sub(back).unwrap_or_else(std::time::SystemTime::now),
                     };
-                    Ok(staged.clone())
+                    Ok(h.staged.clone())
                 }
-                None => Err(e),
+                _ => {
+                    tracing::error!(dependency = "secretsmanager", error = %e, "a key's stages could not be read, and none recent enough are in hand");
+                    crate::metrics::outcome("keys", "UNREADABLE", 0.0);
+                    Err(e)
+                }
             },
         }
     }

@@ -176,20 +176,17 @@ impl Primary {
         if let Some(bound) = current.as_ref() {
             // Idle a while (a frozen environment thawing): asked first, under the lock, so a
             // burst of requests asks once. A dead one is replaced before any command meets it.
-            let alive = bound.idle() < IDLE_PROBE_AFTER
-                || {
-                    let pinged: redis::RedisResult<String> =
-                        redis::cmd("PING").query_async(&mut bound.conn.clone()).await;
-                    if let Err(e) = &pinged {
-                        tracing::warn!(error = %e, idle_ms = bound.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
-                    }
-                    pinged.is_ok()
-                };
-            if alive {
+            if bound.idle() < IDLE_PROBE_AFTER {
+                return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
+            }
+            let pinged: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut bound.conn.clone()).await;
+            if let Err(e) = pinged {
+                tracing::warn!(error = %e, idle_ms = bound.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
+                *current = None;
+            } else {
                 bound.answered();
                 return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
             }
-            *current = None;
         }
         let mut conn = this.client.get_multiplexed_async_connection_with_config(&this.config).await?;
         let info: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
