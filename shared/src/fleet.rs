@@ -96,6 +96,16 @@ impl Fleet {
         self.converge(warm_fleet::wanted(events, now, &self.limits)).await
     }
 
+    /// The events the fleet kept at `now` is for, and how long until the last of their windows
+    /// closes ([`warm_fleet::warming`]).
+    pub fn warming<'a>(
+        &self,
+        events: impl IntoIterator<Item = &'a Event>,
+        now: time::OffsetDateTime,
+    ) -> (Vec<&'a crate::domain::EventId>, std::time::Duration) {
+        warm_fleet::warming(events, now, &self.limits)
+    }
+
     /// Makes the provisioned fleet `size`: reads each function's, then puts or deletes only where
     /// it differs. A state, not a schedule: a failed run, a cancelled event or two opens at once
     /// need nothing but the next run.

@@ -217,3 +217,32 @@ async fn a_provisioned_environment_connects_in_init_and_an_on_demand_one_at_its_
     }
     assert_eq!(clients().await, 2, "the provisioned one's first request used the connection made in init");
 }
+
+/// The events a warm fleet is for, named in the cache by reconcile, are read by a provisioned
+/// verify-hash environment at its init: its first request at the open then reads nothing from
+/// DynamoDB (here held shut: a request that needed it would wait past the bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_verify_hash_holds_its_fleets_events_before_the_open() {
+    let app = TestApp::new().await;
+    let event = app.open_event(5).await;
+    let (far, valve) = local_runner::network::valve_network(&app.settings.aws_endpoint).await.expect("a network");
+    let mut settings = app.settings.clone();
+    settings.aws_endpoint = far;
+    let environment = local_runner::Functions::build(&settings, &app.queue_url).await.expect("functions");
+    app.functions.gate.set_warming(&[&event], std::time::Duration::from_secs(60)).await.unwrap();
+    assert_eq!(environment.gate.warming().await.unwrap(), vec![event.clone()], "the events the fleet is for");
+    assert_eq!(environment.verify_hash.warm_up().await, 1, "the event read at init");
+
+    valve.shut();
+    let request = crate::helpers::for_user(crate::helpers::for_event(fixture("verify-hash.json"), &event), "ada");
+    let reply = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        crate::helpers::call_with(&environment, Function::VerifyHash, request),
+    )
+    .await
+    .expect("the first request read DynamoDB");
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    valve.open();
+    app.functions.gate.set_warming(&[], std::time::Duration::from_secs(1)).await.unwrap();
+    assert!(app.functions.gate.warming().await.unwrap().is_empty(), "no fleet, no events named");
+}

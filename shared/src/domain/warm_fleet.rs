@@ -125,6 +125,23 @@ pub fn wanted<'a>(
         .capped(limits)
 }
 
+/// The events whose warm fleet `now` falls in ([`wanted`]'s), with how long until the last window
+/// of them closes.
+pub fn warming<'a>(
+    events: impl IntoIterator<Item = &'a Event>,
+    now: OffsetDateTime,
+    limits: &DeploymentLimits,
+) -> (Vec<&'a crate::domain::EventId>, std::time::Duration) {
+    let mut until = now;
+    let ids = events
+        .into_iter()
+        .filter(|e| WarmFleet::of(e, limits).is_some_and(|f| f.covers(now)))
+        .inspect(|e| until = until.max(e.sale_start + TAIL))
+        .map(|e| &e.id)
+        .collect();
+    (ids, std::time::Duration::try_from(until - now).unwrap_or_default())
+}
+
 /// The deployment's own limits, as the template set them (`None`: no limit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeploymentLimits {
@@ -339,6 +356,18 @@ mod tests {
         let capped =
             DeploymentLimits { grab_reserved: Some(300), verify_hash_reserved: Some(50), ..Default::default() };
         assert_eq!(wanted(&all, OPEN, &capped), FleetSize { grab: 300, verify_hash: 50 });
+        // The events the fleet is for, named while it is kept, until the last window closes.
+        let named = |now| {
+            let (ids, until) = warming(&all, now, &limits);
+            (ids.iter().map(|id| id.as_str().to_owned()).collect::<Vec<_>>(), until)
+        };
+        assert_eq!(named(OPEN - LEAD - Duration::seconds(1)), (vec![], std::time::Duration::ZERO));
+        assert_eq!(named(OPEN - LEAD), (vec!["a".to_owned()], std::time::Duration::try_from(LEAD + TAIL).unwrap()));
+        assert_eq!(
+            named(OPEN),
+            (vec!["a".to_owned(), "b".to_owned()], std::time::Duration::try_from(Duration::minutes(3) + TAIL).unwrap())
+        );
+        assert_eq!(named(OPEN + Duration::minutes(3) + TAIL).0, Vec::<String>::new());
     }
 
     #[test]

@@ -132,6 +132,32 @@ impl Gate {
         self.give_back_lease(keys::RECONCILE_RUN, token).await
     }
 
+    /// The events a warm fleet is kept for now ([`keys::WARMING`]), for `ttl`; none: the key goes.
+    pub async fn set_warming(&self, events: &[&EventId], ttl: std::time::Duration) -> Result<(), GateError> {
+        let mut conn = self.link.conn().await?;
+        if events.is_empty() {
+            let _: i64 = redis::cmd("DEL").arg(keys::WARMING).query_async(&mut conn).await?;
+            return Ok(());
+        }
+        let ids: Vec<&str> = events.iter().map(|e| e.as_str()).collect();
+        let _: () = redis::cmd("SET")
+            .arg(keys::WARMING)
+            .arg(ids.join(","))
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
+    /// The events a warm fleet is kept for now, as reconcile last wrote them (ids that do not
+    /// parse are left out).
+    pub async fn warming(&self) -> Result<Vec<EventId>, GateError> {
+        let ids: Option<String> =
+            redis::cmd("GET").arg(keys::WARMING).query_async(&mut self.link.conn().await?).await?;
+        Ok(ids.unwrap_or_default().split(',').filter_map(|id| EventId::parse(id).ok()).collect())
+    }
+
     /// `key` held for `ttl` under a fresh token (`SET NX PX`): the token, or `None` while another
     /// holds it. The rebuild's lock and reconcile's run are such leases.
     async fn take_lease(&self, key: &str, ttl: std::time::Duration) -> Result<Option<String>, GateError> {

@@ -292,6 +292,11 @@ pub fn staged(live: &str, token: &str) -> String {
 pub fn lost_since(e: &EventId) -> String {
     format!("ev:{{{e}}}:lost")
 }
+/// The events a warm fleet is kept for now (their ids, comma-separated), written by reconcile with
+/// the fleet and kept a little past its window: a provisioned verify-hash environment reads each
+/// at its init, minutes before the open, instead of all of them reading one item in its first
+/// second.
+pub const WARMING: &str = "fleet:warming";
 /// Held by the reconcile run under way (its token), for at most its function's timeout: one run
 /// at a time without a reserved concurrency of 1, which an account below 101 cannot give.
 pub const RECONCILE_RUN: &str = "reconcile:run";

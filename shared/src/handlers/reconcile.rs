@@ -273,6 +273,13 @@ impl Reconcile {
                     report.failures += 1;
                 }
             }
+            // Which events that fleet is for: its environments read them at their init, not at
+            // the open.
+            let (warming, until) = fleet.warming(events.iter().map(|s| &s.event), now);
+            if let Err(e) = self.gate.set_warming(&warming, until).await {
+                tracing::error!(error = %e, "reconcile could not name the events the warm fleet is for");
+                report.failures += 1;
+            }
         }
         // While the queue holds messages, the outbox's young entries are most likely among them.
         let outbox_age = match self.queue.in_flight().await {

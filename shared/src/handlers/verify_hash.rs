@@ -30,6 +30,8 @@ use crate::{
 #[derive(Clone)]
 pub struct VerifyHash {
     events: EventBook,
+    /// Reads the events a warm fleet is kept for, at a provisioned environment's init.
+    gate: Gate,
     hash: HashSettings,
     limiter: super::limit::Limiter,
     /// The organiser's count of the users turned away here: not admitted by a fair open's
@@ -40,7 +42,13 @@ pub struct VerifyHash {
 impl VerifyHash {
     /// `gate` counts the per-user limit; nothing else here reads Redis.
     pub fn new(events: EventBook, gate: Gate, hash: HashSettings, limits: UserLimits) -> Self {
-        Self { events, hash, tally: GrabTally::new(gate.clone()), limiter: super::limit::Limiter::new(gate, limits) }
+        Self {
+            events,
+            hash,
+            tally: GrabTally::new(gate.clone()),
+            limiter: super::limit::Limiter::new(gate.clone(), limits),
+            gate,
+        }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -49,7 +57,38 @@ impl VerifyHash {
         let gate = adapters.gate_from_env().await?;
         let hash = HashSettings::load(adapters.sdk()).await?;
         let limits = UserLimits::from_env(crate::http::routes::per_user_limits())?;
-        Ok(Self::new(EventBook::new(store), gate, hash, limits))
+        let this = Self::new(EventBook::new(store), gate, hash, limits);
+        // An environment of the warm fleet (started ahead of the requests) reads the events its
+        // fleet is for now, minutes before the open, rather than at its first request, when every
+        // other one reads the same item. One on demand has a request waiting: it reads nothing more.
+        if crate::adapters::Init::from_env() == crate::adapters::Init::Provisioned {
+            this.warm_up().await;
+        }
+        Ok(this)
+    }
+
+    /// The events a warm fleet is kept for ([`Gate::warming`], which reconcile writes), read into
+    /// this environment's memory; how many it now holds. Failing reads are logged and left to the
+    /// first request, as before.
+    pub async fn warm_up(&self) -> usize {
+        let events = match self.gate.warming().await {
+            Ok(events) => events,
+            Err(e) => {
+                tracing::warn!(error = %e, "the events the warm fleet is for could not be read; each is read at its first request");
+                return 0;
+            }
+        };
+        let mut held = 0;
+        for event in &events {
+            match self.events.get(event).await {
+                Ok(Some(_)) => held += 1,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(event_id = %event, error = %e, "a warm event could not be read; it is read at its first request")
+                }
+            }
+        }
+        held
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
