@@ -847,3 +847,60 @@ fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
     assert_eq!(rule["Limit"], json!({"Ref": "EdgeRateLimit"}));
     assert_eq!(r["EdgeWebAcl"]["Properties"]["Scope"], "CLOUDFRONT");
 }
+
+/// DESIGN's count of routes and its row of per-user limits (section 14) are the route table's:
+/// every limit with its default, no other.
+#[test]
+fn designs_routes_and_limits_are_the_route_tables() {
+    use shared::http::routes::{ROUTES, per_user_limits};
+    let design = std::fs::read_to_string(repo_root().join("docs/DESIGN.md")).unwrap();
+    let words = [
+        "",
+        "one",
+        "two",
+        "three",
+        "four",
+        "five",
+        "six",
+        "seven",
+        "eight",
+        "nine",
+        "ten",
+        "eleven",
+        "twelve",
+        "thirteen",
+        "fourteen",
+        "fifteen",
+        "sixteen",
+        "seventeen",
+        "eighteen",
+        "nineteen",
+        "twenty",
+    ];
+    let n = ROUTES.len();
+    let count = if n <= 20 { words[n].to_owned() } else { format!("twenty-{}", words[n - 20]) };
+    let mut count = count.chars();
+    let count: String = count.next().map(|c| c.to_ascii_uppercase()).into_iter().chain(count).collect();
+    assert!(design.contains(&format!("{count} routes, one table")), "DESIGN says \"{count} routes, one table\"");
+
+    let row = design.lines().find(|l| l.starts_with("| `RATE_LIMIT_<ROUTE>` |")).expect("DESIGN's per-user limits");
+    let row = row.split("one route: ").nth(1).unwrap().split("; the defaults").next().unwrap();
+    let (mut documented, mut pending) = (BTreeMap::new(), Vec::new());
+    for token in row.split(", ") {
+        let (name, default) = match token.split_once(" (") {
+            Some((name, default)) => (name, Some(default.trim_end_matches(')').parse::<u32>().unwrap())),
+            None => (token, None),
+        };
+        pending.push(name.trim_matches('`').to_owned());
+        if let Some(default) = default {
+            for name in pending.drain(..) {
+                documented.insert(name, default);
+            }
+        }
+    }
+    assert!(pending.is_empty(), "a limit without its default: {pending:?}");
+    let code: BTreeMap<String, u32> = per_user_limits()
+        .map(|(_, setting, default)| (setting.trim_start_matches("RATE_LIMIT_").to_owned(), default))
+        .collect();
+    assert_eq!(documented, code, "DESIGN's per-user limits and their defaults are the route table's");
+}
