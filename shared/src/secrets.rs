@@ -195,9 +195,11 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
             }
             _ => {}
         }
+        let asked = Instant::now();
         let staged = self.refresh().await?;
+        // Only a read that began after this asked (a failed read hands back the view before it).
         match &*self.inner.read.read().await {
-            Some(h) if Arc::ptr_eq(&h.staged, &staged) && h.fetched.age() < self.inner.kept => Ok(staged),
+            Some(h) if Arc::ptr_eq(&h.staged, &staged) && h.fetched.at >= asked => Ok(staged),
             _ => Err(SecretError::Unreadable("the stages could not be read again".into())),
         }
     }
