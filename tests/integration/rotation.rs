@@ -235,3 +235,21 @@ async fn a_check_that_fails_on_stale_stages_is_tried_again_on_the_stages_read_ag
     let forged = HashKey::new(b"a key nobody staged, 32 and more!").unwrap().issue(&event, &user, now + 600_000);
     assert!(keys.check(|k| k.verify(&forged, &event, &user, now)).await.unwrap().is_err(), "a forgery still fails");
 }
+
+/// What mail publishes the doors' ring from: a view read since it asked, never the one served
+/// stale. A thawed environment whose read fails (here: the secret gone) gets an error from
+/// `fresh`, where `get` serves its old view; so it publishes nothing rather than put an older
+/// ring over a newer one (a hostile review's finding).
+#[tokio::test]
+async fn a_fresh_view_is_never_the_one_served_stale() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "hash-fresh", "the key the environment read, 32+").await;
+    let kept = Duration::from_secs(1);
+    let keys = StagedSecret::secret(&app.sdk, &secret.id, |s| HashKey::new(s.as_bytes()), kept);
+    let read = keys.fresh().await.expect("a first read");
+    assert!(std::sync::Arc::ptr_eq(&keys.fresh().await.unwrap(), &read), "younger than kept: as read");
+    tokio::time::sleep(kept).await;
+    secret.sm.delete_secret().secret_id(&secret.id).force_delete_without_recovery(true).send().await.unwrap();
+    assert!(std::sync::Arc::ptr_eq(&keys.get().await.unwrap(), &read), "get serves the view read before");
+    assert!(keys.fresh().await.is_err(), "fresh never does");
+}
