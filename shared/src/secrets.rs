@@ -43,13 +43,13 @@ pub async fn write(sdk: &aws_config::SdkConfig, id: &str, value: &str) -> Result
 /// serve meanwhile).
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
-/// How old the stages read may be and still serve while a read runs in the background, so a
-/// request never waits on Secrets Manager (an environment frozen since, thawed at the open; a
-/// provisioned one initialised at the warm fleet's lead, 10 minutes before it). What they sign,
-/// every other environment accepts: `scripts/rotate-key` promotes a key at most once in
-/// `ROTATE_MIN_AGE_SECONDS` (1,800 s, counted from the last promotion), which covers this view's
-/// age and then the longest a signed thing must stay accepted (an order on the queue before its
-/// DLQ: 900 s; a hash: 600 s). What they check fails only on a key staged since:
+/// How much older than `kept` the stages read may be and still serve while a read runs in the
+/// background, so a request never waits on Secrets Manager (an environment frozen since, thawed at
+/// the open; a provisioned one initialised at the warm fleet's lead, 10 minutes before it). What
+/// they sign, every other environment accepts: `scripts/rotate-key` promotes a key at most once in
+/// `ROTATE_MIN_AGE_SECONDS` (1,800 s from the last promotion, whose step waits `kept` + 15 s after
+/// the staging), which covers this view's age past `kept` and then the longest a signed thing must
+/// stay accepted (an order on the queue before its DLQ: 900 s; a hash: 600 s). What they check fails only on a key staged since:
 /// [`StagedSecret::check`] reads again then. Older (a read that keeps failing), nothing is served:
 /// the request fails (`503`) rather than sign with a key others may have dropped.
 pub const STALE_SERVED_FOR: Duration = Duration::from_secs(900);
@@ -170,7 +170,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
     pub async fn get(&self) -> Result<Arc<Staged<K>>, SecretError> {
         let stale = match &*self.inner.read.read().await {
             Some(h) if self.inner.from.is_none() => return Ok(h.staged.clone()),
-            Some(h) if h.fetched.age() >= STALE_SERVED_FOR.max(self.inner.kept) => None,
+            Some(h) if h.fetched.age() >= self.stale_bound() => None,
             Some(h) if h.due_from.age() < self.inner.kept => return Ok(h.staged.clone()),
             Some(h) => Some(h.staged.clone()),
             None => None,
@@ -186,6 +186,11 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         Ok(stale)
     }
 
+    /// How old a view may be and still serve: `kept`, then [`STALE_SERVED_FOR`] more.
+    fn stale_bound(&self) -> Duration {
+        self.inner.kept.saturating_add(STALE_SERVED_FOR)
+    }
+
     /// The stages read less than `kept` ago, read now if older (mail publishes the pass keys'
     /// public halves from these: a view served stale must never overwrite a newer ring).
     pub async fn fresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
@@ -194,6 +199,16 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 return Ok(h.staged.clone());
             }
             _ => {}
+        }
+        self.read_now().await
+    }
+
+    /// The stages as a read that began after this asked found them: never a view from before
+    /// (a failed read is an error here, where [`Self::refresh`] hands back the last view). The
+    /// rotation's runbook publishes the pass keys from this.
+    pub async fn read_now(&self) -> Result<Arc<Staged<K>>, SecretError> {
+        if self.inner.from.is_none() {
+            return self.last().ok_or(SecretError::Empty);
         }
         let asked = Instant::now();
         let staged = self.refresh().await?;
@@ -208,10 +223,18 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
     /// version: against the stages as last read (and any read since), and, when none passes and
     /// they are older than `kept`, against the stages read again (a version staged since, which
     /// other environments may sign with already). The outer error: the stages could not be had.
-    pub async fn check<E>(&self, check: impl Fn(&K) -> Result<(), E>) -> Result<Result<(), E>, SecretError> {
+    /// Only a refusal a newer version might pass (a signature no version in hand matches) reads
+    /// again: an expired or malformed one costs nothing.
+    pub async fn check<E: crate::domain::key_rotation::NewerKeyMightPass>(
+        &self,
+        check: impl Fn(&K) -> Result<(), E>,
+    ) -> Result<Result<(), E>, SecretError> {
         let staged = self.get().await?;
         let first = staged.check(&check);
-        if first.is_ok() || self.inner.from.is_none() {
+        if first.as_ref().is_ok()
+            || self.inner.from.is_none()
+            || first.as_ref().is_err_and(|e| !e.newer_key_might_pass())
+        {
             return Ok(first);
         }
         // A read may have landed since `get`; a view being written counts as old.
@@ -230,7 +253,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         } else if young {
             return Ok(first);
         }
-        let again = self.refresh().await?;
+        let again = self.refresh_beyond(Some(&staged)).await?;
         Ok(if Arc::ptr_eq(&again, &staged) { first } else { again.check(&check) })
     }
 
@@ -239,16 +262,24 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
     /// asked again after [`RETRY_AFTER_FAILURE`]. Reads do not overlap: one that asked before
     /// another began takes what it left.
     pub async fn refresh(&self) -> Result<Arc<Staged<K>>, SecretError> {
+        self.refresh_beyond(None).await
+    }
+
+    /// [`Self::refresh`], for a caller whose check failed on `seen`: a view read since, younger
+    /// than `kept` (the background read's, another check's), serves it without another read.
+    async fn refresh_beyond(&self, seen: Option<&Arc<Staged<K>>>) -> Result<Arc<Staged<K>>, SecretError> {
         if self.inner.from.is_none() {
             return self.last().ok_or(SecretError::Empty);
         }
         let asked = Instant::now();
         let mut last_began = self.inner.refreshing.lock().await;
-        if last_began.is_some_and(|began| began >= asked)
-            && let Some(h) = &*self.inner.read.read().await
-            && h.fetched.age() < STALE_SERVED_FOR.max(self.inner.kept)
-        {
-            return Ok(h.staged.clone());
+        if let Some(h) = &*self.inner.read.read().await {
+            let began_since = last_began.is_some_and(|began| began >= asked);
+            let newer_than_seen =
+                seen.is_some_and(|seen| !Arc::ptr_eq(seen, &h.staged)) && h.fetched.age() < self.inner.kept;
+            if (began_since && h.fetched.age() < self.stale_bound()) || newer_than_seen {
+                return Ok(h.staged.clone());
+            }
         }
         // The time before the read: the stages are at least this old when they arrive.
         let started = Read::now();
@@ -262,7 +293,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 Ok(staged)
             }
             Err(e) => match read.as_mut() {
-                Some(h) if h.fetched.age() < STALE_SERVED_FOR.max(self.inner.kept) => {
+                Some(h) if h.fetched.age() < self.stale_bound() => {
                     tracing::error!(dependency = "secretsmanager", error = %e, "a key's stages could not be read again; the last read serves");
                     crate::metrics::outcome("keys", "STALE", 0.0);
                     let back = self.inner.kept.saturating_sub(RETRY_AFTER_FAILURE);

@@ -253,3 +253,25 @@ async fn a_fresh_view_is_never_the_one_served_stale() {
     assert!(std::sync::Arc::ptr_eq(&keys.get().await.unwrap(), &read), "get serves the view read before");
     assert!(keys.fresh().await.is_err(), "fresh never does");
 }
+
+/// A refusal no newer key could turn into a pass (an expired hash, another user's) costs no read of
+/// Secrets Manager, on however old a view: a crowd's junk at the open waits on nothing (a hostile
+/// review's finding). A forged one does read again, once.
+#[tokio::test]
+async fn a_refusal_no_newer_key_could_pass_costs_no_read() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "hash-junk", "the key the environment read, 32+").await;
+    let kept = Duration::from_secs(1);
+    let (keys, valve) = behind_a_valve(&app, &secret, kept).await;
+    let read = keys.get().await.unwrap();
+    tokio::time::sleep(kept).await;
+    valve.shut();
+    let (event, user) = (EventId::parse("lecture-junk").unwrap(), UserId::parse("u1").unwrap());
+    let now = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
+    let expired = read.current.issue(&event, &user, now - 1_000);
+    let refused = tokio::time::timeout(Duration::from_secs(1), keys.check(|k| k.verify(&expired, &event, &user, now)))
+        .await
+        .expect("an expired hash waited on Secrets Manager");
+    assert!(matches!(refused.unwrap(), Err(shared::domain::verify_hash::BadHash::Expired)));
+    valve.open();
+}

@@ -8,6 +8,13 @@
 //! `SECRETS_KEPT_SECONDS`, so waiting that long between the two steps means no environment signs
 //! with a key another cannot check.
 
+/// A check's refusal that a version staged since the keys were read could turn into a pass: a
+/// signature no version in hand matches. An expired, malformed or missing one stays refused
+/// whatever is read again, and costs no read.
+pub trait NewerKeyMightPass {
+    fn newer_key_might_pass(&self) -> bool;
+}
+
 /// The versions of one key, as staged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staged<K> {

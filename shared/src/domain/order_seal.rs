@@ -37,6 +37,12 @@ pub enum BadSeal {
     Forged,
 }
 
+impl crate::domain::key_rotation::NewerKeyMightPass for BadSeal {
+    fn newer_key_might_pass(&self) -> bool {
+        matches!(self, BadSeal::Forged)
+    }
+}
+
 impl SealKey {
     pub fn new(secret: &[u8]) -> Result<Self, &'static str> {
         super::verify_hash::hmac_key(secret).map(Self)

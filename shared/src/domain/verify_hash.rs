@@ -32,6 +32,12 @@ pub enum BadHash {
     Expired,
 }
 
+impl crate::domain::key_rotation::NewerKeyMightPass for BadHash {
+    fn newer_key_might_pass(&self) -> bool {
+        matches!(self, BadHash::Forged)
+    }
+}
+
 /// An HMAC-SHA256 key from a deployment secret, refusing one too short to be a secret (the verify
 /// hash's key and the order seal's both come through here).
 pub(crate) fn hmac_key(secret: &[u8]) -> Result<Hmac<Sha256>, &'static str> {

@@ -211,7 +211,7 @@ impl Mail {
         };
         // Never from a view served stale: an environment frozen since would publish a ring older
         // than the one others published, and the doors would refuse the newest passes.
-        let keys = if fresh { self.pass.refresh().await } else { self.pass.fresh().await };
+        let keys = if fresh { self.pass.read_now().await } else { self.pass.fresh().await };
         let ring = PassKeyRing::of(&*keys.map_err(unreadable)?);
         let mut published = self.published.lock().await;
         if published.as_ref() == Some(&ring) {

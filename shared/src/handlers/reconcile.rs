@@ -266,19 +266,19 @@ impl Reconcile {
         let now = OffsetDateTime::now_utc();
         // 0. the warm fleet first: an open's minutes matter more than any other step's
         if let Some(fleet) = &self.fleet {
+            // Which events the fleet is for, named before it is asked for: its environments read
+            // them at their init, not at the open.
+            let (warming, until) = fleet.warming(events.iter().map(|s| &s.event), now);
+            if let Err(e) = self.gate.set_warming(&warming, until).await {
+                tracing::error!(error = %e, "reconcile could not name the events the warm fleet is for");
+                report.failures += 1;
+            }
             match fleet.keep(events.iter().map(|s| &s.event), now).await {
                 Ok(converged) => report.fleet = Some(converged),
                 Err(e) => {
                     tracing::error!(error = %e, "reconcile could not keep the warm fleet; the next run retries");
                     report.failures += 1;
                 }
-            }
-            // Which events that fleet is for: its environments read them at their init, not at
-            // the open.
-            let (warming, until) = fleet.warming(events.iter().map(|s| &s.event), now);
-            if let Err(e) = self.gate.set_warming(&warming, until).await {
-                tracing::error!(error = %e, "reconcile could not name the events the warm fleet is for");
-                report.failures += 1;
             }
         }
         // While the queue holds messages, the outbox's young entries are most likely among them.
