@@ -1202,6 +1202,66 @@ fn main() {
             s.show(|o| o.cost_usd, |v| format!("${v:.2}")),
         );
     }
+    println!();
+    println!(
+        "Sensitivity: the hot event on 8 buckets, warm for {}/s and capped (the claim's row), and left to grow on demand, with each uncertain input at half and at double (grants per second):",
+        fmt(u64::from(HOT_RATE))
+    );
+    println!();
+    println!("| input | as taken | warm and capped: half | double | growing on demand: half | double |");
+    println!("|---|---|---|---|---|---|");
+    for (input, taken, scale) in sensitivities() {
+        let cells: Vec<String> = [0.5, 2.0]
+            .into_iter()
+            .flat_map(|k| {
+                let mut capped = hot_event(8, HOT_RATE);
+                let mut growing = hot_event(8, HOT_RATE);
+                growing.reserved = [None, None];
+                growing.account_concurrency = 30_000;
+                scale(&mut capped, k);
+                scale(&mut growing, k);
+                [capped, growing]
+            })
+            .map(|i| Spread::of(&i, seeds.clone()).show(|o| o.grants_per_s, |v| fmt(v as u64)))
+            .collect();
+        println!("| {input} | {taken} | {} | {} | {} | {} |", cells[0], cells[2], cells[1], cells[3]);
+    }
+}
+
+/// Each input of the model that is measured here or assumed (not a quota), with what it is taken
+/// as and how to scale it.
+type Scale = fn(&mut Inputs, f64);
+fn sensitivities() -> Vec<(&'static str, String, Scale)> {
+    fn costs(i: &mut Inputs, f: impl Fn(&mut RedisCosts)) {
+        if let Decider::Redis(cache) = &mut i.decider {
+            f(&mut cache.costs);
+        }
+    }
+    vec![
+        ("a won grab's Redis CPU (measured)", format!("{} us", REDIS_COSTS.grab_won), |i, k| {
+            costs(i, |c| c.grab_won *= k)
+        }),
+        ("the limiter's Redis CPU (measured)", format!("{} us", REDIS_COSTS.limiter), |i, k| {
+            costs(i, |c| c.limiter *= k)
+        }),
+        ("a new TLS connection's Redis CPU (measured)", format!("{} us", TLS_CONNECT_US), |i, k| {
+            if let Decider::Redis(cache) = &mut i.decider {
+                cache.connect_us *= k;
+            }
+        }),
+        (
+            "a grab's duration (assumed: the handler and a round trip)",
+            format!("{} ms", hot_event(8, HOT_RATE).grab_ms),
+            |i, k| i.grab_ms *= k,
+        ),
+        ("a winner's SendMessage (assumed)", format!("{} ms", hot_event(8, HOT_RATE).win_extra_ms), |i, k| {
+            i.win_extra_ms *= k
+        }),
+        ("verify-hash's duration (assumed)", format!("{} ms", hot_event(8, HOT_RATE).verify_ms), |i, k| {
+            i.verify_ms *= k
+        }),
+        ("a cold start (assumed)", format!("{} ms", hot_event(8, HOT_RATE).cold_start_ms), |i, k| i.cold_start_ms *= k),
+    ]
 }
 
 #[cfg(test)]
