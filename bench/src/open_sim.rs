@@ -144,11 +144,22 @@ pub struct Drain {
     pub consumers: u64,
     pub batch: u64,
     pub batch_ms: f64,
+    /// The table's writes per second: a new on-demand table takes about 4,000 write units a
+    /// second before it grows ("DynamoDB on-demand capacity mode": its initial throughput; warm
+    /// throughput raises it ahead), and each stored order costs 12 (BENCHMARKS section 7).
+    pub table_units_per_s: f64,
 }
+
+/// A new on-demand table's write units a second, before DynamoDB grows it.
+pub const NEW_TABLE_UNITS_PER_S: f64 = 4_000.0;
+/// Write units one stored and mailed order costs (BENCHMARKS section 7).
+pub const UNITS_PER_ORDER: f64 = 12.0;
 
 impl Drain {
     pub fn rate(&self) -> f64 {
-        self.ses_per_s.min(self.consumers as f64 * self.batch as f64 * 1000.0 / self.batch_ms)
+        self.ses_per_s
+            .min(self.consumers as f64 * self.batch as f64 * 1000.0 / self.batch_ms)
+            .min(self.table_units_per_s / UNITS_PER_ORDER)
     }
 }
 
@@ -916,6 +927,7 @@ pub fn template_defaults(name: &str, users: u64, tickets: u64) -> Inputs {
             consumers: template_default("MailMaximumConcurrency") as u64,
             batch: template_default("MailBatchSize") as u64,
             batch_ms: 80.0,
+            table_units_per_s: NEW_TABLE_UNITS_PER_S,
         },
         retry_after_ms: 1_000,
         tries: 30,
@@ -932,7 +944,8 @@ pub fn warm(name: &str, users: u64, tickets: u64) -> Inputs {
     i.account_concurrency = 5_000;
     i.reserved = [None, None];
     i.warm = [1_500, 1_500];
-    i.drain = Drain { ses_per_s: 500.0, consumers: 50, batch: 10, batch_ms: 80.0 };
+    i.drain =
+        Drain { ses_per_s: 500.0, consumers: 50, batch: 10, batch_ms: 80.0, table_units_per_s: NEW_TABLE_UNITS_PER_S };
     i
 }
 
@@ -996,7 +1009,13 @@ pub fn hot_event(buckets: u32, rate: u32) -> Inputs {
     i.reserved = [Some(verify), Some(grab)];
     i.account_concurrency = verify + grab + 1_000;
     i.decider = Decider::Redis(Cache::elasticache(buckets, buckets));
-    i.drain = Drain { ses_per_s: 5_000.0, consumers: 500, batch: 10, batch_ms: 80.0 };
+    i.drain = Drain {
+        ses_per_s: 5_000.0,
+        consumers: 500,
+        batch: 10,
+        batch_ms: 80.0,
+        table_units_per_s: NEW_TABLE_UNITS_PER_S,
+    };
     i
 }
 
