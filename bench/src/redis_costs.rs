@@ -559,8 +559,55 @@ async fn main() -> Result<(), Failure> {
             );
         }
     }
+    // What an idle connection holds on the server: the warm fleet keeps one per environment on
+    // every master (26,400 at the model's hot event), idle between requests.
+    println!();
+    for tls in [false, true] {
+        let held = (args.ops / 10).max(100) as usize;
+        let (allocator, rss) = idle_memory(&server, tls, held).await?;
+        println!(
+            "idle connection, {}: {allocator:.1} KiB each by the server's own count (used_memory), {rss:.1} KiB each by its RSS ({held} held)",
+            if tls { "TLS" } else { "plain" },
+        );
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)?;
     }
     Ok(())
+}
+
+/// The server's memory for `n` idle connections (each authenticated and asked one `PING`): KiB
+/// per connection by `INFO memory`'s `used_memory` (the server's own allocator), and by its RSS
+/// (which also holds what the TLS library allocates outside that count, and pages the allocator
+/// keeps), each before and after.
+async fn idle_memory(server: &Server, tls: bool, n: usize) -> Result<(f64, f64), Failure> {
+    let mut probe = connect(server, false).await?;
+    let used = |info: &str, field: &str| -> f64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(field).and_then(|v| v.strip_prefix(':')))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let rss = || -> Result<f64, Failure> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid))?;
+        Ok(status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+            * 1024.0)
+    };
+    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut probe).await?;
+    let (before_used, before_rss) = (used(&info, "used_memory"), rss()?);
+    let mut held = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut conn = connect(server, tls).await?;
+        let _: String = redis::cmd("PING").query_async(&mut conn).await?;
+        held.push(conn);
+    }
+    let info: String = redis::cmd("INFO").arg("memory").query_async(&mut probe).await?;
+    let (used_grown, rss_grown) = (used(&info, "used_memory") - before_used, rss()? - before_rss);
+    drop(held);
+    let per = |bytes: f64| bytes / n as f64 / 1024.0;
+    Ok((per(used_grown), per(rss_grown)))
 }
