@@ -191,6 +191,22 @@ async fn behind_a_valve(
     (StagedSecret::secret(&sdk, &secret.id, |s| HashKey::new(s.as_bytes()), kept), valve)
 }
 
+/// How long the environments below keep their keys.
+const KEPT: Duration = Duration::from_secs(1);
+
+/// A new secret `what` holding `value`, and an environment's key source for it behind a valve,
+/// kept [`KEPT`], that has read it once: the secret, the source, the valve, what it read.
+async fn read_behind_a_valve(
+    app: &TestApp,
+    what: &str,
+    value: &str,
+) -> (Rotating, StagedSecret<HashKey>, local_runner::network::Valve, std::sync::Arc<Staged<HashKey>>) {
+    let secret = Rotating::create(app, what, value).await;
+    let (keys, valve) = behind_a_valve(app, &secret, KEPT).await;
+    let read = keys.get().await.unwrap();
+    (secret, keys, valve, read)
+}
+
 /// An environment idle long past its keys' `kept` (a warm environment frozen before the open)
 /// answers its first request from the stages it read, while it reads them again in the
 /// background: Secrets Manager unreachable then costs the request nothing. (Before, an
@@ -198,12 +214,10 @@ async fn behind_a_valve(
 #[tokio::test]
 async fn an_environment_idle_past_its_keys_refresh_answers_at_once_while_it_reads_them_again() {
     let app = TestApp::new().await;
-    let secret = Rotating::create(&app, "hash-idle", "the key the environment read, 32+").await;
-    let kept = Duration::from_secs(1);
-    let (keys, valve) = behind_a_valve(&app, &secret, kept).await;
-    let read = keys.get().await.unwrap();
+    let (_secret, keys, valve, read) =
+        read_behind_a_valve(&app, "hash-idle", "the key the environment read, 32+").await;
     // Idle past `kept` and the 5 s an environment used to serve its stages while reading.
-    tokio::time::sleep(kept + Duration::from_secs(6)).await;
+    tokio::time::sleep(KEPT + Duration::from_secs(6)).await;
     valve.shut();
     let served = tokio::time::timeout(Duration::from_secs(1), keys.get()).await;
     let served = served.expect("the first request after the idle waited on Secrets Manager").unwrap();
@@ -218,10 +232,8 @@ async fn an_environment_idle_past_its_keys_refresh_answers_at_once_while_it_read
 #[tokio::test]
 async fn a_check_that_fails_on_stale_stages_is_tried_again_on_the_stages_read_again() {
     let app = TestApp::new().await;
-    let secret = Rotating::create(&app, "hash-stale", "the key before the rotation, 32+").await;
-    let kept = Duration::from_secs(1);
-    let (keys, _valve) = behind_a_valve(&app, &secret, kept).await;
-    let before = keys.get().await.unwrap();
+    let (secret, keys, _valve, before) =
+        read_behind_a_valve(&app, "hash-stale", "the key before the rotation, 32+").await;
     let version = secret.stage("the key after the rotation, 32 and more").await;
     secret.promote(&version).await;
     let (event, user) = (EventId::parse("lecture-stale").unwrap(), UserId::parse("u1").unwrap());
@@ -229,7 +241,7 @@ async fn a_check_that_fails_on_stale_stages_is_tried_again_on_the_stages_read_ag
     let after = HashKey::new(b"the key after the rotation, 32 and more").unwrap();
     let hash = after.issue(&event, &user, now + 600_000);
     assert!(before.check(|k| k.verify(&hash, &event, &user, now)).is_err(), "the stages read before refuse it");
-    tokio::time::sleep(kept).await;
+    tokio::time::sleep(KEPT).await;
     let checked = keys.check(|k| k.verify(&hash, &event, &user, now)).await.unwrap();
     assert!(checked.is_ok(), "checked again on the stages read again");
     let forged = HashKey::new(b"a key nobody staged, 32 and more!").unwrap().issue(&event, &user, now + 600_000);
@@ -244,11 +256,10 @@ async fn a_check_that_fails_on_stale_stages_is_tried_again_on_the_stages_read_ag
 async fn a_fresh_view_is_never_the_one_served_stale() {
     let app = TestApp::new().await;
     let secret = Rotating::create(&app, "hash-fresh", "the key the environment read, 32+").await;
-    let kept = Duration::from_secs(1);
-    let keys = StagedSecret::secret(&app.sdk, &secret.id, |s| HashKey::new(s.as_bytes()), kept);
+    let keys = StagedSecret::secret(&app.sdk, &secret.id, |s| HashKey::new(s.as_bytes()), KEPT);
     let read = keys.fresh().await.expect("a first read");
     assert!(std::sync::Arc::ptr_eq(&keys.fresh().await.unwrap(), &read), "younger than kept: as read");
-    tokio::time::sleep(kept).await;
+    tokio::time::sleep(KEPT).await;
     secret.sm.delete_secret().secret_id(&secret.id).force_delete_without_recovery(true).send().await.unwrap();
     assert!(std::sync::Arc::ptr_eq(&keys.get().await.unwrap(), &read), "get serves the view read before");
     assert!(keys.fresh().await.is_err(), "fresh never does");
@@ -256,15 +267,13 @@ async fn a_fresh_view_is_never_the_one_served_stale() {
 
 /// A refusal no newer key could turn into a pass (an expired hash, another user's) costs no read of
 /// Secrets Manager, on however old a view: a crowd's junk at the open waits on nothing (a hostile
-/// review's finding). A forged one does read again, once.
+/// review's finding).
 #[tokio::test]
 async fn a_refusal_no_newer_key_could_pass_costs_no_read() {
     let app = TestApp::new().await;
-    let secret = Rotating::create(&app, "hash-junk", "the key the environment read, 32+").await;
-    let kept = Duration::from_secs(1);
-    let (keys, valve) = behind_a_valve(&app, &secret, kept).await;
-    let read = keys.get().await.unwrap();
-    tokio::time::sleep(kept).await;
+    let (_secret, keys, valve, read) =
+        read_behind_a_valve(&app, "hash-junk", "the key the environment read, 32+").await;
+    tokio::time::sleep(KEPT).await;
     valve.shut();
     let (event, user) = (EventId::parse("lecture-junk").unwrap(), UserId::parse("u1").unwrap());
     let now = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
