@@ -77,6 +77,65 @@ pub async fn valve_network(endpoint: &str) -> std::io::Result<(String, Valve)> {
     Ok((addr, valve))
 }
 
+/// A network whose open connections a test severs without a word: after [`Severable::sever`],
+/// what either side sends on a connection made before goes nowhere (no FIN, no RST: a silent
+/// peer, as a NAT that forgot the flow or a frozen environment's dead link), while connections made
+/// after pass as before.
+#[derive(Clone, Default)]
+pub struct Severable {
+    generation: Arc<AtomicUsize>,
+}
+
+impl Severable {
+    /// Every connection open now goes silent.
+    pub fn sever(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// A proxy in front of `endpoint` (`http://host:port` or `host:port`) whose connections the
+/// caller severs ([`Severable`]).
+pub async fn severable_network(endpoint: &str) -> std::io::Result<(String, Severable)> {
+    let target = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
+    let severable = Severable::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let at = severable.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let (target, at) = (target.clone(), at.clone());
+            let born = at.generation.load(Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(outbound) = tokio::net::TcpStream::connect(&target).await else { return };
+                let (from_client, to_client) = inbound.into_split();
+                let (from_server, to_server) = outbound.into_split();
+                let (up, down) = (
+                    pass_unless_severed(from_client, to_server, at.clone(), born),
+                    pass_unless_severed(from_server, to_client, at.clone(), born),
+                );
+                tokio::join!(up, down);
+            });
+        }
+    });
+    Ok((format!("http://{addr}"), severable))
+}
+
+/// Copies `from` to `to` while the connection (made in generation `born`) is not severed; severed,
+/// a chunk is read and dropped: the sender sees it taken, and nothing comes back.
+async fn pass_unless_severed(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    severable: Severable,
+    born: usize,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    while let Ok(n @ 1..) = from.read(&mut buf).await {
+        if severable.generation.load(Ordering::SeqCst) == born && to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+    }
+}
+
 /// A TCP proxy in front of `endpoint` that awaits `hold()` before it forwards each chunk a client
 /// sends (replies come straight back).
 async fn proxy<F, H>(endpoint: &str, hold: H) -> std::io::Result<String>

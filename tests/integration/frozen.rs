@@ -86,3 +86,45 @@ async fn an_environment_thawed_with_its_connections_cut_and_secrets_manager_sile
         .collect();
     assert_exact_after(&app, &event, &told, 3).await;
 }
+
+/// The same thaw, the connection dead without a word (a NAT that forgot the flow, a frozen peer:
+/// no FIN, no RST): its `PING` waits out the command timeout, a new connection is made, and the
+/// first grab is answered within the bound, on the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_environment_thawed_with_its_connection_silently_dead_answers_its_first_grab() {
+    let redis = PrivateRedis::start().await;
+    let app = app_on_private_redis(&redis).await;
+    if app.settings.gate.cluster {
+        return;
+    }
+    let (near, severable) =
+        local_runner::network::severable_network(&format!("127.0.0.1:{}", redis.port)).await.expect("a network");
+    let mut settings = app.settings.clone();
+    settings.gate.redis_url = near.replace("http://", "redis://");
+    let environment = Arc::new(local_runner::Functions::build(&settings, &app.queue_url).await.expect("functions"));
+    let event = app.open_event(3).await;
+    let grab = |user: &str| {
+        let body = serde_json::json!({ "hash": app.hash_for(&event, user) });
+        let request = for_user(with_body(for_event(fixture("grab.json"), &event), &body), user);
+        let environment = environment.clone();
+        async move { call_with(&environment, Function::Grab, request).await }
+    };
+    let bob = grab("bob").await;
+    assert_eq!(bob.status, 202, "{}", bob.body);
+
+    // Idle past the time after which a connection is asked before it is used; meanwhile its path
+    // goes silent.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    severable.sever();
+    let ada = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("ada"))
+        .await
+        .expect("the thawed environment's first grab waited on its dead connection");
+    assert_eq!(ada.status, 202, "the first grab after the thaw: {}", ada.body);
+
+    app.deliver_all().await;
+    let told: BTreeMap<String, u32> = [("bob", &bob), ("ada", &ada)]
+        .into_iter()
+        .map(|(user, reply)| (user.to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32))
+        .collect();
+    assert_exact_after(&app, &event, &told, 3).await;
+}
