@@ -237,20 +237,12 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         {
             return Ok(first);
         }
-        // A read may have landed since `get`; a view being written counts as old.
-        let (latest, young) = match self.inner.read.try_read() {
-            Ok(read) => match read.as_ref() {
-                Some(h) => (Some(h.staged.clone()), h.fetched.age() < self.inner.kept),
-                None => (None, false),
-            },
-            Err(_) => (None, false),
-        };
-        if let Some(latest) = latest.filter(|l| !Arc::ptr_eq(l, &staged)) {
-            let again = latest.check(&check);
-            if again.is_ok() || young {
-                return Ok(again);
-            }
-        } else if young {
+        // The view in hand read less than `kept` ago holds every version that may sign: nothing
+        // newer to read. (A view read since `get` is `refresh_beyond`'s to take, without a read.)
+        let young = self.inner.read.try_read().is_ok_and(|read| {
+            read.as_ref().is_some_and(|h| Arc::ptr_eq(&h.staged, &staged) && h.fetched.age() < self.inner.kept)
+        });
+        if young {
             return Ok(first);
         }
         let again = self.refresh_beyond(Some(&staged)).await?;

@@ -18,15 +18,31 @@ use crate::{
 /// Manager that never comes back, or a 503 and the user's retry.
 const FIRST_REQUEST_BOUND: Duration = Duration::from_secs(3);
 
+/// The test's app on its own redis-server; `None` in cluster mode, where cutting connections would
+/// cut other tests' (the cluster client reconnects by itself).
+async fn standalone_app(redis: &PrivateRedis) -> Option<Arc<crate::helpers::TestApp>> {
+    let app = app_on_private_redis(redis).await;
+    (!app.settings.gate.cluster).then_some(app)
+}
+
+/// Every order delivered, then the sale exact: each user told a number holds it, nothing twice.
+async fn assert_exact_for<const N: usize>(
+    app: &crate::helpers::TestApp,
+    event: &shared::domain::EventId,
+    told: [(&str, &Reply); N],
+) {
+    app.deliver_all().await;
+    let told: BTreeMap<String, u32> = told
+        .into_iter()
+        .map(|(user, reply)| (user.to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32))
+        .collect();
+    assert_exact_after(app, event, &told, 3).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_environment_thawed_with_its_connections_cut_and_secrets_manager_silent_answers_its_first_grab() {
     let redis = PrivateRedis::start().await;
-    let app = app_on_private_redis(&redis).await;
-    if app.settings.gate.cluster {
-        // Cutting every connection of the shared cluster would cut other tests'; the cluster
-        // client reconnects by itself.
-        return;
-    }
+    let Some(app) = standalone_app(&redis).await else { return };
     // The environment's hash key, read from Secrets Manager through a network the test shuts, and
     // kept a second.
     let sm = aws_sdk_secretsmanager::Client::new(&app.sdk);
@@ -79,12 +95,7 @@ async fn an_environment_thawed_with_its_connections_cut_and_secrets_manager_sile
     tokio::time::timeout(Duration::from_secs(10), valve.held(1)).await.expect("the keys read again in the background");
     valve.open();
 
-    app.deliver_all().await;
-    let told: BTreeMap<String, u32> = [("bob", &bob), ("ada", &ada)]
-        .into_iter()
-        .map(|(user, reply)| (user.to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32))
-        .collect();
-    assert_exact_after(&app, &event, &told, 3).await;
+    assert_exact_for(&app, &event, [("bob", &bob), ("ada", &ada)]).await;
 }
 
 /// The same thaw, the connection dead without a word (a NAT that forgot the flow, a frozen peer:
@@ -93,10 +104,7 @@ async fn an_environment_thawed_with_its_connections_cut_and_secrets_manager_sile
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_environment_thawed_with_its_connection_silently_dead_answers_its_first_grab() {
     let redis = PrivateRedis::start().await;
-    let app = app_on_private_redis(&redis).await;
-    if app.settings.gate.cluster {
-        return;
-    }
+    let Some(app) = standalone_app(&redis).await else { return };
     let (near, severable) =
         local_runner::network::severable_network(&format!("127.0.0.1:{}", redis.port)).await.expect("a network");
     let mut settings = app.settings.clone();
@@ -121,10 +129,5 @@ async fn an_environment_thawed_with_its_connection_silently_dead_answers_its_fir
         .expect("the thawed environment's first grab waited on its dead connection");
     assert_eq!(ada.status, 202, "the first grab after the thaw: {}", ada.body);
 
-    app.deliver_all().await;
-    let told: BTreeMap<String, u32> = [("bob", &bob), ("ada", &ada)]
-        .into_iter()
-        .map(|(user, reply)| (user.to_owned(), reply.body["ticket_no"].as_u64().unwrap() as u32))
-        .collect();
-    assert_exact_after(&app, &event, &told, 3).await;
+    assert_exact_for(&app, &event, [("bob", &bob), ("ada", &ada)]).await;
 }
