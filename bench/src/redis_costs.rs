@@ -1,8 +1,8 @@
 //! redis-costs: what each of a sale's Redis operations costs the server, in its own CPU time: the
 //! deciding costs of docs/SCALE.md's model (a master's core is one second of CPU a second).
 //!
-//! A redis-server of the bench's own (plain and TLS ports, an AUTH token, a self-signed RSA-2048
-//! certificate made with `openssl`), so nothing else runs on it; the server's CPU is read from
+//! Redis servers of the bench's own (plain and TLS ports, an AUTH token, a self-signed RSA-2048
+//! certificate made with `openssl`), so nothing else runs on them; a server's CPU is read from
 //! `/proc/<pid>/stat` before and after each kind (all its threads; the clock's ticks, 10 ms, are why
 //! each kind runs thousands of times). Each kind twice: one request at a time on each of 64
 //! connections (a Lambda environment on demand: a connection of its own, one request at a time),
@@ -10,22 +10,28 @@
 //! pipelines them, which the server pays less for). Rounds in alternating order, medians:
 //!
 //! - `grab won`: the product's grab script through the gate (`Gate::grab`), each user winning;
+//! - `grab won and kept`: the same, then the order kept in its sent record (`Gate::keep_sent`:
+//!   where the server has a replica, its `WAIT` and the server's id with it);
 //! - `grab refused`: the same on the sold-out event (what each environment's sold-out memory costs
 //!   the master when it starts or renews: one script);
 //! - `limiter`: verify-hash's per-user count (`Gate::count_request`, one round trip of three
 //!   commands);
 //! - `field read`: one `HGET` of a user's field (the sold-out memory's read, on a replica);
-//! - `connect` and `connect TLS`: a new connection as redis-rs makes it (TLS handshake, `AUTH`),
-//!   one `PING`, closed: what each new execution environment costs each master it talks to.
+//! - `write` and `write waited`: a `SET`, and a `SET` then `WAIT 1` (only where a replica answers):
+//!   what a replica's confirmation costs the primary, apart;
+//! - `connect`, `connect TLS` and `connect cluster`: a new connection as redis-rs makes it (TLS
+//!   handshake, `AUTH`, in cluster mode `CLUSTER SLOTS`), one `PING`, closed: what each new
+//!   execution environment costs each master it talks to.
 //!
+//! The operations run three ways, side by side in each round: a server on its own over its plain
+//! port, the same over TLS (the gate's own `rediss://` connections, trusting the bench's CA through
+//! `SSL_CERT_FILE`, which redis-rs's rustls reads), and as the template deploys ElastiCache: a shard
+//! of two cluster nodes (a primary with every slot and its replica, replication and the cluster
+//! bus over TLS), the gate in cluster mode over TLS, the primary's CPU read. The model takes the
+//! deployed figures; the local check against this machine's runner, the plain ones.
 //!
-//! The scripts run over both transports, side by side in each round: plain, and TLS as the
-//! template deploys ElastiCache (in-transit encryption on; the gate's own `rediss://` connections,
-//! trusting the bench's CA through `SSL_CERT_FILE`, which redis-rs's rustls reads). The model
-//! takes the TLS figures; the local check against this machine's runner, the plain ones.
-//!
-//! `cargo build --release -p bench --bin redis-costs && target/.../redis-costs [--rounds 3]`
-//! (`scripts/bench redis-costs`).
+//! `cargo build --release -p bench --bin redis-costs && target/.../redis-costs [--rounds 3]
+//! [--only <kind>]` (`scripts/bench redis-costs`).
 
 use std::{
     path::PathBuf,
@@ -57,6 +63,9 @@ struct Args {
     concurrency: usize,
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Only the kinds whose name holds this (e.g. `Limiter`, `GrabWon`): a quick look at one.
+    #[arg(long)]
+    only: Option<String>,
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -67,44 +76,76 @@ const TOKEN: &str = "redis-costs-token-0123456789";
 enum Kind {
     GrabWon,
     /// A won grab and its order kept in its bucket's sent record, as the courier keeps it before
-    /// the send (no replica here: no `WAIT`).
+    /// the send (where the server has a replica, the record's `WAIT` and the server's id after it).
     GrabWonKept,
     GrabRefused,
     Limiter,
     FieldRead,
+    /// A write alone (`SET`), and a write with a replica's confirmation (`SET`, then `WAIT 1`,
+    /// one after the other on one connection): what a `WAIT` costs the primary, apart.
+    Write,
+    WriteWaited,
     Connect,
     ConnectTls,
+    /// A new environment's cluster connection over TLS: a connection to the configuration
+    /// endpoint's node, `CLUSTER SLOTS`, a connection to each primary (here one), a `PING`.
+    ConnectCluster,
 }
 
 impl Kind {
-    const ALL: [Kind; 7] = [
+    const ALL: [Kind; 10] = [
         Kind::GrabWon,
         Kind::GrabWonKept,
         Kind::GrabRefused,
         Kind::Limiter,
         Kind::FieldRead,
+        Kind::Write,
+        Kind::WriteWaited,
         Kind::Connect,
         Kind::ConnectTls,
+        Kind::ConnectCluster,
     ];
 
     fn label(self) -> &'static str {
         match self {
             Kind::GrabWon => "grab won (grab.lua)",
-            Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua)",
+            Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua; with a replica, its WAIT)",
             Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
             Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
+            Kind::Write => "a write (SET)",
+            Kind::WriteWaited => "a write and a replica's confirmation (SET, then WAIT 1)",
             Kind::Connect => "new connection, plain (AUTH, PING)",
             Kind::ConnectTls => "new connection, TLS (handshake, AUTH, PING)",
+            Kind::ConnectCluster => "new connection, cluster mode, TLS (handshakes, AUTH, CLUSTER SLOTS, PING)",
         }
     }
 }
 
-/// Which port, and so which transport, the requests take.
+/// Which server and port, and so which transport, the requests take.
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
 enum Transport {
+    /// A server on its own, its plain port: the local stack.
     Plain,
+    /// The same server's TLS port.
     Tls,
+    /// As the template deploys the cache: TLS, cluster mode (each script asks `CLUSTER MYID`), a
+    /// replica (each kept order's `WAIT`, and the replication stream, on the primary).
+    Deployed,
+}
+
+impl Transport {
+    fn tls(self) -> bool {
+        self != Transport::Plain
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Transport::Plain => "plain",
+            Transport::Tls => "TLS",
+            Transport::Deployed => "as deployed (TLS, cluster, a replica)",
+        }
+    }
 }
 
 /// How the requests reach the server.
@@ -144,7 +185,7 @@ async fn drive<'a, H: Sync, R: 'a>(
 }
 
 fn kind_is_connect(kind: Kind) -> bool {
-    matches!(kind, Kind::Connect | Kind::ConnectTls)
+    matches!(kind, Kind::Connect | Kind::ConnectTls | Kind::ConnectCluster)
 }
 
 /// The bench's own redis-server.
@@ -154,8 +195,6 @@ struct Server {
     port: u16,
     tls_port: u16,
     ca: Vec<u8>,
-    ca_file: PathBuf,
-    _dir: TempDir,
 }
 
 impl Drop for Server {
@@ -185,56 +224,91 @@ fn run(cmd: &mut Command) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn start_server() -> Result<Server, Failure> {
-    let dir = std::env::temp_dir().join(format!("redis-costs-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&dir)?;
-    let dir = TempDir(dir);
-    let path = |name: &str| dir.0.join(name);
-    // A CA and a server certificate it signs, RSA-2048 (a common server key; ElastiCache does not
-    // publish its own).
-    run(Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench-ca"])
-        .arg("-keyout")
-        .arg(path("ca.key"))
-        .arg("-out")
-        .arg(path("ca.crt")))?;
-    run(Command::new("openssl")
-        .args(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1"])
-        .arg("-keyout")
-        .arg(path("server.key"))
-        .arg("-out")
-        .arg(path("server.csr")))?;
-    std::fs::write(path("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
-    run(Command::new("openssl")
-        .args(["x509", "-req", "-days", "1", "-CAcreateserial"])
-        .arg("-in")
-        .arg(path("server.csr"))
-        .arg("-CA")
-        .arg(path("ca.crt"))
-        .arg("-CAkey")
-        .arg(path("ca.key"))
-        .arg("-out")
-        .arg(path("server.crt"))
-        .arg("-extfile")
-        .arg(path("san.ext")))?;
+/// A CA and a server certificate it signs, RSA-2048 (a common server key; ElastiCache does not
+/// publish its own), shared by the bench's servers (a replica trusts its primary by the same CA).
+struct Certs {
+    dir: TempDir,
+}
+
+impl Certs {
+    fn make() -> Result<Self, Failure> {
+        let dir = std::env::temp_dir().join(format!("redis-costs-{}", uuid::Uuid::now_v7().simple()));
+        std::fs::create_dir_all(&dir)?;
+        let certs = Certs { dir: TempDir(dir) };
+        let path = |name: &str| certs.path(name);
+        run(Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=bench-ca"])
+            .arg("-keyout")
+            .arg(path("ca.key"))
+            .arg("-out")
+            .arg(path("ca.crt")))?;
+        run(Command::new("openssl")
+            .args(["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1"])
+            .arg("-keyout")
+            .arg(path("server.key"))
+            .arg("-out")
+            .arg(path("server.csr")))?;
+        std::fs::write(path("san.ext"), "subjectAltName=IP:127.0.0.1\n")?;
+        run(Command::new("openssl")
+            .args(["x509", "-req", "-days", "1", "-CAcreateserial"])
+            .arg("-in")
+            .arg(path("server.csr"))
+            .arg("-CA")
+            .arg(path("ca.crt"))
+            .arg("-CAkey")
+            .arg(path("ca.key"))
+            .arg("-out")
+            .arg(path("server.crt"))
+            .arg("-extfile")
+            .arg(path("san.ext")))?;
+        Ok(certs)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.0.join(name)
+    }
+}
+
+/// How a server of the bench's runs.
+#[derive(Clone, Copy, PartialEq)]
+enum Role {
+    /// On its own: no cluster, no replica (the local stack's shape).
+    Alone,
+    /// A node of a cluster (cluster mode enabled, TLS between nodes and to replicas): ElastiCache's
+    /// shape as the template deploys it.
+    Node,
+}
+
+async fn start_server(certs: &Certs, role: Role) -> Result<Server, Failure> {
     let (port, tls_port) = (free_port()?, free_port()?);
-    let child = Command::new("redis-server")
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", TOKEN])
+    let dir = certs.path(&format!("node-{port}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", TOKEN])
+        .args(["--masterauth", TOKEN])
         .args(["--port", &port.to_string(), "--tls-port", &tls_port.to_string(), "--tls-auth-clients", "no"])
         .arg("--tls-cert-file")
-        .arg(path("server.crt"))
+        .arg(certs.path("server.crt"))
         .arg("--tls-key-file")
-        .arg(path("server.key"))
+        .arg(certs.path("server.key"))
         .arg("--tls-ca-cert-file")
-        .arg(path("ca.crt"))
+        .arg(certs.path("ca.crt"))
         .arg("--dir")
-        .arg(&dir.0)
-        .stdout(Stdio::null())
-        .spawn()?;
+        .arg(&dir);
+    if role == Role::Node {
+        cmd.args(["--cluster-enabled", "yes", "--cluster-port", &free_port()?.to_string()]).args([
+            "--cluster-announce-ip",
+            "127.0.0.1",
+            "--tls-cluster",
+            "yes",
+            "--tls-replication",
+            "yes",
+        ]);
+    }
+    let child = cmd.stdout(Stdio::null()).spawn()?;
     let pid = child.id();
-    let ca = std::fs::read(path("ca.crt"))?;
-    let ca_file = path("ca.crt");
-    let server = Server { child, pid, port, tls_port, ca, ca_file, _dir: dir };
+    let ca = std::fs::read(certs.path("ca.crt"))?;
+    let server = Server { child, pid, port, tls_port, ca };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         match connect(&server, false).await {
@@ -242,6 +316,39 @@ async fn start_server() -> Result<Server, Failure> {
             Err(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(50)).await,
             Err(e) => return Err(format!("redis-server did not start: {e}").into()),
         }
+    }
+}
+
+/// A shard as the template deploys one: a primary holding every slot, and a replica of it (the
+/// sent records' `WAIT`s and the replication stream are the primary's to pay).
+async fn start_shard(certs: &Certs) -> Result<(Server, Server), Failure> {
+    let (primary, replica) = (start_server(certs, Role::Node).await?, start_server(certs, Role::Node).await?);
+    let (mut p, mut r) = (connect(&primary, false).await?, connect(&replica, false).await?);
+    let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut p).await?;
+    let bus: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("cluster-port").query_async(&mut p).await?;
+    let _: () = redis::cmd("CLUSTER")
+        .arg("MEET")
+        .arg("127.0.0.1")
+        .arg(primary.tls_port)
+        .arg(&bus[1])
+        .query_async(&mut r)
+        .await?;
+    let id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut replicating = false;
+    loop {
+        if !replicating {
+            replicating = redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok();
+        }
+        let link: String = redis::cmd("INFO").arg("replication").query_async(&mut r).await?;
+        let state: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut p).await?;
+        if link.contains("master_link_status:up") && state.contains("cluster_state:ok") {
+            return Ok((primary, replica));
+        }
+        if Instant::now() > deadline {
+            return Err("the shard did not form (a primary and its replica)".into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -281,7 +388,7 @@ async fn measure(
     args: &Args,
     round: usize,
 ) -> Result<(f64, f64), Failure> {
-    let tls = transport == Transport::Tls;
+    let tls = transport.tls();
     let gate = &gates[0];
     let tick = tick_us()?;
     let users: Vec<UserId> = (0..args.ops)
@@ -342,7 +449,7 @@ async fn measure(
                 UserLimit { requests: 1_000_000, window: Duration::from_secs(1) },
             )
             .await?;
-        if kind == Kind::FieldRead {
+        if matches!(kind, Kind::FieldRead | Kind::Write | Kind::WriteWaited) {
             let mut conn = connect(server, tls).await?;
             let _: String = redis::cmd("PING").query_async(&mut conn).await?;
             conns.push(conn);
@@ -409,9 +516,48 @@ async fn measure(
             }
             found.len()
         }
+        Kind::ConnectCluster => {
+            let settings = bench::sales::gate_settings(
+                &format!("rediss://127.0.0.1:{}", server.tls_port),
+                true,
+                Some(TOKEN.into()),
+            );
+            let pings: Vec<Result<String, Failure>> = futures::stream::iter(0..connections)
+                .map(|_| {
+                    let settings = settings.clone();
+                    async move {
+                        let mut conn = Gate::new(&settings)?.connection().await?;
+                        Ok(redis::cmd("PING").query_async(&mut conn).await?)
+                    }
+                })
+                .buffer_unordered(8)
+                .collect()
+                .await;
+            pings.into_iter().collect::<Result<Vec<_>, _>>()?.len()
+        }
+        Kind::Write | Kind::WriteWaited => {
+            let waited = kind == Kind::WriteWaited;
+            let wrote: Vec<Result<u32, Failure>> = drive(&users, &conns, mode, args.concurrency, move |conn, user| {
+                Box::pin(async move {
+                    let mut conn = conn.clone();
+                    let _: () =
+                        redis::cmd("SET").arg(format!("redis-costs:w:{user}")).arg("x").query_async(&mut conn).await?;
+                    if !waited {
+                        return Ok(0);
+                    }
+                    Ok(redis::cmd("WAIT").arg(1).arg(100).query_async(&mut conn).await?)
+                })
+            })
+            .await;
+            let acked = wrote.into_iter().collect::<Result<Vec<_>, _>>()?;
+            // Where there is a replica, every write was confirmed by it (or timed out: not a cost).
+            if waited && acked.contains(&0) {
+                return Err("a WAIT timed out: the replica is not keeping up".into());
+            }
+            acked.len()
+        }
         Kind::Connect | Kind::ConnectTls => {
             let tls = kind == Kind::ConnectTls;
-            let _ = transport;
             // Eight at a time: environments starting together, not one client's burst.
             let pings: Vec<Result<String, Failure>> = futures::stream::iter(0..connections)
                 .map(|_| async move {
@@ -451,28 +597,35 @@ async fn main() -> Result<(), Failure> {
     let args = Args::parse();
     // The process's TLS provider (rustls, aws-lc-rs), as the functions install it.
     let _ = local_runner::client::builder();
-    let server = start_server().await?;
+    let certs = Certs::make()?;
     // The gate's TLS connections trust the bench's CA (redis-rs reads the roots through
     // rustls-native-certs, which honours SSL_CERT_FILE), before any connection is made.
     // SAFETY: set once, before any other thread of this process reads the environment.
-    unsafe { std::env::set_var("SSL_CERT_FILE", &server.ca_file) };
-    let gates_of = |url: String| -> Result<Vec<Gate>, Failure> {
-        let settings = bench::sales::gate_settings(&url, false, Some(TOKEN.into()));
+    unsafe { std::env::set_var("SSL_CERT_FILE", certs.path("ca.crt")) };
+    let server = start_server(&certs, Role::Alone).await?;
+    let (primary, _replica) = start_shard(&certs).await?;
+    let gates_of = |url: String, cluster: bool| -> Result<Vec<Gate>, Failure> {
+        let settings = bench::sales::gate_settings(&url, cluster, Some(TOKEN.into()));
         // A gate (and its connection) per connection of `Mode::Alone`; the first serves `Pipelined`.
         Ok((0..args.concurrency.max(1)).map(|_| Gate::new(&settings)).collect::<Result<_, _>>()?)
     };
-    let plain = gates_of(format!("redis://127.0.0.1:{}", server.port))?;
-    let tls = gates_of(format!("rediss://127.0.0.1:{}", server.tls_port))?;
+    let plain = gates_of(format!("redis://127.0.0.1:{}", server.port), false)?;
+    let tls = gates_of(format!("rediss://127.0.0.1:{}", server.tls_port), false)?;
+    let deployed = gates_of(format!("rediss://127.0.0.1:{}", primary.tls_port), true)?;
     // The connections' kinds make new connections: the mode and transport are theirs alone.
     let plan: Vec<(Kind, Mode, Transport)> = Kind::ALL
         .iter()
         .flat_map(|&k| match k {
             Kind::Connect | Kind::ConnectTls => vec![(k, Mode::Alone, Transport::Plain)],
-            _ => [Transport::Plain, Transport::Tls]
+            Kind::ConnectCluster => vec![(k, Mode::Alone, Transport::Deployed)],
+            // Only a server with a replica answers a `WAIT` before its timeout.
+            Kind::WriteWaited => vec![(k, Mode::Alone, Transport::Deployed), (k, Mode::Pipelined, Transport::Deployed)],
+            _ => [Transport::Plain, Transport::Tls, Transport::Deployed]
                 .into_iter()
                 .flat_map(|t| [(k, Mode::Alone, t), (k, Mode::Pipelined, t)])
                 .collect(),
         })
+        .filter(|(k, ..)| args.only.as_ref().is_none_or(|only| format!("{k:?}").contains(only.as_str())))
         .collect();
     let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); plan.len()];
     for round in 0..args.rounds {
@@ -481,8 +634,12 @@ async fn main() -> Result<(), Failure> {
             if round % 2 == 0 { (0..plan.len()).collect() } else { (0..plan.len()).rev().collect() };
         for k in order {
             let (kind, mode, transport) = plan[k];
-            let gates = if transport == Transport::Tls { &tls } else { &plain };
-            let (us, rate) = measure(&server, gates, plan[k], &args, round).await?;
+            let (gates, on) = match transport {
+                Transport::Plain => (&plain, &server),
+                Transport::Tls => (&tls, &server),
+                Transport::Deployed => (&deployed, &primary),
+            };
+            let (us, rate) = measure(on, gates, plan[k], &args, round).await?;
             eprintln!(
                 "round {}: {} ({mode:?}, {transport:?}): {us:.1} us of server CPU each, {rate:.0}/s",
                 round + 1,
@@ -512,7 +669,7 @@ async fn main() -> Result<(), Failure> {
     );
     println!();
     println!(
-        "| operation | transport | one at a time on each of {n} connections (on demand): us | vs a won grab | a core's ceiling | {n} in flight on one connection (many per environment): us | vs a won grab | TLS vs plain (on demand, in flight) |",
+        "| operation | transport | one at a time on each of {n} connections (on demand): us | vs a won grab | a core's ceiling | {n} in flight on one connection (many per environment): us | vs a won grab | against plain (on demand, in flight) |",
         n = args.concurrency
     );
     println!("|---|---|---|---|---|---|---|---|");
@@ -522,8 +679,9 @@ async fn main() -> Result<(), Failure> {
     let won = |mode: Mode, t: Transport| find(Kind::GrabWon, mode, t).map_or(f64::NAN, |r| r.server_us);
     let cell = |r: &Row| format!("{:.1} ({:.1}-{:.1})", r.server_us, r.spread.0, r.spread.1);
     for kind in Kind::ALL {
-        for t in [Transport::Plain, Transport::Tls] {
-            if kind_is_connect(kind) && t == Transport::Tls {
+        for t in [Transport::Plain, Transport::Tls, Transport::Deployed] {
+            // A connection's kind is measured once, on the transport it names.
+            if kind_is_connect(kind) && t != Transport::Plain {
                 continue;
             }
             let Some(alone) = find(kind, Mode::Alone, t) else { continue };
@@ -532,8 +690,8 @@ async fn main() -> Result<(), Failure> {
                 None => ("-".into(), "-".into()),
             };
             let versus =
-                match (t, find(kind, Mode::Alone, Transport::Plain), find(kind, Mode::Pipelined, Transport::Plain)) {
-                    (Transport::Tls, Some(a), Some(p)) => format!(
+                match (find(kind, Mode::Alone, Transport::Plain), find(kind, Mode::Pipelined, Transport::Plain)) {
+                    (Some(a), Some(p)) if t != Transport::Plain && !kind_is_connect(kind) => format!(
                         "{:.2}x, {:.2}x",
                         alone.server_us / a.server_us,
                         find(kind, Mode::Pipelined, t).map_or(f64::NAN, |q| q.server_us / p.server_us)
@@ -543,15 +701,9 @@ async fn main() -> Result<(), Failure> {
             println!(
                 "| {} | {} | {} | {:.2}x | {:.0}/s | {} | {} | {} |",
                 kind.label(),
-                if kind_is_connect(kind) {
-                    "-"
-                } else if t == Transport::Tls {
-                    "TLS"
-                } else {
-                    "plain"
-                },
+                if kind_is_connect(kind) { "-" } else { t.label() },
                 cell(alone),
-                alone.server_us / won(Mode::Alone, t),
+                alone.server_us / won(Mode::Alone, alone.transport),
                 1e6 / alone.server_us,
                 piped,
                 piped_ratio,

@@ -453,57 +453,94 @@ impl PassKeyRingSource {
 }
 
 fn parse_ring(text: &str) -> Result<PassKeyRing, ConfigError> {
+    published_ring(text).map(|(ring, _)| ring)
+}
+
+/// A published ring and when the view it was made from was read (`read_at_ms`; 0 in a ring
+/// published before it was written, the oldest).
+fn published_ring(text: &str) -> Result<(PassKeyRing, i64), ConfigError> {
     #[derive(serde::Deserialize)]
     struct Ring {
         current: String,
         #[serde(default)]
         next: Option<String>,
         previous: Option<String>,
+        #[serde(default)]
+        read_at_ms: i64,
     }
     let bad = |reason: &str| ConfigError::Malformed { name: "PASS_PUBLIC_KEYS", reason: reason.into() };
     let ring: Ring = serde_json::from_str(text)
         .map_err(|_| bad("not {\"current\": <key>, \"next\": <key or null>, \"previous\": <key or null>}"))?;
     let key = |k: &str| PublicPassKey::decode(k).map_err(|_| bad("a key is not 32 bytes of base64url"));
-    Ok(PassKeyRing {
+    let keys = PassKeyRing {
         current: key(&ring.current)?,
         next: ring.next.as_deref().map(key).transpose()?,
         previous: ring.previous.as_deref().map(key).transpose()?,
-    })
+    };
+    Ok((keys, ring.read_at_ms))
 }
 
-fn ring_text(ring: &PassKeyRing) -> String {
+fn ring_text(ring: &PassKeyRing, read_ms: i64) -> String {
     let key = |k: &Option<PublicPassKey>| k.as_ref().map(PublicPassKey::encoded);
-    serde_json::json!({ "current": ring.current.encoded(), "next": key(&ring.next), "previous": key(&ring.previous) })
-        .to_string()
+    serde_json::json!({
+        "current": ring.current.encoded(),
+        "next": key(&ring.next),
+        "previous": key(&ring.previous),
+        "read_at_ms": read_ms,
+    })
+    .to_string()
+}
+
+/// What a publication of the public pass keys did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Publication {
+    Written,
+    /// The same keys were published already.
+    AlreadyPublished,
+    /// Other keys are published, from a view read after this one: left as they are (this view
+    /// predates a step of the rotation that one shows).
+    LaterPublished,
 }
 
 /// Mail's publication of the public pass keys ([`crate::handlers::mail::Mail::publish_pass_keys`])
-/// into the secret `arn`: written only when it differs from what is there. Returns whether it
-/// wrote.
+/// into the secret `arn`, with when the view they come from was read (`read_ms`): written only when
+/// they differ from what is there, and what is there was not read later (an environment whose view
+/// predates a rotation's step, though not stale, never writes it back over the step's keys).
 pub async fn publish_pass_keys_to(
     sdk: &aws_config::SdkConfig,
     arn: &str,
     ring: &PassKeyRing,
-) -> Result<bool, ConfigError> {
+    read_ms: i64,
+) -> Result<Publication, ConfigError> {
     let unreadable = |e: crate::secrets::SecretError| ConfigError::SecretUnreadable {
         name: "PASS_PUBLIC_KEYS_ARN",
         reason: e.to_string(),
     };
     let published = match crate::secrets::read(sdk, arn).await {
-        Ok(text) => parse_ring(&text).ok(),
+        Ok(text) => published_ring(&text).ok(),
         Err(crate::secrets::SecretError::Empty) => None,
         Err(e) => return Err(unreadable(e)),
     };
-    if published.as_ref() == Some(ring) {
-        return Ok(false);
+    match &published {
+        Some((keys, _)) if keys == ring => return Ok(Publication::AlreadyPublished),
+        Some((keys, read_at)) if *read_at > read_ms => {
+            tracing::info!(
+                key_id = ring.current.id(),
+                published_key_id = keys.current.id(),
+                "pass keys read later are published; left as they are"
+            );
+            return Ok(Publication::LaterPublished);
+        }
+        _ => {}
     }
-    crate::secrets::write(sdk, arn, &ring_text(ring)).await.map_err(unreadable)?;
+    crate::secrets::write(sdk, arn, &ring_text(ring, read_ms)).await.map_err(unreadable)?;
     tracing::info!(
         key_id = ring.current.id(),
         next_key_id = ring.next.as_ref().map(PublicPassKey::id),
         "pass keys published"
     );
-    Ok(true)
+    Ok(Publication::Written)
 }
 
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.

@@ -51,6 +51,7 @@ pub fn deployment_limits_from_env() -> Result<DeploymentLimits, ConfigError> {
         stage: limit("STAGE_THROTTLE")?,
         grab_reserved: limit("GRAB_RESERVED_CONCURRENCY")?,
         verify_hash_reserved: limit("VERIFY_HASH_RESERVED_CONCURRENCY")?,
+        edge: text_or("EDGE", "none") == "cloudfront",
     })
 }
 

@@ -313,6 +313,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
             return Err(SecretError::Empty);
         };
         for _ in 0..TORN_READS {
+            let began = crate::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
             let pending = read_version(client, id, "AWSPENDING").await?;
             let previous = read_version(client, id, "AWSPREVIOUS").await?;
             let current = read_version(client, id, "AWSCURRENT").await?.ok_or(SecretError::Empty)?;
@@ -323,7 +324,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
             {
                 continue;
             }
-            return self.stages(current, pending, previous);
+            return self.stages(current, pending, previous, began);
         }
         Err(SecretError::Unreadable("the secret's stages kept moving while read".into()))
     }
@@ -335,6 +336,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         current: Version,
         pending: Option<Version>,
         previous: Option<Version>,
+        read_ms: i64,
     ) -> Result<Staged<K>, SecretError> {
         let parse = self.inner.parse;
         let other = |v: Option<Version>| -> Option<K> {
@@ -351,6 +353,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
             pending: other(pending),
             previous: other(previous),
             current: parse(&current.value).map_err(SecretError::Malformed)?,
+            read_ms,
         })
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use aws_sdk_secretsmanager::Client;
 use shared::{
-    config::{PassKeyRingSource, publish_pass_keys_to},
+    config::{PassKeyRingSource, Publication, publish_pass_keys_to},
     domain::{
         EventId, OrderId, TicketNo, UserId,
         key_rotation::Staged,
@@ -64,6 +64,13 @@ impl Rotating {
         let stage = |label: &str| self.sm.update_secret_version_stage().secret_id(&self.id).version_stage(label);
         stage("AWSCURRENT").move_to_version_id(new).remove_from_version_id(current).send().await.unwrap();
         stage("AWSPENDING").remove_from_version_id(new).send().await.unwrap();
+    }
+
+    /// A staging withdrawn: `aws secretsmanager update-secret-version-stage ... --version-stage
+    /// AWSPENDING --remove-from-version-id <staged>`.
+    async fn withdraw(&self, staged: &str) {
+        let stage = self.sm.update_secret_version_stage().secret_id(&self.id).version_stage("AWSPENDING");
+        stage.remove_from_version_id(staged).send().await.unwrap();
     }
 
     /// An environment reading the key now, and never again.
@@ -145,7 +152,10 @@ async fn the_pass_key_rotates_with_every_mailed_pass_still_checking_in() {
     // Mail publishes what it read; a door reads what is published.
     let publish = |keys: Staged<PassKey>| {
         let (sdk, public) = (app.sdk.clone(), public.clone());
-        async move { publish_pass_keys_to(&sdk, &public, &PassKeyRing::of(&keys)).await.unwrap() }
+        async move {
+            publish_pass_keys_to(&sdk, &public, &PassKeyRing::of(&keys), keys.read_ms).await.unwrap()
+                == Publication::Written
+        }
     };
     let door = || async { PassKeyRingSource::secret(app.sdk.clone(), &public, Duration::MAX).get().await.unwrap() };
     let pass = Pass { event: fresh_event_id(), order: OrderId::generate(), ticket_no: TicketNo::new(7) };
@@ -175,6 +185,19 @@ async fn the_pass_key_rotates_with_every_mailed_pass_still_checking_in() {
     );
     assert_eq!(door_after.verify(&mailed_before), Ok(pass.clone()), "mailed before the rotation, still checks in");
     assert_eq!(door_after.verify(&mailed_after), Ok(pass.clone()));
+    // A mail environment whose view is from before a step (read within its `kept`, so not stale)
+    // publishes after one that read since: the newer ring stays published.
+    assert!(!publish(staged.clone()).await, "the staged ring is not written back over the promoted one");
+    assert!(!publish(before.clone()).await, "nor the ring from before the rotation");
+    assert_eq!(door().await, door_after, "the doors still read the promoted ring");
+    // A staging withdrawn (its key leaked, say): the view read after it is published, and the
+    // withdrawn key is no longer `next`.
+    let leaked = secret.stage("a pass key staged, then withdrawn!").await;
+    assert!(publish(secret.environment(&app, parse).await).await);
+    assert!(door().await.next.is_some());
+    secret.withdraw(&leaked).await;
+    assert!(publish(secret.environment(&app, parse).await).await, "the withdrawal is published");
+    assert_eq!(door().await.next, None, "the withdrawn key is trusted no more");
     // A door that read before the first step does not know the new key: it reads the ring again
     // for such a pass (`Door::check_in`).
     assert!(door_before.verify(&mailed_after).is_err() && door_after.knows(&after.current.public().id()));

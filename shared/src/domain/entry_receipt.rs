@@ -366,8 +366,8 @@ mod tests {
         let after = new.issue(&event(), &"cd".repeat(32), "2026-11-27T10:05:00Z", None);
         // Staged: the old key signs, the new one is published as next (an environment that read
         // the new key first signs with it); promoted: the old one stays published as previous.
-        let staged = ReceiptKeyRing::of(&Staged { current: old.clone(), pending: Some(new.clone()), previous: None });
-        let promoted = ReceiptKeyRing::of(&Staged { current: new.clone(), pending: None, previous: Some(old.clone()) });
+        let staged = ReceiptKeyRing::of(&Staged::of(old.clone(), Some(new.clone()), None));
+        let promoted = ReceiptKeyRing::of(&Staged::of(new.clone(), None, Some(old.clone())));
         for ring in [&staged, &promoted] {
             assert!(ring.verify(&before).is_ok() && ring.verify(&after).is_ok());
         }

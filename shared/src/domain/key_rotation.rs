@@ -24,12 +24,22 @@ pub struct Staged<K> {
     pub pending: Option<K>,
     /// `AWSPREVIOUS`: the key before, accepted for what it signed.
     pub previous: Option<K>,
+    /// When these stages were read from their secret, in ms since the epoch (0: never read, a
+    /// fixed key). Of two views, the one read later shows the later step of a rotation, whatever
+    /// the step was (a staging, a promotion, a staging withdrawn): what is published from a view
+    /// (the pass key's public halves) is never replaced by a view read before it.
+    pub read_ms: i64,
 }
 
 impl<K> Staged<K> {
     /// A key that is not rotating (a development value).
     pub fn only(current: K) -> Self {
-        Self { current, pending: None, previous: None }
+        Self { current, pending: None, previous: None, read_ms: 0 }
+    }
+
+    /// The stages of a rotation, never read (tests).
+    pub fn of(current: K, pending: Option<K>, previous: Option<K>) -> Self {
+        Self { current, pending, previous, read_ms: 0 }
     }
 
     /// Every key a check accepts, the current one first.
@@ -55,6 +65,7 @@ impl<K> Staged<K> {
             current: f(&self.current),
             pending: self.pending.as_ref().map(&f),
             previous: self.previous.as_ref().map(&f),
+            read_ms: self.read_ms,
         }
     }
 }
@@ -83,16 +94,16 @@ mod tests {
         assert!(verify(&before, &by_old).is_ok());
         assert!(verify(&before, &by_new).is_err());
         // Staged: the new key is checked while the old still signs.
-        let staged = Staged { current: old.clone(), pending: Some(new.clone()), previous: None };
+        let staged = Staged::of(old.clone(), Some(new.clone()), None);
         assert!(verify(&staged, &by_old).is_ok() && verify(&staged, &by_new).is_ok());
         // Made current: what the old key signed still checks.
-        let after = Staged { current: new.clone(), pending: None, previous: Some(old.clone()) };
+        let after = Staged::of(new.clone(), None, Some(old.clone()));
         assert!(verify(&after, &by_old).is_ok() && verify(&after, &by_new).is_ok());
         // A key never staged is refused, with the current key's reason.
         let forged = stranger.issue(&event, &user, 10_000);
         assert_eq!(verify(&after, &forged), Err(BadHash::Forged));
         // The next rotation drops the key before the previous one.
-        let next = Staged { current: key("third"), pending: None, previous: Some(new) };
+        let next = Staged::of(key("third"), None, Some(new));
         assert!(verify(&next, &by_old).is_err());
     }
 }

@@ -299,16 +299,16 @@ mod tests {
         let new = PassKey::new(b"0123456789abcdef-new-key").unwrap();
         // Staged: a pass signed with the next key (by a mail environment that read it first)
         // checks at a door that still signs nothing with it.
-        let staged = PassKeyRing::of(&Staged { current: old.clone(), pending: Some(new.clone()), previous: None });
+        let staged = PassKeyRing::of(&Staged::of(old.clone(), Some(new.clone()), None));
         assert_eq!(staged.verify(&new.issue(&pass())), Ok(pass()));
         assert_eq!(staged.verify(&old.issue(&pass())), Ok(pass()));
-        let rotated = PassKeyRing::of(&Staged { current: new.clone(), pending: None, previous: Some(old.clone()) });
+        let rotated = PassKeyRing::of(&Staged::of(new.clone(), None, Some(old.clone())));
         assert_eq!(rotated.verify(&old.issue(&pass())), Ok(pass()));
         assert_eq!(rotated.verify(&new.issue(&pass())), Ok(pass()));
         assert!(rotated.knows(&old.public().id()) && !PassKeyRing::from(new.public()).knows(&old.public().id()));
         // Two rotations later the first key is gone, and so are its passes.
         let newer = PassKey::new(b"0123456789abcdef-newer-key").unwrap();
-        let again = PassKeyRing::of(&Staged { current: newer, pending: None, previous: Some(new) });
+        let again = PassKeyRing::of(&Staged::of(newer, None, Some(new)));
         assert_eq!(again.verify(&old.issue(&pass())), Err(BadPass::UnknownKey));
     }
 

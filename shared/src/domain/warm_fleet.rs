@@ -33,6 +33,12 @@ pub const GRAB_RETRY_ROOM: f64 = 1.2;
 pub const UNRESERVED_MINIMUM: u32 = 100;
 /// API Gateway's default rate per account and Region (requests/s), which no API reads.
 pub const API_ACCOUNT_RATE: u32 = 10_000;
+/// CloudFront's requests a second per distribution by default ("Quotas", Amazon CloudFront), which
+/// no API of the stack's reads.
+pub const EDGE_DISTRIBUTION_RATE: u32 = 250_000;
+/// Requests a user's grab costs the edge: verify-hash and the grab, each after a read of the sale's
+/// state (docs/DEPLOY.md, "The edge": a client reads it before it asks).
+pub const EDGE_REQUESTS_PER_GRAB: u32 = 4;
 /// A sale's confirmations should all be sent within this.
 pub const MAIL_DRAIN: Duration = Duration::minutes(10);
 
@@ -152,6 +158,8 @@ pub struct DeploymentLimits {
     /// Reserved concurrency of grab and verify-hash.
     pub grab_reserved: Option<u32>,
     pub verify_hash_reserved: Option<u32>,
+    /// A CloudFront distribution stands in front of the API (`Edge=cloudfront`).
+    pub edge: bool,
 }
 
 /// What the account says, read at release (`None`: it could not be read).
@@ -208,6 +216,15 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
             "API_ACCOUNT_RATE",
             format!(
                 "the open needs {requests} requests/s and API Gateway allows {API_ACCOUNT_RATE}/s per account by default (no API reads it); ask AWS for a raise"
+            ),
+        ));
+    }
+    let at_the_edge = rate.saturating_mul(EDGE_REQUESTS_PER_GRAB);
+    if deployment.edge && at_the_edge > EDGE_DISTRIBUTION_RATE {
+        out.push(warning(
+            "EDGE_DISTRIBUTION_RATE",
+            format!(
+                "the open needs {at_the_edge} requests/s at the edge (the state read before verify-hash and before the grab) and a CloudFront distribution takes {EDGE_DISTRIBUTION_RATE}/s by default (no API reads it); ask AWS for a raise"
             ),
         ));
     }
@@ -389,6 +406,7 @@ mod tests {
             stage: Some(5_000),
             grab_reserved: Some(200),
             verify_hash_reserved: Some(300),
+            edge: true,
         };
         let account = AccountLimits { concurrency: Some(1_000), mail_rate: Some(14.0), mail_production: Some(false) };
         let w = warnings(&event("a", 20_000, OPEN, Some(100_000)), &deployment, &account);
@@ -399,13 +417,21 @@ mod tests {
                 "VERIFY_HASH_ROUTE_THROTTLE",
                 "STAGE_THROTTLE",
                 "API_ACCOUNT_RATE",
+                "EDGE_DISTRIBUTION_RATE",
                 "FLEET_CAPPED",
                 "MAIL_DRAIN",
                 "MAIL_SANDBOX"
             ]
         );
         assert!(w[0].detail.contains("GrabThrottle to at least 100000"), "{}", w[0].detail);
-        assert!(w[5].detail.contains("24 min"), "{}", w[5].detail);
+        assert!(w[4].detail.contains("400000 requests/s at the edge"), "{}", w[4].detail);
+        assert!(w[6].detail.contains("24 min"), "{}", w[6].detail);
+        // Without the edge, its quota is not the open's.
+        let no_edge = DeploymentLimits { edge: false, ..deployment };
+        assert!(
+            !codes(&warnings(&event("a", 20_000, OPEN, Some(100_000)), &no_edge, &account))
+                .contains(&"EDGE_DISTRIBUTION_RATE")
+        );
         // The fleet as capped (200 + 300) fits 1,000 less the unreserved 100; uncapped it would not.
         let uncapped = DeploymentLimits { grab_reserved: None, ..deployment };
         assert!(
@@ -420,6 +446,7 @@ mod tests {
             grab_route: Some(3_000),
             verify_hash_route: Some(3_000),
             stage: Some(10_000),
+            edge: true,
             ..Default::default()
         };
         let account = AccountLimits { concurrency: Some(1_000), mail_rate: Some(500.0), mail_production: Some(true) };

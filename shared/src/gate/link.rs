@@ -247,6 +247,26 @@ impl LinkConn {
         })
     }
 
+    /// Sends `pipe` to the primary that serves `key`, its commands in order on one connection.
+    pub async fn pipe_on_node_of<T: redis::FromRedisValue>(
+        &mut self,
+        key: &str,
+        pipe: &Pipeline,
+    ) -> Result<T, GateError> {
+        Ok(match self {
+            Self::Primary { .. } => pipe.query_async(self).await?,
+            Self::Cluster(conn) => {
+                let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
+                let replies = conn
+                    .route_pipeline(pipe.clone(), 0, pipe.len(), SingleNodeRoutingInfo::SpecificNode(route))
+                    .await?;
+                // A command's error reply comes back as a value here: an error, as from a connection.
+                let replies = Value::Array(replies).extract_error()?;
+                redis::from_redis_value(replies).map_err(RedisError::from)?
+            }
+        })
+    }
+
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
         if let Self::Primary { bound, link } = self {
             match &result {
@@ -306,7 +326,7 @@ fn ends_connection(e: &RedisError) -> bool {
 pub(crate) const HISTORY_LEN: usize = 12;
 
 /// A field of `INFO`'s `name:value` lines.
-fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
     info.lines().find_map(|line| line.trim_end().strip_prefix(name).and_then(|rest| rest.strip_prefix(':')))
 }
 

@@ -16,7 +16,12 @@ use std::{
 use futures::{FutureExt, future::Shared};
 use redis::AsyncCommands;
 
-use super::{Gate, GateError, RebuildLock, cache_script, keys, link::LinkConn, opening_arg, outbox::OutboxEntry};
+use super::{
+    Gate, GateError, RebuildLock, cache_script, keys,
+    link::{self, LinkConn},
+    opening_arg,
+    outbox::OutboxEntry,
+};
 use crate::domain::{EventId, OrderId, UserId};
 
 /// A script that writes a sent record and says what confirms the write (`server.lua`).
@@ -31,8 +36,6 @@ static KEEP_SENT_SCRIPT: LazyLock<redis::Script> =
 static LAY_SENT_SCRIPT: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(record_script!("lay_sent.lua")));
 static STOP_SENT_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(record_script!("stop_sent.lua")));
-static SERVER_SCRIPT: LazyLock<redis::Script> =
-    LazyLock::new(|| redis::Script::new(concat!(include_str!("server.lua"), "return server()")));
 static WHOLE_OUTBOX_SCRIPT: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(cache_script!("whole_outbox.lua", opening = ARGV[1])));
 static SENT_STORED_SCRIPT: LazyLock<redis::Script> =
@@ -70,6 +73,15 @@ impl Server {
         let bad = || GateError::Protocol(format!("server {text:?}"));
         let (replicas, id) = text.split_once(':').ok_or_else(bad)?;
         Ok(Self { replicas: replicas.parse().map_err(|_| bad())?, id: id.to_owned() })
+    }
+
+    /// The same from the server's `INFO replication` read by the caller, as `server.lua` reads it
+    /// in a script: the replicas connected, the replication id (empty when it names none).
+    fn from_info(info: &str) -> Self {
+        let id = link::info_field(info, "master_replid")
+            .map(|v| v.chars().take_while(char::is_ascii_hexdigit).collect())
+            .unwrap_or_default();
+        Self { replicas: link::replicas(info), id }
     }
 }
 
@@ -183,14 +195,15 @@ impl SentWaits {
 }
 
 /// `WAIT` for `replicas` on the connection that leads to `record`'s server, then that server's
-/// replication id on the same route.
+/// replication id on the same route: one round trip (the `INFO` is read after the `WAIT` is
+/// answered, the server taking a blocked client's next command only then), a plain command
+/// rather than a script (the primary's core pays for each kept order's: BENCHMARKS section 3).
 fn wait_on(mut conn: LinkConn, record: String, replicas: u32, timeout_ms: u64) -> SharedWait {
     async move {
-        let cmd = redis::cmd("WAIT").arg(replicas).arg(timeout_ms).to_owned();
-        let acked: u32 = conn.on_node_of(&record, &cmd).await.map_err(Arc::new)?;
-        let after: String = SERVER_SCRIPT.key(&record).invoke_async(&mut conn).await.map_err(|e| Arc::new(e.into()))?;
-        let after = Server::parse(&after).map_err(Arc::new)?;
-        Ok((acked, after.id))
+        let mut both = redis::pipe();
+        both.cmd("WAIT").arg(replicas).arg(timeout_ms).cmd("INFO").arg("replication");
+        let (acked, info): (u32, String) = conn.pipe_on_node_of(&record, &both).await.map_err(Arc::new)?;
+        Ok((acked, Server::from_info(&info).id))
     }
     .boxed()
     .shared()

@@ -19,6 +19,7 @@ use tracing::Instrument;
 
 use crate::{
     adapters::Adapters,
+    config::Publication,
     domain::{
         ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, TicketNo, confirmation,
         order::BadMessage,
@@ -201,25 +202,28 @@ impl Mail {
     /// private key): the public half of each staged pass key (current, pending as `next`,
     /// previous), written when it differs from what is published. Run at cold start, before each
     /// batch (after a rotation's step is read) and when invoked with `{"publish": "pass-keys"}`
-    /// (the rotation's runbook). Returns whether it wrote.
+    /// (the rotation's runbook). Returns what it did (`None`: nowhere to publish).
     /// `fresh`: the pass key's stages read now, not as last read (the runbook's invocation).
-    pub async fn publish_pass_keys(&self, fresh: bool) -> Result<bool, crate::config::ConfigError> {
-        let Some((sdk, arn)) = &self.publish_to else { return Ok(false) };
+    pub async fn publish_pass_keys(&self, fresh: bool) -> Result<Option<Publication>, crate::config::ConfigError> {
+        let Some((sdk, arn)) = &self.publish_to else { return Ok(None) };
         let unreadable = |e: crate::secrets::SecretError| crate::config::ConfigError::SecretUnreadable {
             name: "PASS_KEY_ARN",
             reason: e.to_string(),
         };
         // Never from a view served stale: an environment frozen since would publish a ring older
         // than the one others published, and the doors would refuse the newest passes.
-        let keys = if fresh { self.pass.read_now().await } else { self.pass.fresh().await };
-        let ring = PassKeyRing::of(&*keys.map_err(unreadable)?);
+        let keys = if fresh { self.pass.read_now().await } else { self.pass.fresh().await }.map_err(unreadable)?;
+        let ring = PassKeyRing::of(&keys);
         let mut published = self.published.lock().await;
         if published.as_ref() == Some(&ring) {
-            return Ok(false);
+            return Ok(Some(Publication::AlreadyPublished));
         }
-        let wrote = crate::config::publish_pass_keys_to(sdk, arn, &ring).await?;
-        *published = Some(ring);
-        Ok(wrote)
+        let done = crate::config::publish_pass_keys_to(sdk, arn, &ring, keys.read_ms).await?;
+        // Keys read later stand: this environment asks again once its own view is read again.
+        if done != Publication::LaterPublished {
+            *published = Some(ring);
+        }
+        Ok(Some(done))
     }
 
     /// One invocation: a batch's reply (the failed messages), or what a publication did.
@@ -227,7 +231,12 @@ impl Mail {
         match trigger {
             MailTrigger::Batch(batch) => serde_json::to_value(self.handle_batch(batch).await).unwrap_or_default(),
             MailTrigger::PublishPassKeys => match self.publish_pass_keys(true).await {
-                Ok(published) => serde_json::json!({ "published": published }),
+                // `declined`: keys read later than this invocation's are published (a clock
+                // behind another environment's); the runbook stops on it rather than promote.
+                Ok(done) => serde_json::json!({
+                    "published": done == Some(Publication::Written),
+                    "declined": done == Some(Publication::LaterPublished),
+                }),
                 Err(e) => {
                     tracing::error!(error = %e, "the public pass keys could not be published");
                     serde_json::json!({ "published": false, "error": "BUSY" })
