@@ -16,6 +16,7 @@
 //!   the master when it starts or renews: one script);
 //! - `limiter`: verify-hash's per-user count (`Gate::count_request`, one round trip of three
 //!   commands);
+//! - `tally`: a grab environment's second of counts on the event's tally (`Gate::add_grab_counts`);
 //! - `field read`: one `HGET` of a user's field (the sold-out memory's read, on a replica);
 //! - `write` and `write waited`: a `SET`, and a `SET` then `WAIT 1` (only where a replica answers):
 //!   what a replica's confirmation costs the primary, apart;
@@ -80,6 +81,10 @@ enum Kind {
     GrabWonKept,
     GrabRefused,
     Limiter,
+    /// A grab environment's second of counts written to the event's tally (`Gate::add_grab_counts`:
+    /// an `HINCRBY` per outcome and an `EXPIRE`, one pipeline): every grab environment writes one
+    /// a second while it serves.
+    Tally,
     FieldRead,
     /// A write alone (`SET`), and a write with a replica's confirmation (`SET`, then `WAIT 1`,
     /// one after the other on one connection): what a `WAIT` costs the primary, apart.
@@ -93,11 +98,12 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 11] = [
         Kind::GrabWon,
         Kind::GrabWonKept,
         Kind::GrabRefused,
         Kind::Limiter,
+        Kind::Tally,
         Kind::FieldRead,
         Kind::Write,
         Kind::WriteWaited,
@@ -112,6 +118,7 @@ impl Kind {
             Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua; with a replica, its WAIT)",
             Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
             Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
+            Kind::Tally => "tally (a second's counts: HINCRBY x2, EXPIRE)",
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
             Kind::Write => "a write (SET)",
             Kind::WriteWaited => "a write and a replica's confirmation (SET, then WAIT 1)",
@@ -496,6 +503,20 @@ async fn measure(
             })
             .await;
             counted.into_iter().collect::<Result<Vec<_>, _>>()?.len()
+        }
+        Kind::Tally => {
+            let event = EventId::parse(&format!("redis-costs-tally-{round}"))?;
+            let event = &event;
+            let written = drive(&users, gates, mode, args.concurrency, move |gate, user| {
+                Box::pin(async move {
+                    // A second of its own per user (as environments write theirs), two outcomes.
+                    let second = i64::try_from(user.as_str().len()).unwrap_or_default() + 1_790_000_000;
+                    let codes = [("GRANTED".to_owned(), 3), ("SOLD_OUT".to_owned(), 1)].into_iter().collect();
+                    gate.add_grab_counts(event, &[(second, codes)].into_iter().collect()).await
+                })
+            })
+            .await;
+            written.into_iter().collect::<Result<Vec<_>, _>>()?.len()
         }
         Kind::FieldRead => {
             let read: Vec<Result<Option<String>, Failure>> =

@@ -55,6 +55,25 @@ impl Splits {
         }
     }
 
+    /// The event read through the rebuilder's book and its split made, ahead of its first win (a
+    /// warm environment before the open); whether the event was found.
+    pub async fn prepare(
+        &self,
+        rebuilder: &Rebuilder,
+        event: &EventId,
+    ) -> Result<bool, crate::recovery::RecoveryError> {
+        if self.remembered(event).is_some() {
+            return Ok(true);
+        }
+        Ok(match rebuilder.event(event).await? {
+            Some(read) => {
+                self.remember(&read);
+                true
+            }
+            None => false,
+        })
+    }
+
     fn remembered(&self, event: &EventId) -> Option<Option<Arc<Split>>> {
         self.memo.lock().expect("splits").get(event).cloned()
     }

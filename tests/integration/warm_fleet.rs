@@ -252,3 +252,41 @@ async fn a_provisioned_verify_hash_holds_its_fleets_events_before_the_open() {
     app.functions.gate.set_warming(&[], std::time::Duration::from_secs(1)).await.unwrap();
     assert!(app.functions.gate.warming().await.unwrap().is_empty(), "no fleet, no events named");
 }
+
+/// A provisioned grab environment makes its fleet's events ready at its init too: each event read
+/// (a red packet's split made from it) and its buckets' layout. Its first win then needs nothing
+/// of DynamoDB: here the event's item is taken away after the warm-up, and the winner is still
+/// told its amount (read at the first win, as before the warm-up, it would be left out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioned_grab_holds_its_fleets_events_before_the_open() {
+    let redis = crate::faults::PrivateRedis::start().await;
+    let app = crate::faults::app_on_private_redis(&redis).await;
+    if app.settings.gate.cluster {
+        return;
+    }
+    let id = fresh_event_id();
+    let opens = OffsetDateTime::now_utc();
+    let packets = json!({
+        "id": id.as_str(), "title": "Red packets, warm", "capacity": 10,
+        "sale_start": shared::domain::event::rfc3339(opens),
+        "sale_end": shared::domain::event::rfc3339(opens + Duration::hours(1)),
+        "total_amount": 1_000, "currency": "CNY",
+    });
+    let released = app.call(Function::Release, with_body(fixture("release-http.json"), &packets)).await;
+    assert_eq!(released.status, 201, "{}", released.body);
+    let environment = local_runner::Functions::build(&app.settings, &app.queue_url).await.expect("functions");
+    app.functions.gate.set_warming(&[&id], std::time::Duration::from_secs(60)).await.unwrap();
+    assert_eq!(environment.grab.warm_up().await, 1, "the event and its buckets read at init");
+
+    let store = &app.functions.store;
+    let key = [("PK", shared::store::schema::key::event(&id)), ("SK", shared::store::schema::key::EVENT_SK.to_owned())];
+    let key = key.map(|(k, v)| (k.to_owned(), aws_sdk_dynamodb::types::AttributeValue::S(v))).into();
+    store.client().delete_item().table_name(store.table()).set_key(Some(key)).send().await.unwrap();
+    let body = json!({ "hash": app.hash_for(&id, "ada") });
+    let request =
+        crate::helpers::for_user(with_body(crate::helpers::for_event(fixture("grab.json"), &id), &body), "ada");
+    let reply = crate::helpers::call_with(&environment, Function::Grab, request).await;
+    assert_eq!(reply.status, 202, "{}", reply.body);
+    assert!(reply.body["amount"]["value"].as_u64().is_some_and(|v| v > 0), "the amount, from memory: {}", reply.body);
+    app.functions.gate.set_warming(&[], std::time::Duration::from_secs(1)).await.unwrap();
+}

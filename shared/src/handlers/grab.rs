@@ -139,7 +139,7 @@ impl Grab {
     pub async fn from_env() -> Result<Self, super::StartError> {
         let adapters = Adapters::from_env().await;
         let queue = QueueSettings::from_env()?;
-        Ok(Self::new(
+        let this = Self::new(
             adapters.gate_from_env().await?,
             adapters.grab_queue(&queue),
             crate::config::seal_keys(adapters.sdk()).await?,
@@ -148,7 +148,35 @@ impl Grab {
             GrabPolicy::from_env()?,
             crate::config::RebuildSettings::from_env()?,
             UserLimits::from_env(crate::http::routes::per_user_limits())?,
-        ))
+        );
+        // As verify-hash's: a provisioned environment reads its fleet's events before the open.
+        if crate::adapters::Init::from_env() == crate::adapters::Init::Provisioned {
+            this.warm_up().await;
+        }
+        Ok(this)
+    }
+
+    /// The events a warm fleet is kept for, made ready in this environment's memory before the
+    /// open ([`super::warm_up`]): each event read from DynamoDB (a won grab's reply names a red
+    /// packet's amount, from the event) and its buckets' layout from the cache (where a user's
+    /// grab runs). How many are ready.
+    pub async fn warm_up(&self) -> usize {
+        super::warm_up::warm_up(&self.gate, |event| async move {
+            let read = self.splits.prepare(&self.rebuilder, &event).await;
+            let laid = self.gate.buckets(&event).await;
+            match (read, laid) {
+                (Ok(found), Ok(_)) => found,
+                (Err(e), _) => {
+                    tracing::warn!(event_id = %event, error = %e, "a warm event could not be read; it is read at its first request");
+                    false
+                }
+                (_, Err(e)) => {
+                    tracing::warn!(event_id = %event, error = %e, "a warm event's buckets could not be read; they are read at its first request");
+                    false
+                }
+            }
+        })
+        .await
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {

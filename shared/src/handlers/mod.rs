@@ -12,5 +12,6 @@ pub mod query;
 pub mod reconcile;
 pub mod release;
 pub mod verify_hash;
+pub mod warm_up;
 
 pub use crate::adapters::StartError;

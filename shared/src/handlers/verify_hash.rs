@@ -27,9 +27,6 @@ use crate::{
     store::EventBook,
 };
 
-/// How long a provisioned environment's init may spend reading its fleet's events.
-const WARM_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
-
 #[derive(Clone)]
 pub struct VerifyHash {
     events: EventBook,
@@ -70,35 +67,19 @@ impl VerifyHash {
         Ok(this)
     }
 
-    /// The events a warm fleet is kept for ([`Gate::warming`], which reconcile writes), read into
-    /// this environment's memory, all at once and within [`WARM_UP_WITHIN`]; how many it now
-    /// holds. What is not read by then is read at its first request, as before.
+    /// The events a warm fleet is kept for, read into this environment's memory before the open
+    /// ([`super::warm_up`]); how many it now holds.
     pub async fn warm_up(&self) -> usize {
-        let read = async {
-            let events = match self.gate.warming().await {
-                Ok(events) => events,
+        super::warm_up::warm_up(&self.gate, |event| async move {
+            match self.events.get(&event).await {
+                Ok(found) => found.is_some(),
                 Err(e) => {
-                    tracing::warn!(error = %e, "the events the warm fleet is for could not be read; each is read at its first request");
-                    return 0;
+                    tracing::warn!(event_id = %event, error = %e, "a warm event could not be read; it is read at its first request");
+                    false
                 }
-            };
-            let reads = futures::future::join_all(events.iter().map(|event| self.events.get(event))).await;
-            reads
-                .into_iter()
-                .zip(&events)
-                .filter(|(read, event)| match read {
-                    Ok(found) => found.is_some(),
-                    Err(e) => {
-                        tracing::warn!(event_id = %event, error = %e, "a warm event could not be read; it is read at its first request");
-                        false
-                    }
-                })
-                .count()
-        };
-        tokio::time::timeout(WARM_UP_WITHIN, read).await.unwrap_or_else(|_| {
-            tracing::warn!("the warm events were not all read in time; the rest are read at their first request");
-            0
+            }
         })
+        .await
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
