@@ -419,12 +419,6 @@ impl Masters {
         }
     }
 
-    /// Work on one master (the event's tally's: the first).
-    fn on_first(&mut self, us: f64) {
-        self.backlog[0] += us;
-        self.second[0] += us;
-    }
-
     /// Work spread over the event's buckets' masters.
     fn on_buckets(&mut self, us_total: f64) {
         let each = us_total / self.buckets as f64;
@@ -805,10 +799,11 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
             (None, Decider::Redis(_)) => unreachable!("a Redis decider has its cache"),
         }
         // Each grab environment that served this second writes its counts to the event's tally,
-        // one key on one master (`gate/tally.rs`), at the second's end.
+        // at the second's end, on its shard's master (`gate/tally.rs`: the shards spread over the
+        // masters as the buckets do).
         if step % 1000 == 999 {
             if let Some(cache) = cache {
-                masters.on_first(grabs_this_second.min(fleets[1].envs) as f64 * cache.costs.tally);
+                masters.everywhere(grabs_this_second.min(fleets[1].envs) as f64 * cache.costs.tally / masters.n as f64);
             }
             grabs_this_second = 0;
         }

@@ -512,7 +512,7 @@ async fn measure(
                     // A second of its own per user (as environments write theirs), two outcomes.
                     let second = i64::try_from(user.as_str().len()).unwrap_or_default() + 1_790_000_000;
                     let codes = [("GRANTED".to_owned(), 3), ("SOLD_OUT".to_owned(), 1)].into_iter().collect();
-                    gate.add_grab_counts(event, &[(second, codes)].into_iter().collect()).await
+                    gate.add_grab_counts(event, 0, &[(second, codes)].into_iter().collect()).await
                 })
             })
             .await;

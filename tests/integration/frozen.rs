@@ -109,7 +109,20 @@ async fn an_environment_thawed_with_its_connection_silently_dead_answers_its_fir
         local_runner::network::severable_network(&format!("127.0.0.1:{}", redis.port)).await.expect("a network");
     let mut settings = app.settings.clone();
     settings.gate.redis_url = near.replace("http://", "redis://");
-    let environment = Arc::new(local_runner::Functions::build(&settings, &app.queue_url).await.expect("functions"));
+    let (event, bob, ada) = grabs_across_a_silent_thaw(&app, &settings, &severable).await;
+
+    assert_exact_for(&app, &event, [("bob", &bob), ("ada", &ada)]).await;
+}
+
+/// An environment of `settings` (its cache reached through `severable`'s path) grabs once, stands
+/// idle past the time after which a connection is asked before it is used while its path goes
+/// silent, and grabs again: the event and both replies, each `202`, the second within the bound.
+async fn grabs_across_a_silent_thaw(
+    app: &crate::helpers::TestApp,
+    settings: &local_runner::settings::LocalSettings,
+    severable: &local_runner::network::Severable,
+) -> (shared::domain::EventId, Reply, Reply) {
+    let environment = Arc::new(local_runner::Functions::build(settings, &app.queue_url).await.expect("functions"));
     let event = app.open_event(3).await;
     let grab = |user: &str| {
         let body = serde_json::json!({ "hash": app.hash_for(&event, user) });
@@ -119,15 +132,63 @@ async fn an_environment_thawed_with_its_connection_silently_dead_answers_its_fir
     };
     let bob = grab("bob").await;
     assert_eq!(bob.status, 202, "{}", bob.body);
-
-    // Idle past the time after which a connection is asked before it is used; meanwhile its path
-    // goes silent.
     tokio::time::sleep(Duration::from_secs(6)).await;
     severable.sever();
     let ada = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("ada"))
         .await
         .expect("the thawed environment's first grab waited on its dead connection");
     assert_eq!(ada.status, 202, "the first grab after the thaw: {}", ada.body);
+    (event, bob, ada)
+}
 
-    assert_exact_for(&app, &event, [("bob", &bob), ("ada", &ada)]).await;
+/// The same silent death in cluster mode: the environment's cluster connection (to every primary)
+/// goes silent while it stands idle; asked a `PING` on every primary first, it is replaced, and the
+/// first grab after the thaw is answered within the bound on the new one. The node announces the
+/// severable path's port, so every connection the cluster client makes to it goes that way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cluster_environment_thawed_with_its_connection_silently_dead_answers_its_first_grab() {
+    let conf = format!("/tmp/tg-node-{}.conf", uuid::Uuid::now_v7().simple());
+    let node = PrivateRedis::start_with(&[
+        "--cluster-enabled".into(),
+        "yes".into(),
+        "--cluster-config-file".into(),
+        conf,
+        "--cluster-announce-ip".into(),
+        "127.0.0.1".into(),
+    ])
+    .await;
+    let (near, severable) =
+        local_runner::network::severable_network(&format!("127.0.0.1:{}", node.port)).await.expect("a network");
+    let proxied = near.replace("http://", "redis://");
+    let proxy_port: u16 = near.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the path's port");
+    let mut admin = redis::Client::open(crate::faults::redis_info(&node.url()))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("cluster-announce-port")
+        .arg(proxy_port)
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut admin).await.unwrap();
+    let formed = eventually(Duration::from_secs(10), || {
+        let mut admin = admin.clone();
+        async move {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut admin).await.unwrap_or_default();
+            info.contains("cluster_state:ok")
+        }
+    })
+    .await;
+    assert!(formed, "the one-node cluster did not form");
+
+    let app = TestApp::for_mail_with(1, |s| {
+        s.gate.redis_url = proxied.clone();
+        s.gate.cluster = true;
+    })
+    .await;
+    let (_, bob, ada) = grabs_across_a_silent_thaw(&app, &app.settings, &severable).await;
+    assert_ne!(ada.body["ticket_no"], bob.body["ticket_no"], "two users, two numbers");
 }

@@ -268,14 +268,20 @@ pub fn is_joined_hand(id: &str) -> bool {
 pub fn cache(e: &impl HashTag) -> [String; 10] {
     [meta(e), seats(e), outbox(e), wait(e), waiting(e), returned(e), moving(e), moved(e), giving(e), handed(e)]
 }
-/// The grab outcomes counted in one minute of the event (`<unix second>:<code>` -> count), for
-/// the organiser's live page: written by the grab environments' tallies about once a second, read
-/// by `live`, gone after [`TALLY_KEPT`]. Its hash tag is not the event's (`{tally:<event>}`), so in
-/// cluster mode its writes land on another slot than the sale's scripts, and it is no part of the
-/// cache ([`cache`]): a rebuild neither needs nor restores it.
-pub fn grab_tally(e: &EventId, unix_minute: i64) -> String {
-    format!("tally:{{tally:{e}}}:{unix_minute}")
+/// The grab outcomes counted in one minute of the event by the environments of one of its
+/// [`TALLY_SHARDS`] shards (`<unix second>:<code>` -> count), for the organiser's live page:
+/// written by the grab environments' tallies about once a second, read by `live` (every shard),
+/// gone after [`TALLY_KEPT`]. Its hash tag is not the event's (`{tally:<event>:<shard>}`), so in
+/// cluster mode its writes land on other slots than the sale's scripts, spread over the masters
+/// (one key would put every grab environment's writes on one master: 14,400 a second at the hot
+/// event, docs/SCALE.md), and it is no part of the cache ([`cache`]): a rebuild neither needs nor
+/// restores it.
+pub fn grab_tally(e: &EventId, shard: u16, unix_minute: i64) -> String {
+    format!("tally:{{tally:{e}:{shard}}}:{unix_minute}")
 }
+/// How many keys an event's tally is spread over: as many as the buckets an event may have, so its
+/// writes spread about as far as the sale's scripts.
+pub const TALLY_SHARDS: u16 = super::super::domain::event::MAX_BUCKETS;
 /// How long a minute's tally is kept.
 pub const TALLY_KEPT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
 /// At each bucket: the token of the rebuild that stopped it last (`stop.lua`); only that rebuild

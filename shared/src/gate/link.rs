@@ -27,9 +27,11 @@ use redis::{
     aio::{ConnectionLike, MultiplexedConnection},
     cluster::ClusterClient,
     cluster_async::ClusterConnection,
-    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr},
+    cluster_routing::{
+        MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
+    },
 };
-use tokio::sync::{Mutex, OnceCell};
+use tokio::sync::Mutex;
 
 use super::GateError;
 
@@ -37,9 +39,31 @@ use super::GateError;
 pub(crate) struct Bound {
     conn: MultiplexedConnection,
     history: Arc<str>,
-    /// When a command last came back on it (wall-clock milliseconds: a frozen Lambda
-    /// environment's monotonic clock may not count the time it was frozen).
-    answered_ms: AtomicU64,
+    answered: Answered,
+}
+
+/// The cluster client's connection (one to each node it has met).
+pub(crate) struct ClusterBound {
+    conn: ClusterConnection,
+    answered: Answered,
+}
+
+/// When a command last came back on a connection (wall-clock milliseconds: a frozen Lambda
+/// environment's monotonic clock may not count the time it was frozen).
+struct Answered(AtomicU64);
+
+impl Answered {
+    fn now() -> Self {
+        Self(AtomicU64::new(wall_ms()))
+    }
+
+    fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(wall_ms().saturating_sub(self.0.load(Ordering::Relaxed)))
+    }
+
+    fn mark(&self) {
+        self.0.store(wall_ms(), Ordering::Relaxed);
+    }
 }
 
 /// How long a connection may sit unused before it is asked a `PING` ahead of the next command. A
@@ -58,15 +82,7 @@ fn wall_ms() -> u64 {
 
 impl Bound {
     fn new(conn: MultiplexedConnection, history: Arc<str>) -> Self {
-        Self { conn, history, answered_ms: AtomicU64::new(wall_ms()) }
-    }
-
-    fn idle(&self) -> std::time::Duration {
-        std::time::Duration::from_millis(wall_ms().saturating_sub(self.answered_ms.load(Ordering::Relaxed)))
-    }
-
-    fn answered(&self) {
-        self.answered_ms.store(wall_ms(), Ordering::Relaxed);
+        Self { conn, history, answered: Answered::now() }
     }
 }
 
@@ -89,7 +105,8 @@ pub(crate) struct Primary {
 /// A Redis Cluster, through its configuration endpoint; connected on first use.
 pub(crate) struct Cluster {
     client: ClusterClient,
-    conn: OnceCell<ClusterConnection>,
+    /// Held while the connection is asked or made, as [`Primary`]'s.
+    current: Mutex<Option<Arc<ClusterBound>>>,
 }
 
 impl Link {
@@ -103,7 +120,7 @@ impl Link {
     }
 
     pub fn cluster(client: ClusterClient) -> Self {
-        Self::Cluster(Arc::new(Cluster { client, conn: OnceCell::new() }))
+        Self::Cluster(Arc::new(Cluster { client, current: Mutex::default() }))
     }
 
     pub fn is_cluster(&self) -> bool {
@@ -114,10 +131,7 @@ impl Link {
     pub async fn conn(&self) -> Result<LinkConn, GateError> {
         match self {
             Self::Primary(primary) => Primary::conn(primary).await,
-            Self::Cluster(cluster) => {
-                let conn = cluster.conn.get_or_try_init(|| cluster.client.get_async_connection()).await?;
-                Ok(LinkConn::Cluster(conn.clone()))
-            }
+            Self::Cluster(cluster) => Cluster::conn(cluster).await,
         }
     }
 }
@@ -176,15 +190,15 @@ impl Primary {
         if let Some(bound) = current.as_ref() {
             // Idle a while (a frozen environment thawing): asked first, under the lock, so a
             // burst of requests asks once. A dead one is replaced before any command meets it.
-            if bound.idle() < IDLE_PROBE_AFTER {
+            if bound.answered.idle() < IDLE_PROBE_AFTER {
                 return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
             }
             let pinged: redis::RedisResult<String> = redis::cmd("PING").query_async(&mut bound.conn.clone()).await;
             if let Err(e) = pinged {
-                tracing::warn!(error = %e, idle_ms = bound.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
+                tracing::warn!(error = %e, idle_ms = bound.answered.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
                 *current = None;
             } else {
-                bound.answered();
+                bound.answered.mark();
                 return Ok(LinkConn::Primary { bound: bound.clone(), link: this.clone() });
             }
         }
@@ -204,12 +218,47 @@ impl Primary {
     }
 }
 
+impl Cluster {
+    /// As [`Primary::conn`]: an idle connection is asked first, a `PING` on every primary (each is
+    /// a connection of its own, and any may have died while the environment stood frozen), and
+    /// replaced by a new cluster connection when one does not answer.
+    async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
+        let mut current = this.current.lock().await;
+        if let Some(bound) = current.as_ref() {
+            if bound.answered.idle() < IDLE_PROBE_AFTER {
+                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone(), link: this.clone() });
+            }
+            let every_primary =
+                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::AllSucceeded)));
+            let pinged = bound.conn.clone().route_command(redis::cmd("PING"), every_primary).await;
+            if let Err(e) = pinged {
+                tracing::warn!(error = %e, idle_ms = bound.answered.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
+                *current = None;
+            } else {
+                bound.answered.mark();
+                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone(), link: this.clone() });
+            }
+        }
+        let bound =
+            Arc::new(ClusterBound { conn: this.client.get_async_connection().await?, answered: Answered::now() });
+        *current = Some(bound.clone());
+        Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound, link: this.clone() })
+    }
+
+    async fn forget(&self, bound: &Arc<ClusterBound>) {
+        let mut current = self.current.lock().await;
+        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, bound)) {
+            *current = None;
+        }
+    }
+}
+
 /// A command channel: on one bound connection to a primary (what it sends goes to the server
 /// whose history [`LinkConn::history`] names, or fails), or through the cluster client.
 #[derive(Clone)]
 pub(crate) enum LinkConn {
     Primary { bound: Arc<Bound>, link: Arc<Primary> },
-    Cluster(ClusterConnection),
+    Cluster { conn: ClusterConnection, bound: Arc<ClusterBound>, link: Arc<Cluster> },
 }
 
 impl LinkConn {
@@ -218,17 +267,18 @@ impl LinkConn {
     pub fn history(&self) -> Option<&str> {
         match self {
             Self::Primary { bound, .. } => Some(&bound.history),
-            Self::Cluster(_) => None,
+            Self::Cluster { .. } => None,
         }
     }
 
     /// Which connection this is, as far as a `WAIT` can tell (it counts its own connection's
-    /// writes): the bound connection to a primary, or the cluster client's (whose connection to a
-    /// node changes only with a failover, which the server's id tells apart).
+    /// writes): the bound connection to a primary, or the cluster client's (made again when an
+    /// idle one does not answer; within it, a node's connection changes with a failover, which the
+    /// server's id tells apart).
     pub fn identity(&self) -> usize {
         match self {
             Self::Primary { bound, .. } => Arc::as_ptr(bound) as usize,
-            Self::Cluster(_) => 0,
+            Self::Cluster { bound, .. } => Arc::as_ptr(bound) as usize,
         }
     }
 
@@ -237,7 +287,7 @@ impl LinkConn {
     pub async fn on_node_of<T: redis::FromRedisValue>(&mut self, key: &str, cmd: &Cmd) -> Result<T, GateError> {
         Ok(match self {
             Self::Primary { .. } => cmd.query_async(self).await?,
-            Self::Cluster(conn) => {
+            Self::Cluster { conn, .. } => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let reply = conn
                     .route_command(cmd.clone(), RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))
@@ -255,7 +305,7 @@ impl LinkConn {
     ) -> Result<T, GateError> {
         Ok(match self {
             Self::Primary { .. } => pipe.query_async(self).await?,
-            Self::Cluster(conn) => {
+            Self::Cluster { conn, .. } => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let replies = conn
                     .route_pipeline(pipe.clone(), 0, pipe.len(), SingleNodeRoutingInfo::SpecificNode(route))
@@ -268,12 +318,12 @@ impl LinkConn {
     }
 
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
-        if let Self::Primary { bound, link } = self {
-            match &result {
-                Err(e) if ends_connection(e) => link.forget(bound).await,
-                // A server's error reply came back on it: the connection is alive.
-                _ => bound.answered(),
-            }
+        match (self, &result) {
+            (Self::Primary { bound, link }, Err(e)) if ends_connection(e) => link.forget(bound).await,
+            (Self::Cluster { bound, link, .. }, Err(e)) if ends_connection(e) => link.forget(bound).await,
+            // A server's error reply came back on it: the connection is alive.
+            (Self::Primary { bound, .. }, _) => bound.answered.mark(),
+            (Self::Cluster { bound, .. }, _) => bound.answered.mark(),
         }
         result
     }
@@ -284,7 +334,7 @@ impl ConnectionLike for LinkConn {
         Box::pin(async move {
             let result = match self {
                 Self::Primary { bound, .. } => bound.conn.clone().req_packed_command(cmd).await,
-                Self::Cluster(conn) => conn.req_packed_command(cmd).await,
+                Self::Cluster { conn, .. } => conn.req_packed_command(cmd).await,
             };
             self.check(result).await
         })
@@ -299,7 +349,7 @@ impl ConnectionLike for LinkConn {
         Box::pin(async move {
             let result = match self {
                 Self::Primary { bound, .. } => bound.conn.clone().req_packed_commands(pipeline, offset, count).await,
-                Self::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count).await,
+                Self::Cluster { conn, .. } => conn.req_packed_commands(pipeline, offset, count).await,
             };
             self.check(result).await
         })
@@ -308,7 +358,7 @@ impl ConnectionLike for LinkConn {
     fn get_db(&self) -> i64 {
         match self {
             Self::Primary { bound, .. } => bound.conn.get_db(),
-            Self::Cluster(conn) => conn.get_db(),
+            Self::Cluster { conn, .. } => conn.get_db(),
         }
     }
 }

@@ -45,9 +45,9 @@ impl Gate {
         Ok(Some(now))
     }
 
-    /// Adds counted outcomes to their minutes' tallies: one `HINCRBY` per (second, code) and an
-    /// expiry per minute, in one pipeline per minute key.
-    pub async fn add_grab_counts(&self, event: &EventId, counts: &GrabCounts) -> Result<(), GateError> {
+    /// Adds counted outcomes to their minutes' tallies in the writer's `shard`: one `HINCRBY` per
+    /// (second, code) and an expiry per minute, in one pipeline per minute key.
+    pub async fn add_grab_counts(&self, event: &EventId, shard: u16, counts: &GrabCounts) -> Result<(), GateError> {
         let mut conn = self.link.conn().await?;
         let mut by_minute: BTreeMap<i64, Vec<(String, u64)>> = BTreeMap::new();
         for (second, codes) in counts {
@@ -56,7 +56,7 @@ impl Gate {
             }
         }
         for (minute, fields) in by_minute {
-            let key = keys::grab_tally(event, minute);
+            let key = keys::grab_tally(event, shard, minute);
             let mut pipe = redis::pipe();
             for (field, n) in &fields {
                 pipe.hincr(&key, field, *n).ignore();
@@ -67,16 +67,21 @@ impl Gate {
         Ok(())
     }
 
-    /// The outcomes counted in the seconds `from..=until`.
+    /// The outcomes counted in the seconds `from..=until`, every shard's (one pipeline each: a
+    /// shard's keys share a slot).
     pub async fn grab_counts(&self, event: &EventId, from: i64, until: i64) -> Result<GrabCounts, GateError> {
-        let mut conn = self.link.conn().await?;
-        let mut pipe = redis::pipe();
-        for minute in from.div_euclid(60)..=until.div_euclid(60) {
-            pipe.hgetall(keys::grab_tally(event, minute));
-        }
-        let minutes: Vec<Vec<(String, u64)>> = pipe.query_async(&mut conn).await?;
+        let conn = self.link.conn().await?;
+        let shards = (0..keys::TALLY_SHARDS).map(|shard| {
+            let mut conn = conn.clone();
+            let mut pipe = redis::pipe();
+            for minute in from.div_euclid(60)..=until.div_euclid(60) {
+                pipe.hgetall(keys::grab_tally(event, shard, minute));
+            }
+            async move { pipe.query_async::<Vec<Vec<(String, u64)>>>(&mut conn).await }
+        });
+        let minutes = futures::future::try_join_all(shards).await?;
         let mut counts = GrabCounts::new();
-        for (field, n) in minutes.into_iter().flatten() {
+        for (field, n) in minutes.into_iter().flatten().flatten() {
             let Some((second, code)) = field.split_once(':') else { continue };
             let Ok(second) = second.parse::<i64>() else { continue };
             if (from..=until).contains(&second) {

@@ -2,7 +2,7 @@
 //! (`keys::grab_tally`) about once a second, off the request path: the first count after a write
 //! arms a timer, and a second later everything counted meanwhile goes in one pipeline per minute.
 //! A grab pays a lock and an add; Redis sees one write per environment per second, never one per
-//! grab, on a slot that is not the sale's (docs/DESIGN.md section 12).
+//! grab, on a slot that is not the sale's, one of the tally's shards (docs/DESIGN.md section 12).
 //!
 //! Counts are the page's rates, not the audit's: a write that fails is logged and dropped, and an
 //! environment that Lambda freezes holds its last second until it wakes.
@@ -22,6 +22,8 @@ pub const TALLY_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub struct GrabTally {
     gate: Gate,
+    /// The tally's shard this environment writes (`keys::grab_tally`), drawn at its start.
+    shard: u16,
     pending: Arc<Mutex<Pending>>,
 }
 
@@ -38,7 +40,8 @@ struct Pending {
 
 impl GrabTally {
     pub fn new(gate: Gate) -> Self {
-        Self { gate, pending: Arc::default() }
+        let shard = (uuid::Uuid::now_v7().as_u128() % u128::from(super::keys::TALLY_SHARDS)) as u16;
+        Self { gate, shard, pending: Arc::default() }
     }
 
     /// One grab of `event` answered with `code` in the unix second `at`, by the gate (the event
@@ -94,7 +97,7 @@ impl GrabTally {
             std::mem::take(&mut pending.counts)
         };
         for (event, counts) in taken {
-            if let Err(e) = self.gate.add_grab_counts(&event, &counts).await {
+            if let Err(e) = self.gate.add_grab_counts(&event, self.shard, &counts).await {
                 tracing::warn!(event_id = %event, error = %e, "grab tally not written; the live page misses these counts");
             }
         }
