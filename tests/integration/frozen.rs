@@ -132,7 +132,8 @@ async fn grabs_across_a_silent_thaw(
     };
     let bob = grab("bob").await;
     assert_eq!(bob.status, 202, "{}", bob.body);
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Idle 5 s past its last command: the grab's, then its tally's write a second later.
+    tokio::time::sleep(Duration::from_secs(7)).await;
     severable.sever();
     let ada = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("ada"))
         .await

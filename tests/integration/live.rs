@@ -80,7 +80,7 @@ async fn the_live_view_shows_the_cache_the_tallied_outcomes_and_the_audit() {
     app.functions.grab.tally().flush().await;
     let mut redis = app.redis.clone();
     let made_up_keys: Vec<String> =
-        redis::AsyncCommands::keys(&mut redis, format!("tally:{{tally:{made_up}}}:*")).await.unwrap();
+        redis::AsyncCommands::keys(&mut redis, format!("tally:{{tally:{made_up}:*")).await.unwrap();
     assert!(made_up_keys.is_empty(), "{made_up_keys:?}");
 
     let live = app.live(&event, &[]).await;

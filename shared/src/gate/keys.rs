@@ -271,13 +271,15 @@ pub fn cache(e: &impl HashTag) -> [String; 10] {
 /// The grab outcomes counted in one minute of the event by the environments of one of its
 /// [`TALLY_SHARDS`] shards (`<unix second>:<code>` -> count), for the organiser's live page:
 /// written by the grab environments' tallies about once a second, read by `live` (every shard),
-/// gone after [`TALLY_KEPT`]. Its hash tag is not the event's (`{tally:<event>:<shard>}`), so in
-/// cluster mode its writes land on other slots than the sale's scripts, spread over the masters
-/// (one key would put every grab environment's writes on one master: 14,400 a second at the hot
-/// event, docs/SCALE.md), and it is no part of the cache ([`cache`]): a rebuild neither needs nor
-/// restores it.
+/// gone after [`TALLY_KEPT`]. Its hash tag is not the event's (`{tally:<event>:<shard>.<n>}`), so
+/// it is no part of the cache ([`cache`]: a rebuild neither needs nor restores it); the shards'
+/// tags are placed evenly round the slot ring, as a sharded event's buckets are ([`near`]), so in
+/// cluster mode their writes spread over the masters (one key would put every grab environment's
+/// writes on one master: 14,400 a second at the hot event, docs/SCALE.md).
 pub fn grab_tally(e: &EventId, shard: u16, unix_minute: i64) -> String {
-    format!("tally:{{tally:{e}:{shard}}}:{unix_minute}")
+    let point = u32::from(slot(e.as_str())) + u32::from(shard) * (SLOTS / u32::from(TALLY_SHARDS));
+    let tag = near(point, |n| format!("tally:{e}:{shard}.{n}"), format!("tally:{e}:{shard}"));
+    format!("tally:{{{tag}}}:{unix_minute}")
 }
 /// How many keys an event's tally is spread over: as many as the buckets an event may have, so its
 /// writes spread about as far as the sale's scripts.
@@ -350,6 +352,23 @@ pub fn cancelled(order: &OrderId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tallys_shards_lie_evenly_round_the_slot_ring() {
+        for id in ["lecture-1", "red-packets", "e"] {
+            let event = EventId::parse(id).unwrap();
+            let home = u32::from(slot(id));
+            let mut arcs: Vec<u32> = (0..TALLY_SHARDS)
+                .map(|shard| {
+                    let key = grab_tally(&event, shard, 29_000_000);
+                    let tag = &key[key.find('{').unwrap() + 1..key.find('}').unwrap()];
+                    (u32::from(slot(tag)) + SLOTS - home) % SLOTS / (SLOTS / u32::from(TALLY_SHARDS))
+                })
+                .collect();
+            arcs.dedup();
+            assert_eq!(arcs, (0..u32::from(TALLY_SHARDS)).collect::<Vec<_>>(), "{id}: one shard in each sixteenth");
+        }
+    }
 
     #[test]
     fn slots_are_redis_clusters() {

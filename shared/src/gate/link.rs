@@ -221,12 +221,16 @@ impl Primary {
 impl Cluster {
     /// As [`Primary::conn`]: an idle connection is asked first, a `PING` on every primary (each is
     /// a connection of its own, and any may have died while the environment stood frozen), and
-    /// replaced by a new cluster connection when one does not answer.
+    /// replaced by a new cluster connection when one does not answer. Only idle ones: a busy
+    /// environment's never is (a command that times out leaves it to the cluster client's own
+    /// mending), and a new one counts as answered, so an environment connects again at most once
+    /// per idle spell. (A master down at the open fails every idle environment's `PING`: each then
+    /// connects again once, to every master, while the sale waits for the failover's rebuild.)
     async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
         let mut current = this.current.lock().await;
         if let Some(bound) = current.as_ref() {
             if bound.answered.idle() < IDLE_PROBE_AFTER {
-                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone(), link: this.clone() });
+                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone() });
             }
             let every_primary =
                 RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::AllSucceeded)));
@@ -236,20 +240,13 @@ impl Cluster {
                 *current = None;
             } else {
                 bound.answered.mark();
-                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone(), link: this.clone() });
+                return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone() });
             }
         }
         let bound =
             Arc::new(ClusterBound { conn: this.client.get_async_connection().await?, answered: Answered::now() });
         *current = Some(bound.clone());
-        Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound, link: this.clone() })
-    }
-
-    async fn forget(&self, bound: &Arc<ClusterBound>) {
-        let mut current = self.current.lock().await;
-        if current.as_ref().is_some_and(|c| Arc::ptr_eq(c, bound)) {
-            *current = None;
-        }
+        Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound })
     }
 }
 
@@ -258,7 +255,7 @@ impl Cluster {
 #[derive(Clone)]
 pub(crate) enum LinkConn {
     Primary { bound: Arc<Bound>, link: Arc<Primary> },
-    Cluster { conn: ClusterConnection, bound: Arc<ClusterBound>, link: Arc<Cluster> },
+    Cluster { conn: ClusterConnection, bound: Arc<ClusterBound> },
 }
 
 impl LinkConn {
@@ -320,9 +317,12 @@ impl LinkConn {
     async fn check<T>(&self, result: redis::RedisResult<T>) -> redis::RedisResult<T> {
         match (self, &result) {
             (Self::Primary { bound, link }, Err(e)) if ends_connection(e) => link.forget(bound).await,
-            (Self::Cluster { bound, link, .. }, Err(e)) if ends_connection(e) => link.forget(bound).await,
             // A server's error reply came back on it: the connection is alive.
             (Self::Primary { bound, .. }, _) => bound.answered.mark(),
+            // The cluster client mends a node's connection itself; a timeout (a master merely
+            // slow) must not make thousands of environments connect again to every master at
+            // once. Only an idle connection's `PING` replaces it (`Cluster::conn`).
+            (Self::Cluster { .. }, Err(e)) if ends_connection(e) => {}
             (Self::Cluster { bound, .. }, _) => bound.answered.mark(),
         }
         result
