@@ -990,12 +990,15 @@ def needed_at_start_of_alias(function_output, action, path, probe, passes=lambda
 
 start = datetime.now(timezone.utc)
 rights_id = f"rights-{RUN}"
-rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 14,
+rights_event = {"id": rights_id, "title": "Rights matrix", "capacity": 15,
                 "sale_start": rfc3339(start + timedelta(seconds=2)), "sale_end": rfc3339(start + timedelta(hours=1))}
 needed("ReleaseFunctionName", "dynamodb:PutItem", "an organiser's release",
        lambda: call("POST", "/admin/events", admin_token, rights_event), lambda s, b: s == 201)
 releases = iter(range(1, 1000))
 needed("ReleaseFunctionName", "secretsmanager:GetSecretValue", "a release, from a new environment",
+       lambda: call("POST", "/admin/events", admin_token, {**rights_event, "id": f"{rights_id}-{next(releases)}"}),
+       lambda s, b: s == 201, at_start=True)
+needed("ReleaseFunctionName", "secretsmanager:DescribeSecret", "a release, from a new environment",
        lambda: call("POST", "/admin/events", admin_token, {**rights_event, "id": f"{rights_id}-{next(releases)}"}),
        lambda s, b: s == 201, at_start=True)
 # A ballot whose entries stay open through the matrix: an entry checks the event's item.
@@ -1076,6 +1079,11 @@ needed_at_start_of_alias("VerifyHashFunctionName", "dynamodb:GetItem", "a hash, 
 starter_hash = hash_for(starter, rights_id)
 needed_at_start_of_alias("GrabFunctionName", "secretsmanager:GetSecretValue", "a grab, from a new environment",
                          lambda: call("POST", f"/events/{rights_id}/grab", starter, {"hash": starter_hash}))
+# (a second buyer: the first holds a ticket now)
+_, labels_starter = user("rights-starter-labels")
+labels_hash = hash_for(labels_starter, rights_id)
+needed_at_start_of_alias("GrabFunctionName", "secretsmanager:DescribeSecret", "a grab, from a new environment",
+                         lambda: call("POST", f"/events/{rights_id}/grab", labels_starter, {"hash": labels_hash}))
 
 # release's draw, step by step: the ballot's item read and written (its registration closed, its
 # roll's shards, its record), the entries read and rolled, the winner's address read, the

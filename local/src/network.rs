@@ -19,7 +19,7 @@ use tokio::{
 /// (replies come straight back). Returns the endpoint to use instead; it lives as long as the
 /// process.
 pub async fn slow_network(endpoint: &str, delay: Duration) -> std::io::Result<String> {
-    proxy(endpoint, move || tokio::time::sleep(delay)).await
+    proxy(endpoint, move |_: &[u8]| tokio::time::sleep(delay)).await
 }
 
 /// A network a test shuts: while shut, every request waits at the proxy until it is opened again,
@@ -60,7 +60,7 @@ pub async fn valve_network(endpoint: &str) -> std::io::Result<(String, Valve)> {
     let valve =
         Valve { shut: watch::channel(false).0, held: Arc::default(), arrived: Arc::new(tokio::sync::Notify::new()) };
     let at = valve.clone();
-    let addr = proxy(endpoint, move || {
+    let addr = proxy(endpoint, move |_: &[u8]| {
         let valve = at.clone();
         async move {
             let mut shut = valve.shut.subscribe();
@@ -136,11 +136,45 @@ async fn pass_unless_severed(
     }
 }
 
-/// A TCP proxy in front of `endpoint` that awaits `hold()` before it forwards each chunk a client
-/// sends (replies come straight back).
+/// A network that counts the AWS calls made through it, by operation.
+#[derive(Clone, Default)]
+pub struct Counted {
+    calls: Arc<std::sync::Mutex<std::collections::BTreeMap<String, usize>>>,
+}
+
+impl Counted {
+    /// How many calls of `target` (an `X-Amz-Target`, e.g. `secretsmanager.GetSecretValue`) passed.
+    pub fn of(&self, target: &str) -> usize {
+        self.calls.lock().unwrap().get(target).copied().unwrap_or(0)
+    }
+}
+
+/// A proxy in front of `endpoint` that counts the calls through it ([`Counted`]; the JSON
+/// protocols' calls, which name their operation in `X-Amz-Target`).
+pub async fn counted_network(endpoint: &str) -> std::io::Result<(String, Counted)> {
+    let counted = Counted::default();
+    let at = counted.clone();
+    let addr = proxy(endpoint, move |chunk: &[u8]| {
+        let text = String::from_utf8_lossy(chunk);
+        let mut calls = at.calls.lock().unwrap();
+        for line in text.lines() {
+            if let Some((name, value)) = line.split_once(':')
+                && name.trim().eq_ignore_ascii_case("x-amz-target")
+            {
+                *calls.entry(value.trim().to_owned()).or_default() += 1;
+            }
+        }
+        std::future::ready(())
+    })
+    .await?;
+    Ok((addr, counted))
+}
+
+/// A TCP proxy in front of `endpoint` that awaits `hold(chunk)` before it forwards each chunk a
+/// client sends (replies come straight back).
 async fn proxy<F, H>(endpoint: &str, hold: H) -> std::io::Result<String>
 where
-    H: Fn() -> F + Clone + Send + Sync + 'static,
+    H: Fn(&[u8]) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = ()> + Send,
 {
     let target = endpoint.trim_start_matches("http://").trim_end_matches('/').to_owned();
@@ -156,7 +190,7 @@ where
                 let up = async {
                     let mut buf = vec![0u8; 64 * 1024];
                     while let Ok(n @ 1..) = from_client.read(&mut buf).await {
-                        hold().await;
+                        hold(&buf[..n]).await;
                         if to_aws.write_all(&buf[..n]).await.is_err() {
                             break;
                         }

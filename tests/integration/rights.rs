@@ -32,6 +32,7 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     // release (handlers/release.rs, handlers/draws.rs, recovery.rs, fleet.rs)
     ("release", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("release", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("release", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
     ("release", "dynamodb:PutItem", "Table", Some("EVENT#")),
     ("release", "dynamodb:GetItem", "Table", Some("EVENT#")),
     // A rebuild's doubted holder, read from the table itself (recovery.rs).
@@ -70,12 +71,15 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     // verify-hash (handlers/verify_hash.rs, store/events.rs's EventBook)
     ("verify-hash", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("verify-hash", "secretsmanager:GetSecretValue", "HashSecret", None),
+    ("verify-hash", "secretsmanager:DescribeSecret", "HashSecret", None),
     ("verify-hash", "dynamodb:GetItem", "Table", Some("EVENT#")),
     // grab (handlers/grab.rs, handlers/cancel_and_wait.rs, handlers/draws.rs, store/cancellations.rs,
     // store/draws.rs, give_back.rs, delivery.rs, recovery.rs)
     ("grab", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("grab", "secretsmanager:GetSecretValue", "HashSecret", None),
     ("grab", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("grab", "secretsmanager:DescribeSecret", "HashSecret", None),
+    ("grab", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
     ("grab", "dynamodb:GetItem", "Table", Some("EVENT#")),
     ("grab", "dynamodb:GetItem", "Table", Some("ORDER#")),
     ("grab", "dynamodb:GetItem", "Table", Some("ENTRY#")),
@@ -101,6 +105,8 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     ("mail", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("mail", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
     ("mail", "secretsmanager:GetSecretValue", "PassKeySecret", None),
+    ("mail", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
+    ("mail", "secretsmanager:DescribeSecret", "PassKeySecret", None),
     ("mail", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
     ("mail", "secretsmanager:PutSecretValue", "PassPublicKeysSecret", None),
     ("mail", "dynamodb:GetItem", "Table", Some("EVENT#")),
@@ -113,6 +119,7 @@ const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
     // reconcile (handlers/reconcile.rs, recovery.rs, give_back.rs, fleet.rs, queue/)
     ("reconcile", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
     ("reconcile", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
+    ("reconcile", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
     ("reconcile", "dynamodb:Query", "Table/index/GSI1", None),
     ("reconcile", "dynamodb:Query", "Table/index/GSI2", None),
     ("reconcile", "dynamodb:GetItem", "Table", Some("ORDER#")),

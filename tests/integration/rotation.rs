@@ -307,3 +307,34 @@ async fn a_refusal_no_newer_key_could_pass_costs_no_read() {
     assert!(matches!(refused.unwrap(), Err(shared::domain::verify_hash::BadHash::Expired)));
     valve.open();
 }
+
+/// Reading a key's stages again costs one `DescribeSecret` while no rotation touched them: the
+/// values are asked only for versions not read before (a warm fleet thawed at the open reads
+/// every key again within seconds; `GetSecretValue`'s account quota is 10,000 a second,
+/// `DescribeSecret`'s 40,000). A version staged since is read, and served.
+#[tokio::test]
+async fn a_key_read_again_unchanged_asks_for_its_labels_only() {
+    let app = TestApp::new().await;
+    let secret = Rotating::create(&app, "hash-labels", "the key the environment read, 32+").await;
+    let (far, calls) = local_runner::network::counted_network(&app.settings.aws_endpoint).await.expect("a network");
+    let sdk = app.sdk.to_builder().endpoint_url(far).build();
+    let keys = StagedSecret::secret(&sdk, &secret.id, |s| HashKey::new(s.as_bytes()), KEPT);
+    let (describe, get) = ("secretsmanager.DescribeSecret", "secretsmanager.GetSecretValue");
+    keys.refresh().await.expect("a first read");
+    assert_eq!((calls.of(describe), calls.of(get)), (1, 1), "the labels, then the current version's value");
+    for _ in 0..3 {
+        keys.refresh().await.expect("a read again");
+    }
+    assert_eq!((calls.of(describe), calls.of(get)), (4, 1), "read again: the labels only");
+    let staged = "the key staged since, 32 and more!";
+    secret.stage(staged).await;
+    let read = keys.refresh().await.expect("a read after the staging");
+    assert_eq!((calls.of(describe), calls.of(get)), (5, 2), "the staged version's value, once");
+    let (event, user) = (EventId::parse("lecture-labels").unwrap(), UserId::parse("u1").unwrap());
+    let now = shared::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
+    let hash = HashKey::new(staged.as_bytes()).unwrap().issue(&event, &user, now + 600_000);
+    assert!(
+        read.pending.as_ref().is_some_and(|k| k.verify(&hash, &event, &user, now).is_ok()),
+        "the staged key is held"
+    );
+}
