@@ -48,6 +48,9 @@ pub struct RedisCosts {
     pub limiter: f64,
     /// A grab environment's second of counts written to the event's tally (one master's).
     pub tally: f64,
+    /// What the sold-out memory asks of each of an event's buckets when it starts or is renewed,
+    /// beyond the refusing script: the bucket's replication read and a `WAIT` for its replicas.
+    pub sold_out_check: f64,
 }
 
 /// Each request alone on its connection, one at a time (a Lambda environment on demand), on a
@@ -55,10 +58,12 @@ pub struct RedisCosts {
 /// script asks `CLUSTER MYID`), a replica per shard (the replication stream and each kept order's
 /// `WAIT` are the primary's to pay). A one-shard cache (cluster mode off, `CacheNodes` 2) differs
 /// by the `CLUSTER MYID` alone.
-pub const REDIS_COSTS: RedisCosts = RedisCosts { grab_won: 106.0, grab_refused: 33.5, limiter: 26.5, tally: 24.5 };
+pub const REDIS_COSTS: RedisCosts =
+    RedisCosts { grab_won: 106.0, grab_refused: 33.5, limiter: 26.5, tally: 24.5, sold_out_check: 0.0 };
 /// The same on the plain port of a server on its own (no replica): this machine's stack, which
 /// the local check runs against.
-pub const REDIS_COSTS_PLAIN: RedisCosts = RedisCosts { grab_won: 40.0, grab_refused: 18.0, limiter: 12.5, tally: 11.5 };
+pub const REDIS_COSTS_PLAIN: RedisCosts =
+    RedisCosts { grab_won: 40.0, grab_refused: 18.0, limiter: 12.5, tally: 11.5, sold_out_check: 0.0 };
 /// A new connection with TLS (ElastiCache's in-transit encryption, on by default): handshake,
 /// AUTH, PING; in cluster mode (the client's own: a connection, `CLUSTER SLOTS`, then one to each
 /// primary, this master's share); and a plain one (the local stack). (The sold-out memory's reads
@@ -198,6 +203,10 @@ pub struct Inputs {
     /// Provisioned environments per function at the open (verify-hash, grab); they connected to
     /// the cache in their init (BENCHMARKS section 5), before the open.
     pub warm: [u64; 2],
+    /// The share of the warm fleet whose connections died while it sat frozen: each such
+    /// environment's first request finds it dead (the idle `PING`) and connects again, to every
+    /// master, at the open.
+    pub remade_at_open: f64,
     /// A new environment's start: Lambda's own (AWS-side, assumed) plus the function's init.
     pub cold_start_ms: f64,
     /// verify-hash in its environment (BENCHMARKS section 7's durations).
@@ -495,6 +504,13 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
         _ => None,
     };
     let mut masters = Masters::new(&cache.unwrap_or(Cache::elasticache(1, 1)), i.tickets);
+    // Warm environments whose connections died while frozen connect again at their first request,
+    // which a crowd faster than the fleet brings within the open's first milliseconds.
+    if let Some(cache) = cache {
+        let remade = ((i.warm[0] + i.warm[1]) as f64 * i.remade_at_open).round();
+        masters.everywhere(remade * cache.connect_us);
+        masters.handshakes += remade as u64;
+    }
     // Requests due at the gateway by step, per kind: 0 verify-hash, 1 grab.
     let mut due: [Due; 2] = [Due::new(), Due::new()];
     let mut answered = Answered::default();
@@ -709,12 +725,15 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
             stage_tokens += mine.max(0.0);
             route_tokens[kind] += mine.max(0.0);
         }
-        // The sold-out memory's renewals: each grab environment runs the script once a second.
+        // The sold-out memory's renewals: each grab environment runs the script once a second,
+        // which on a sharded event asks every bucket in turn (a home sold out moves the grab to
+        // each sibling), then checks each bucket's replicas before it remembers again.
         if let Some(cache) = cache
             && cache.memory
             && sold >= i.tickets
         {
-            masters.on_buckets(fleets[1].envs as f64 / 1000.0 * cache.costs.grab_refused);
+            let per_renewal = masters.buckets as f64 * (cache.costs.grab_refused + cache.costs.sold_out_check);
+            masters.on_buckets(fleets[1].envs as f64 / 1000.0 * per_renewal);
         }
         // The decider; a grab holds its environment until it is answered.
         match (cache, i.decider) {
@@ -986,6 +1005,7 @@ pub fn template_defaults(name: &str, users: u64, tickets: u64) -> Inputs {
         retry_after_ms: 1_000,
         tries: 30,
         queue_when_busy: false,
+        remade_at_open: 0.0,
     }
 }
 
@@ -1289,6 +1309,12 @@ fn main() {
     cold.reserved = [None, None];
     cold.account_concurrency = 30_000;
     hot.push(cold);
+    for (share, said) in [(0.1, "a tenth"), (1.0, "all")] {
+        let mut dead = hot_event(CLAIM_BUCKETS, HOT_RATE);
+        dead.name = format!("{CLAIM_BUCKETS} buckets, warm and capped, {said} of its connections dead at the open");
+        dead.remade_at_open = share;
+        hot.push(dead);
+    }
     hot.extend([CLAIM_MANAGED_BUCKETS - 4, CLAIM_MANAGED_BUCKETS - 2, CLAIM_MANAGED_BUCKETS].map(hot_managed));
     hot.extend(hot_behind_the_edge());
     for i in &hot {

@@ -18,8 +18,8 @@
 //!   commands);
 //! - `tally`: a grab environment's second of counts on the event's tally (`Gate::add_grab_counts`);
 //! - `field read`: one `HGET` of a user's field (the sold-out memory's read, on a replica);
-//! - `write` and `write waited`: a `SET`, and a `SET` then `WAIT 1` (only where a replica answers):
-//!   what a replica's confirmation costs the primary, apart;
+//! - `write` and `write waited`: a `SET`, and a `SET` then a `WAIT` for every replica (only where
+//!   replicas answer): what the replicas' confirmation costs the primary, apart;
 //! - `connect`, `connect TLS` and `connect cluster`: a new connection as redis-rs makes it (TLS
 //!   handshake, `AUTH`, in cluster mode `CLUSTER SLOTS`), one `PING`, closed: what each new
 //!   execution environment costs each master it talks to.
@@ -27,8 +27,9 @@
 //! The operations run three ways, side by side in each round: a server on its own over its plain
 //! port, the same over TLS (the gate's own `rediss://` connections, trusting the bench's CA through
 //! `SSL_CERT_FILE`, which redis-rs's rustls reads), and as the template deploys ElastiCache: a shard
-//! of two cluster nodes (a primary with every slot and its replica, replication and the cluster
-//! bus over TLS), the gate in cluster mode over TLS, the primary's CPU read. The model takes the
+//! of cluster nodes (a primary with every slot and its replicas, two as the template's `CacheNodes`
+//! 3 keeps; replication and the cluster bus over TLS), the gate in cluster mode over TLS, the
+//! primary's CPU read. `--server` runs another engine (ElastiCache's Valkey 8.0, built with TLS). The model takes the
 //! deployed figures; the local check against this machine's runner, the plain ones.
 //!
 //! `cargo build --release -p bench --bin redis-costs && target/.../redis-costs [--rounds 3]
@@ -67,6 +68,13 @@ struct Args {
     /// Only the kinds whose name holds this (e.g. `Limiter`, `GrabWon`): a quick look at one.
     #[arg(long)]
     only: Option<String>,
+    /// The server to run: `redis-server`, or another engine's (ElastiCache's Valkey 8.0: a build
+    /// with TLS, `make BUILD_TLS=yes`, then `--server <its src/valkey-server>`).
+    #[arg(long, default_value = "redis-server")]
+    server: PathBuf,
+    /// The deployed shard's replicas: the template's `CacheNodes` less its primary (3: two).
+    #[arg(long, default_value_t = 2)]
+    replicas: usize,
 }
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -86,10 +94,14 @@ enum Kind {
     /// a second while it serves.
     Tally,
     FieldRead,
-    /// A write alone (`SET`), and a write with a replica's confirmation (`SET`, then `WAIT 1`,
-    /// one after the other on one connection): what a `WAIT` costs the primary, apart.
+    /// A write alone (`SET`), and a write with its replicas' confirmation (`SET`, then `WAIT` for
+    /// every replica, one after the other on one connection): what a `WAIT` costs the primary, apart.
     Write,
     WriteWaited,
+    /// A write, then its server's replication read and a `WAIT` for every replica, each its own
+    /// round trip: what the sold-out memory asks of each of an event's buckets when it starts or
+    /// is renewed (`Gate::remember_sold_out`), beyond the refusing script's own write.
+    SoldOutCheck,
     Connect,
     ConnectTls,
     /// A new environment's cluster connection over TLS: a connection to the configuration
@@ -98,7 +110,7 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 11] = [
+    const ALL: [Kind; 12] = [
         Kind::GrabWon,
         Kind::GrabWonKept,
         Kind::GrabRefused,
@@ -107,6 +119,7 @@ impl Kind {
         Kind::FieldRead,
         Kind::Write,
         Kind::WriteWaited,
+        Kind::SoldOutCheck,
         Kind::Connect,
         Kind::ConnectTls,
         Kind::ConnectCluster,
@@ -121,7 +134,8 @@ impl Kind {
             Kind::Tally => "tally (a second's counts: HINCRBY x2, EXPIRE)",
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
             Kind::Write => "a write (SET)",
-            Kind::WriteWaited => "a write and a replica's confirmation (SET, then WAIT 1)",
+            Kind::WriteWaited => "a write and its replicas' confirmation (SET, then WAIT)",
+            Kind::SoldOutCheck => "a write, then a bucket's replication checked (SET, INFO replication, WAIT)",
             Kind::Connect => "new connection, plain (AUTH, PING)",
             Kind::ConnectTls => "new connection, TLS (handshake, AUTH, PING)",
             Kind::ConnectCluster => "new connection, cluster mode, TLS (handshakes, AUTH, CLUSTER SLOTS, PING)",
@@ -150,7 +164,7 @@ impl Transport {
         match self {
             Transport::Plain => "plain",
             Transport::Tls => "TLS",
-            Transport::Deployed => "as deployed (TLS, cluster, a replica)",
+            Transport::Deployed => "as deployed (TLS, cluster, replicas)",
         }
     }
 }
@@ -286,11 +300,11 @@ enum Role {
     Node,
 }
 
-async fn start_server(certs: &Certs, role: Role) -> Result<Server, Failure> {
+async fn start_server(certs: &Certs, role: Role, bin: &std::path::Path) -> Result<Server, Failure> {
     let (port, tls_port) = (free_port()?, free_port()?);
     let dir = certs.path(&format!("node-{port}"));
     std::fs::create_dir_all(&dir)?;
-    let mut cmd = Command::new("redis-server");
+    let mut cmd = Command::new(bin);
     cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--requirepass", TOKEN])
         .args(["--masterauth", TOKEN])
         .args(["--port", &port.to_string(), "--tls-port", &tls_port.to_string(), "--tls-auth-clients", "no"])
@@ -326,37 +340,44 @@ async fn start_server(certs: &Certs, role: Role) -> Result<Server, Failure> {
     }
 }
 
-/// A shard as the template deploys one: a primary holding every slot, and a replica of it (the
-/// sent records' `WAIT`s and the replication stream are the primary's to pay).
-async fn start_shard(certs: &Certs) -> Result<(Server, Server), Failure> {
-    let (primary, replica) = (start_server(certs, Role::Node).await?, start_server(certs, Role::Node).await?);
-    let (mut p, mut r) = (connect(&primary, false).await?, connect(&replica, false).await?);
+/// A shard as the template deploys one: a primary holding every slot, and `replicas` replicas of
+/// it (the sent records' `WAIT`s and the replication stream to each are the primary's to pay).
+async fn start_shard(certs: &Certs, replicas: usize, bin: &std::path::Path) -> Result<(Server, Vec<Server>), Failure> {
+    let primary = start_server(certs, Role::Node, bin).await?;
+    let mut p = connect(&primary, false).await?;
     let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut p).await?;
     let bus: Vec<String> = redis::cmd("CONFIG").arg("GET").arg("cluster-port").query_async(&mut p).await?;
-    let _: () = redis::cmd("CLUSTER")
-        .arg("MEET")
-        .arg("127.0.0.1")
-        .arg(primary.tls_port)
-        .arg(&bus[1])
-        .query_async(&mut r)
-        .await?;
     let id: String = redis::cmd("CLUSTER").arg("MYID").query_async(&mut p).await?;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut replicating = false;
-    loop {
-        if !replicating {
-            replicating = redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok();
+    let mut started = Vec::new();
+    for _ in 0..replicas {
+        let replica = start_server(certs, Role::Node, bin).await?;
+        let mut r = connect(&replica, false).await?;
+        let _: () = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg("127.0.0.1")
+            .arg(primary.tls_port)
+            .arg(&bus[1])
+            .query_async(&mut r)
+            .await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut replicating = false;
+        loop {
+            if !replicating {
+                replicating = redis::cmd("CLUSTER").arg("REPLICATE").arg(&id).query_async::<()>(&mut r).await.is_ok();
+            }
+            let link: String = redis::cmd("INFO").arg("replication").query_async(&mut r).await?;
+            let state: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut p).await?;
+            if link.contains("master_link_status:up") && state.contains("cluster_state:ok") {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err("the shard did not form (a primary and its replicas)".into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let link: String = redis::cmd("INFO").arg("replication").query_async(&mut r).await?;
-        let state: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut p).await?;
-        if link.contains("master_link_status:up") && state.contains("cluster_state:ok") {
-            return Ok((primary, replica));
-        }
-        if Instant::now() > deadline {
-            return Err("the shard did not form (a primary and its replica)".into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        started.push(replica);
     }
+    Ok((primary, started))
 }
 
 /// The server's CPU time so far (user and system, all threads), in microseconds.
@@ -456,7 +477,7 @@ async fn measure(
                 UserLimit { requests: 1_000_000, window: Duration::from_secs(1) },
             )
             .await?;
-        if matches!(kind, Kind::FieldRead | Kind::Write | Kind::WriteWaited) {
+        if matches!(kind, Kind::FieldRead | Kind::Write | Kind::WriteWaited | Kind::SoldOutCheck) {
             let mut conn = connect(server, tls).await?;
             let _: String = redis::cmd("PING").query_async(&mut conn).await?;
             conns.push(conn);
@@ -556,8 +577,8 @@ async fn measure(
                 .await;
             pings.into_iter().collect::<Result<Vec<_>, _>>()?.len()
         }
-        Kind::Write | Kind::WriteWaited => {
-            let waited = kind == Kind::WriteWaited;
+        Kind::Write | Kind::WriteWaited | Kind::SoldOutCheck => {
+            let (waited, replicas, checked) = (kind != Kind::Write, args.replicas, kind == Kind::SoldOutCheck);
             let wrote: Vec<Result<u32, Failure>> = drive(&users, &conns, mode, args.concurrency, move |conn, user| {
                 Box::pin(async move {
                     let mut conn = conn.clone();
@@ -566,14 +587,17 @@ async fn measure(
                     if !waited {
                         return Ok(0);
                     }
-                    Ok(redis::cmd("WAIT").arg(1).arg(100).query_async(&mut conn).await?)
+                    if checked {
+                        let _: String = redis::cmd("INFO").arg("replication").query_async(&mut conn).await?;
+                    }
+                    Ok(redis::cmd("WAIT").arg(replicas).arg(100).query_async(&mut conn).await?)
                 })
             })
             .await;
             let acked = wrote.into_iter().collect::<Result<Vec<_>, _>>()?;
-            // Where there is a replica, every write was confirmed by it (or timed out: not a cost).
-            if waited && acked.contains(&0) {
-                return Err("a WAIT timed out: the replica is not keeping up".into());
+            // Where there are replicas, every write was confirmed by each (or timed out: not a cost).
+            if waited && acked.iter().any(|&n| (n as usize) < replicas) {
+                return Err("a WAIT timed out: a replica is not keeping up".into());
             }
             acked.len()
         }
@@ -623,8 +647,11 @@ async fn main() -> Result<(), Failure> {
     // rustls-native-certs, which honours SSL_CERT_FILE), before any connection is made.
     // SAFETY: set once, before any other thread of this process reads the environment.
     unsafe { std::env::set_var("SSL_CERT_FILE", certs.path("ca.crt")) };
-    let server = start_server(&certs, Role::Alone).await?;
-    let (primary, _replica) = start_shard(&certs).await?;
+    let server = start_server(&certs, Role::Alone, &args.server).await?;
+    let (primary, _replicas) = start_shard(&certs, args.replicas, &args.server).await?;
+    let engine = Command::new(&args.server).arg("--version").output()?;
+    let engine = String::from_utf8_lossy(&engine.stdout);
+    let engine = engine.split_whitespace().take(3).collect::<Vec<_>>().join(" ");
     let gates_of = |url: String, cluster: bool| -> Result<Vec<Gate>, Failure> {
         let settings = bench::sales::gate_settings(&url, cluster, Some(TOKEN.into()));
         // A gate (and its connection) per connection of `Mode::Alone`; the first serves `Pipelined`.
@@ -640,7 +667,9 @@ async fn main() -> Result<(), Failure> {
             Kind::Connect | Kind::ConnectTls => vec![(k, Mode::Alone, Transport::Plain)],
             Kind::ConnectCluster => vec![(k, Mode::Alone, Transport::Deployed)],
             // Only a server with a replica answers a `WAIT` before its timeout.
-            Kind::WriteWaited => vec![(k, Mode::Alone, Transport::Deployed), (k, Mode::Pipelined, Transport::Deployed)],
+            Kind::WriteWaited | Kind::SoldOutCheck => {
+                vec![(k, Mode::Alone, Transport::Deployed), (k, Mode::Pipelined, Transport::Deployed)]
+            }
             _ => [Transport::Plain, Transport::Tls, Transport::Deployed]
                 .into_iter()
                 .flat_map(|t| [(k, Mode::Alone, t), (k, Mode::Pipelined, t)])
@@ -683,7 +712,8 @@ async fn main() -> Result<(), Failure> {
         })
         .collect();
     println!(
-        "redis-costs: {} ops per kind (connections {}), {} rounds; server CPU per operation, median (spread)",
+        "redis-costs: {engine}, as deployed with {} replicas; {} ops per kind (connections {}), {} rounds; server CPU per operation, median (spread)",
+        args.replicas,
         args.ops,
         (args.ops / 10).max(100),
         args.rounds,

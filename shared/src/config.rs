@@ -140,8 +140,9 @@ pub struct GateSettings {
     /// never): meanwhile its grabs of that event run no script (docs/DESIGN.md section 6).
     pub sold_out_memory: Duration,
     /// In cluster mode, how long the reader keeps one map of the slots' replicas
-    /// (`REDIS_READER_REFRESH_MS`, 60,000): then it reads the cluster's slots again in the
-    /// background, so a replica added since serves the refusals too.
+    /// (`REDIS_READER_REFRESH_MS`, 600,000): then it reads the cluster's slots again in the
+    /// background, so a replica added since serves the refusals too. Each reading is a new
+    /// connection to every node, TLS handshakes included: not more often.
     pub reader_refresh: Duration,
 }
 
@@ -190,7 +191,7 @@ impl GateSettings {
                 url => url,
             },
             sold_out_memory: Duration::from_millis(parsed_or("SOLD_OUT_MEMORY_MS", 1000)?),
-            reader_refresh: Duration::from_millis(parsed_or("REDIS_READER_REFRESH_MS", 60_000)?),
+            reader_refresh: Duration::from_millis(parsed_or("REDIS_READER_REFRESH_MS", 600_000)?),
         })
     }
 }

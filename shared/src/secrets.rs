@@ -45,7 +45,7 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 
 /// How much older than `kept` the stages read may be and still serve while a read runs in the
 /// background, so a request never waits on Secrets Manager (an environment frozen since, thawed at
-/// the open; a provisioned one initialised at the warm fleet's lead, 10 minutes before it). What
+/// the open; a provisioned one initialised at the warm fleet's lead, 5 minutes before it). What
 /// they sign, every other environment accepts: `scripts/rotate-key` promotes a key at most once in
 /// `ROTATE_MIN_AGE_SECONDS` (1,800 s from the last promotion, whose step waits `kept` + 15 s after
 /// the staging), which covers this view's age past `kept` and then the longest a signed thing must

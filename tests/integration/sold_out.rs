@@ -134,3 +134,29 @@ async fn a_lagging_replica_leaves_the_script_deciding() {
     assert_eq!(app.grab(&event, "dee").await.code(), "SOLD_OUT");
     assert_eq!(calls(&mut primary, "evalsha").await, 2, "both grabs ran the script");
 }
+
+/// A provisioned grab environment connects its reader in its init: left to the first sold-out
+/// refusal, every environment of a warm fleet would connect in the same second, each a handshake
+/// on the replica (in cluster mode on every node), just as the sale ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_grab_environment_connects_its_reader_before_the_sell_out() {
+    logs_when_asked();
+    let (pair, app) = with_reader().await;
+    let mut replica = pair.direct(&pair.replica).await;
+    let connected = |info: String| -> u64 {
+        info.lines().find_map(|l| l.strip_prefix("connected_clients:")).and_then(|n| n.trim().parse().ok()).unwrap()
+    };
+    let before = connected(redis::cmd("INFO").arg("clients").query_async(&mut replica).await.unwrap());
+    let environment = local_runner::Functions::build(&app.settings, &app.queue_url).await.expect("functions");
+    assert_eq!(
+        connected(redis::cmd("INFO").arg("clients").query_async(&mut replica).await.unwrap()),
+        before,
+        "built, not yet warmed: nothing on the replica"
+    );
+    environment.grab.warm_up().await;
+    assert_eq!(
+        connected(redis::cmd("INFO").arg("clients").query_async(&mut replica).await.unwrap()),
+        before + 1,
+        "the warm-up connected the reader"
+    );
+}

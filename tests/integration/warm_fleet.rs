@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use shared::{
     domain::{
         EventId,
-        warm_fleet::{DeploymentLimits, FleetSize},
+        warm_fleet::{self, DeploymentLimits, FleetSize},
     },
     fleet::{ALIAS, Converged, Fleet, FleetTargets, LimitsReader},
     handlers::{reconcile::Reconcile, release::Release},
@@ -111,15 +111,16 @@ fn codes(reply: &Value) -> Vec<String> {
 async fn a_release_with_a_rate_is_answered_with_its_fleet_and_reconcile_provisions_it() {
     let app = TestApp::new().await;
     let id = fresh_event_id();
-    let body = rush(&id, 20_000, Duration::minutes(5), json!(100_000));
+    // Within the lead: reconcile provisions it now.
+    let body = rush(&id, 20_000, warm_fleet::LEAD - Duration::minutes(1), json!(100_000));
     let reply = app.call(Function::Release, with_body(fixture("release-http.json"), &body)).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     let fleet_reply = &reply.body["warm_fleet"];
     assert_eq!((fleet_reply["grab"].as_u64(), fleet_reply["verify_hash"].as_u64()), (Some(12_000), Some(10_000)));
     let stored = app.functions.store.get_event(&id).await.unwrap().expect("stored").event;
     assert_eq!(stored.expected_rate, Some(100_000));
-    assert_eq!(fleet_reply["from"], shared::domain::event::rfc3339(stored.sale_start - Duration::minutes(10)));
-    assert_eq!(fleet_reply["until"], shared::domain::event::rfc3339(stored.sale_start + Duration::minutes(5)));
+    assert_eq!(fleet_reply["from"], shared::domain::event::rfc3339(stored.sale_start - warm_fleet::LEAD));
+    assert_eq!(fleet_reply["until"], shared::domain::event::rfc3339(stored.sale_start + warm_fleet::TAIL));
     // The emulator's account: Lambda's concurrency below the fleet, SES at 14 mails/s.
     let warned = codes(&reply.body);
     for code in ["API_ACCOUNT_RATE", "ACCOUNT_CONCURRENCY", "MAIL_DRAIN"] {

@@ -11,8 +11,25 @@ use super::Event;
 /// The largest rate a release may name, grabs per second at the open.
 pub const MAX_EXPECTED_RATE: u32 = 1_000_000;
 /// The fleet is asked for this long before `sale_start`: provisioned concurrency takes minutes
-/// to become ready, and the first grabs come before the second.
-pub const LEAD: Duration = Duration::minutes(10);
+/// to become ready, and the first grabs come before the second. No longer: an environment connects
+/// to the cache in its init and then sits frozen until the open, and a frozen environment's
+/// connections are reported dead after 7-10 minutes (the server's keepalive gives up on a peer
+/// that does not answer; a path's idle timeout), so one found dead at the open connects again
+/// there, its TLS handshake on every master (docs/SCALE.md: a tenth of the hot event's fleet
+/// doing so costs each master 3.5 s of its core). Reconcile's minute and the fleet's provisioning
+/// ([`PROVISIONED_PER_MINUTE`]) fit within it for up to [`READY_WITHIN_LEAD`] environments.
+pub const LEAD: Duration = Duration::minutes(5);
+/// The longest a frozen environment's connection is taken to live: below the 7 minutes after
+/// which public reports find it dead.
+pub const CONNECTION_OUTLIVES_A_FREEZE_OF: Duration = Duration::minutes(6);
+const _: () = assert!(LEAD.whole_seconds() <= CONNECTION_OUTLIVES_A_FREEZE_OF.whole_seconds());
+/// Environments a function's provisioned concurrency readies a minute, taken as Lambda's scaling
+/// rate ("Lambda scaling behavior": 1,000 new environments per function every 10 s).
+pub const PROVISIONED_PER_MINUTE: u32 = 6_000;
+/// The most environments per function provisioned within the lead, after reconcile's first
+/// minute: a larger fleet's last environments are ready only after the open
+/// (`FLEET_READY_LATE`).
+pub const READY_WITHIN_LEAD: u32 = PROVISIONED_PER_MINUTE * (LEAD.whole_minutes() as u32 - 1);
 /// ... and kept this long after it: the crowd of an open thins within a minute or two.
 pub const TAIL: Duration = Duration::minutes(5);
 /// Seconds a grab holds its environment, a winner's `SendMessage` included (docs/SCALE.md's
@@ -230,6 +247,17 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     }
     let wanted = FleetSize::for_rate(rate);
     let fleet = wanted.capped(deployment);
+    let largest = fleet.grab.max(fleet.verify_hash);
+    if largest > READY_WITHIN_LEAD {
+        out.push(warning(
+            "FLEET_READY_LATE",
+            format!(
+                "the warm fleet asks {largest} environments of one function, and Lambda readies about {PROVISIONED_PER_MINUTE} a minute: {:.0} min, more than the {} min before the open it is asked for (longer and its connections die while frozen); the open meets a fleet still growing: a lower expected_rate, or Managed Instances (docs/DEPLOY.md)",
+                f64::from(largest) / f64::from(PROVISIONED_PER_MINUTE),
+                LEAD.whole_minutes()
+            ),
+        ));
+    }
     if fleet != wanted {
         out.push(warning(
             "FLEET_CAPPED",
@@ -385,6 +413,18 @@ mod tests {
             (vec!["a".to_owned(), "b".to_owned()], std::time::Duration::try_from(Duration::minutes(3) + TAIL).unwrap())
         );
         assert_eq!(named(OPEN + Duration::minutes(3) + TAIL).0, Vec::<String>::new());
+    }
+
+    /// A fleet Lambda cannot ready within the lead is named: the hot event's 14,400 grab
+    /// environments are ready in time, a rate whose fleet takes longer is not.
+    #[test]
+    fn a_fleet_larger_than_the_lead_readies_is_named() {
+        let ready_late = |rate| {
+            codes(&warnings(&event("a", 20_000, OPEN, Some(rate)), &DeploymentLimits::default(), &AccountLimits::default()))
+                .contains(&"FLEET_READY_LATE")
+        };
+        assert!(FleetSize::for_rate(120_000).grab <= READY_WITHIN_LEAD && !ready_late(120_000));
+        assert!(FleetSize::for_rate(250_000).grab > READY_WITHIN_LEAD && ready_late(250_000));
     }
 
     #[test]

@@ -177,6 +177,12 @@ impl Gate {
         self.link.conn().await.map(drop)
     }
 
+    /// Connects the sold-out memory's reader now (a provisioned grab environment's init), where
+    /// the deployment names one.
+    pub async fn connect_reader(&self) -> Result<(), GateError> {
+        self.reader.connect().await
+    }
+
     /// A connection of its own, for tests and tools that inspect the keys (not bound to a history;
     /// it reconnects by itself).
     pub async fn connection(&self) -> Result<Connection, GateError> {

@@ -177,6 +177,17 @@ impl ReplicaReads {
 }
 
 impl Reader {
+    /// Connects now (a provisioned grab environment's init): unconnected, every environment of a
+    /// warm fleet would connect at the first sold-out refusal, all in the same second, each a TLS
+    /// handshake on the reader's node (in cluster mode, on every node), just as the sale ends.
+    pub(super) async fn connect(&self) -> Result<(), GateError> {
+        match self {
+            Self::Primary => Ok(()),
+            Self::Single(conn) => redis::cmd("PING").query_async(&mut conn.clone()).await.map_err(GateError::from),
+            Self::Cluster(reads) => reads.connection().await.map(drop),
+        }
+    }
+
     /// The user's field at their home bucket, read with the bucket's `generation` in one command;
     /// `None` when the bucket has none (its meta is not there: lost, or not laid down yet).
     async fn user_field(

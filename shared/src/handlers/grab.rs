@@ -159,9 +159,15 @@ impl Grab {
     /// The events a warm fleet is kept for, made ready in this environment's memory before the
     /// open ([`super::warm_up`]): each event read from DynamoDB (a won grab's reply names a red
     /// packet's amount, from the event) and its buckets' layout from the cache (where a user's
-    /// grab runs). How many are ready.
+    /// grab runs); and the sold-out memory's reader connected (else the whole fleet connects it
+    /// at the sell-out). How many events are ready.
     pub async fn warm_up(&self) -> usize {
-        super::warm_up::warm_up(&self.gate, |event| async move {
+        let reader = async {
+            if let Err(e) = self.gate.connect_reader().await {
+                tracing::warn!(error = %e, "the reader did not answer in init; the first sold-out refusal connects");
+            }
+        };
+        let events = super::warm_up::warm_up(&self.gate, |event| async move {
             let read = self.splits.prepare(&self.rebuilder, &event).await;
             let laid = self.gate.buckets(&event).await;
             match (read, laid) {
@@ -175,8 +181,8 @@ impl Grab {
                     false
                 }
             }
-        })
-        .await
+        });
+        tokio::join!(reader, events).1
     }
 
     pub async fn handle(&self, req: Request) -> Response<Body> {
