@@ -54,9 +54,22 @@ const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(5);
 /// the request fails (`503`) rather than sign with a key others may have dropped.
 pub const STALE_SERVED_FOR: Duration = Duration::from_secs(900);
 
-/// How many times a read of the stages is tried when a label moved while it read (a rotation's
-/// step landing in the middle).
+/// The read in the background of stages older than `kept` starts after a random part of this: a
+/// warm fleet thawed at the open would otherwise read every key in the same second (the hot
+/// event's 26,400 environments, about 40,800 `DescribeSecret` calls against the account's 40,000
+/// a second). The stages in hand serve meanwhile.
+const BACKGROUND_READ_SPREAD: Duration = Duration::from_secs(5);
+
+/// A random part of [`BACKGROUND_READ_SPREAD`] (a UUIDv7's random bits).
+fn background_read_delay() -> Duration {
+    let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+    BACKGROUND_READ_SPREAD.mul_f64(random)
+}
+
+/// How many times a read of the stages is tried when the current version could not be read after
+/// its label (a rotation's step landing in the middle), and how long it waits before each.
 const TORN_READS: usize = 3;
+const TORN_READ_PAUSE: Duration = Duration::from_millis(150);
 
 /// A key that rotates: its stages ([`Staged`]) read from a secret, and read again once older than
 /// `kept`, so a rotation reaches every running environment (docs/DEPLOY.md, "Rotating keys").
@@ -183,6 +196,7 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
         if !self.inner.reading.swap(true, std::sync::atomic::Ordering::AcqRel) {
             let this = self.clone();
             tokio::spawn(async move {
+                tokio::time::sleep(background_read_delay()).await;
                 let _ = this.refresh().await;
                 this.inner.reading.store(false, std::sync::atomic::Ordering::Release);
             });
@@ -312,13 +326,13 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
     /// each labelled version's value, from [`Inner::values`] when read before (a version's value
     /// never changes), so reading again a secret no rotation touched costs one `DescribeSecret`
     /// (40,000 a second an account, against `GetSecretValue`'s 10,000: a warm fleet thawed at the
-    /// open reads every key again in its first seconds). A version dropped between the two reads
-    /// (a rotation's step landing in the middle) reads the labels again.
+    /// open reads every key again in its first seconds). A current version not found after its
+    /// label reads the labels again.
     async fn read_stages(&self) -> Result<Staged<K>, SecretError> {
         let Some((client, id)) = &self.inner.from else {
             return Err(SecretError::Empty);
         };
-        'read: for _ in 0..TORN_READS {
+        for _ in 0..TORN_READS {
             let began = crate::domain::event::epoch_ms(time::OffsetDateTime::now_utc());
             let labels = client
                 .describe_secret()
@@ -332,16 +346,23 @@ impl<K: Send + Sync + 'static> StagedSecret<K> {
                 labels.iter().find(|(_, stages)| stages.iter().any(|s| s == stage)).map(|(version, _)| version.as_str())
             };
             let Some(current) = staged_as("AWSCURRENT") else { return Err(SecretError::Empty) };
-            // A version gone since the labels were read: read them again.
-            let Some(current) = self.value_of(client, id, current).await? else { continue };
-            let mut others = [None, None];
-            for (stage, value) in ["AWSPENDING", "AWSPREVIOUS"].into_iter().zip(&mut others) {
-                if let Some(version) = staged_as(stage) {
-                    let Some(read) = self.value_of(client, id, version).await? else { continue 'read };
-                    *value = Some(read);
-                }
-            }
-            let [pending, previous] = others;
+            // The current version not found (a label moved meanwhile, or the read ran ahead of
+            // the labels): the labels read again, a moment later.
+            let Some(current) = self.value_of(client, id, current).await? else {
+                tokio::time::sleep(TORN_READ_PAUSE).await;
+                continue;
+            };
+            // A pending or previous version not found is left out, as no label would be (a
+            // staging whose version is not readable yet: AWS lists an `AWSPENDING` id before its
+            // version exists).
+            let pending = match staged_as("AWSPENDING") {
+                Some(version) => self.value_of(client, id, version).await?,
+                None => None,
+            };
+            let previous = match staged_as("AWSPREVIOUS") {
+                Some(version) => self.value_of(client, id, version).await?,
+                None => None,
+            };
             let nonempty = |v: Option<Version>| v.filter(|v| !v.value.is_empty());
             let current = nonempty(Some(current)).ok_or(SecretError::Empty)?;
             self.inner

@@ -420,8 +420,12 @@ mod tests {
     #[test]
     fn a_fleet_larger_than_the_lead_readies_is_named() {
         let ready_late = |rate| {
-            codes(&warnings(&event("a", 20_000, OPEN, Some(rate)), &DeploymentLimits::default(), &AccountLimits::default()))
-                .contains(&"FLEET_READY_LATE")
+            codes(&warnings(
+                &event("a", 20_000, OPEN, Some(rate)),
+                &DeploymentLimits::default(),
+                &AccountLimits::default(),
+            ))
+            .contains(&"FLEET_READY_LATE")
         };
         assert!(FleetSize::for_rate(120_000).grab <= READY_WITHIN_LEAD && !ready_late(120_000));
         assert!(FleetSize::for_rate(250_000).grab > READY_WITHIN_LEAD && ready_late(250_000));

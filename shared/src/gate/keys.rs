@@ -277,9 +277,28 @@ pub fn cache(e: &impl HashTag) -> [String; 10] {
 /// cluster mode their writes spread over the masters (one key would put every grab environment's
 /// writes on one master: 14,400 a second at the hot event, docs/SCALE.md).
 pub fn grab_tally(e: &EventId, shard: u16, unix_minute: i64) -> String {
+    format!("tally:{{{}}}:{unix_minute}", tally_tag(e, shard))
+}
+
+/// A tally shard's tag, found once per process: [`near`] hashes about a thousand candidates, and
+/// every grab environment writes its tally each second.
+fn tally_tag(e: &EventId, shard: u16) -> std::sync::Arc<str> {
+    type Found = std::collections::HashMap<(EventId, u16), std::sync::Arc<str>>;
+    static FOUND: std::sync::LazyLock<std::sync::Mutex<Found>> = std::sync::LazyLock::new(Default::default);
+    let key = (e.clone(), shard);
+    if let Some(tag) = FOUND.lock().unwrap_or_else(|p| p.into_inner()).get(&key) {
+        return tag.clone();
+    }
     let point = u32::from(slot(e.as_str())) + u32::from(shard) * (SLOTS / u32::from(TALLY_SHARDS));
-    let tag = near(point, |n| format!("tally:{e}:{shard}.{n}"), format!("tally:{e}:{shard}"));
-    format!("tally:{{{tag}}}:{unix_minute}")
+    let tag: std::sync::Arc<str> =
+        near(point, |n| format!("tally:{e}:{shard}.{n}"), format!("tally:{e}:{shard}")).into();
+    let mut found = FOUND.lock().unwrap_or_else(|p| p.into_inner());
+    // An environment sees a few events; a bound all the same.
+    if found.len() >= 4_096 {
+        found.clear();
+    }
+    found.insert(key, tag.clone());
+    tag
 }
 /// How many keys an event's tally is spread over: as many as the buckets an event may have, so its
 /// writes spread about as far as the sale's scripts.

@@ -157,7 +157,7 @@ impl Gate {
                 let config = redis::aio::ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(settings.connect_timeout))
                     .set_response_timeout(Some(settings.command_timeout));
-                sold_out::Reader::Single(redis::aio::ConnectionManager::new_lazy_with_config(client, config)?)
+                sold_out::Reader::Single(Box::new(sold_out::SingleRead::new(client, config)?))
             }
         };
         Ok(Self {

@@ -129,8 +129,40 @@ fn refusal(field: Option<&str>) -> GrabOutcome {
 /// replicas), or the primary when no reader is configured.
 pub(super) enum Reader {
     Primary,
-    Single(redis::aio::ConnectionManager),
+    Single(Box<SingleRead>),
     Cluster(Box<ReplicaReads>),
+}
+
+/// One replica's connection, made again after a read that timed out or lost it (the manager
+/// reconnects by itself only on a connection it sees closed: one gone silent, a frozen
+/// environment's, would time out every refusal until the kernel gives up on it).
+pub(super) struct SingleRead {
+    client: redis::Client,
+    config: redis::aio::ConnectionManagerConfig,
+    conn: Mutex<redis::aio::ConnectionManager>,
+}
+
+impl SingleRead {
+    pub(super) fn new(client: redis::Client, config: redis::aio::ConnectionManagerConfig) -> Result<Self, GateError> {
+        let conn = redis::aio::ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        Ok(Self { client, config, conn: Mutex::new(conn) })
+    }
+
+    fn connection(&self) -> redis::aio::ConnectionManager {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn forget(&self) {
+        if let Ok(fresh) = redis::aio::ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+        {
+            *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = fresh;
+        }
+    }
+}
+
+/// A read that timed out or lost its connection: the connection is not to be trusted again.
+fn lost(e: &redis::RedisError) -> bool {
+    e.is_timeout() || e.is_connection_dropped() || e.is_io_error()
 }
 
 /// A cluster client that reads from each slot's replicas, connected on first use. Its map of the
@@ -145,8 +177,15 @@ pub(super) struct ReplicaReads {
 }
 
 impl ReplicaReads {
+    /// `refresh` drawn between half and one and a half of it for this environment: a warm fleet
+    /// connects within the same minutes, and would read the slots again all together.
     pub(super) fn new(client: redis::cluster::ClusterClient, refresh: Duration) -> Self {
-        Self { client, refresh, kept: Arc::default(), renewing: Arc::default() }
+        let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+        Self { client, refresh: refresh.mul_f64(0.5 + random), kept: Arc::default(), renewing: Arc::default() }
+    }
+
+    fn forget(&self) {
+        *self.kept.lock().expect("reader") = None;
     }
 
     async fn connection(&self) -> Result<redis::cluster_async::ClusterConnection, GateError> {
@@ -183,7 +222,9 @@ impl Reader {
     pub(super) async fn connect(&self) -> Result<(), GateError> {
         match self {
             Self::Primary => Ok(()),
-            Self::Single(conn) => redis::cmd("PING").query_async(&mut conn.clone()).await.map_err(GateError::from),
+            Self::Single(single) => {
+                redis::cmd("PING").query_async(&mut single.connection()).await.map_err(GateError::from)
+            }
             Self::Cluster(reads) => reads.connection().await.map(drop),
         }
     }
@@ -198,11 +239,20 @@ impl Reader {
     ) -> Result<Option<Option<String>>, GateError> {
         let mut read = redis::cmd("HMGET");
         read.arg(keys::meta(event)).arg(keys::user_field(user)).arg("generation");
-        let (field, generation): (Option<String>, Option<String>) = match self {
-            Self::Primary => read.query_async(&mut primary.conn().await?).await?,
-            Self::Single(conn) => read.query_async(&mut conn.clone()).await?,
-            Self::Cluster(reads) => read.query_async(&mut reads.connection().await?).await?,
+        let read: Result<(Option<String>, Option<String>), redis::RedisError> = match self {
+            Self::Primary => read.query_async(&mut primary.conn().await?).await,
+            Self::Single(single) => read.query_async(&mut single.connection()).await,
+            Self::Cluster(reads) => read.query_async(&mut reads.connection().await?).await,
         };
+        let (field, generation) = read.inspect_err(|e| {
+            if lost(e) {
+                match self {
+                    Self::Single(single) => single.forget(),
+                    Self::Cluster(reads) => reads.forget(),
+                    Self::Primary => {}
+                }
+            }
+        })?;
         Ok(generation.map(|_| field))
     }
 }

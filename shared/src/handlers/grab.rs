@@ -163,8 +163,12 @@ impl Grab {
     /// at the sell-out). How many events are ready.
     pub async fn warm_up(&self) -> usize {
         let reader = async {
-            if let Err(e) = self.gate.connect_reader().await {
-                tracing::warn!(error = %e, "the reader did not answer in init; the first sold-out refusal connects");
+            match tokio::time::timeout(super::warm_up::WARM_UP_WITHIN, self.gate.connect_reader()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "the reader did not answer in init; the first sold-out refusal connects")
+                }
+                Err(_) => tracing::warn!("the reader did not answer in time; the first sold-out refusal connects"),
             }
         };
         let events = super::warm_up::warm_up(&self.gate, |event| async move {

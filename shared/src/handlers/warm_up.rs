@@ -8,7 +8,7 @@ use std::future::Future;
 use crate::{domain::EventId, gate::Gate};
 
 /// How long a provisioned environment's init may spend making its fleet's events ready.
-const WARM_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+pub(super) const WARM_UP_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Each event the warm fleet is kept for ([`Gate::warming`], which reconcile writes) made ready by
 /// `ready` (which says whether it is, and logs why not), all at once and within [`WARM_UP_WITHIN`];
