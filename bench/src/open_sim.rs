@@ -1474,6 +1474,18 @@ mod tests {
         assert!(cold.grants_per_s < 100_000.0 && cold.handshakes_per_master > 0, "cold: {:.0}/s", cold.grants_per_s);
     }
 
+    /// The release's `BUCKETS_FOR_RATE` takes a bucket for `GRANTS_PER_BUCKET` grabs a second:
+    /// the model grants at least that per bucket from twelve buckets up to the most a release
+    /// accepts, at the hot event's rate.
+    #[test]
+    fn each_bucket_grants_what_the_release_counts_on() {
+        use shared::domain::warm_fleet::GRANTS_PER_BUCKET;
+        for b in [12, CLAIM_BUCKETS, u32::from(shared::domain::event::MAX_BUCKETS)] {
+            let o = simulate(&hot_event(b, HOT_RATE), 1);
+            assert!(o.grants_per_s >= f64::from(b * GRANTS_PER_BUCKET), "{b} buckets: {:.0}/s", o.grants_per_s);
+        }
+    }
+
     /// A warm fleet whose connections died while it sat frozen connects again at the open, a TLS
     /// handshake on every master per environment: a tenth of the claim's fleet so costs each
     /// master seconds of its core, and the claim (why the fleet is asked no earlier than

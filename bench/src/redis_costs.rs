@@ -128,7 +128,7 @@ impl Kind {
     fn label(self) -> &'static str {
         match self {
             Kind::GrabWon => "grab won (grab.lua)",
-            Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua; with a replica, its WAIT)",
+            Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua; with replicas, their WAIT)",
             Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
             Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
             Kind::Tally => "tally (a second's counts: HINCRBY x2, EXPIRE)",

@@ -56,6 +56,11 @@ pub const EDGE_DISTRIBUTION_RATE: u32 = 250_000;
 /// Requests a user's grab costs the edge: verify-hash and the grab, each after a read of the sale's
 /// state (docs/DEPLOY.md, "The edge": a client reads it before it asks).
 pub const EDGE_REQUESTS_PER_GRAB: u32 = 4;
+/// Grabs a second one bucket grants on its own master of the cache as deployed (Valkey 8.0, TLS,
+/// cluster mode, two replicas), beside its share of the users' verify-hash: docs/SCALE.md's model
+/// grants 91,575 on twelve buckets, 114,678 on fourteen, 135,135 on sixteen at 120,000 users a
+/// second (`open_sim`'s test holds each above this per bucket).
+pub const GRANTS_PER_BUCKET: u32 = 7_500;
 /// A sale's confirmations should all be sent within this.
 pub const MAIL_DRAIN: Duration = Duration::minutes(10);
 
@@ -245,6 +250,26 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
             ),
         ));
     }
+    let grants = u32::from(event.buckets).saturating_mul(GRANTS_PER_BUCKET);
+    if rate > grants {
+        let needed = rate.div_ceil(GRANTS_PER_BUCKET);
+        let most = u32::from(super::event::MAX_BUCKETS);
+        out.push(warning(
+            "BUCKETS_FOR_RATE",
+            if needed <= most {
+                format!(
+                    "{} bucket(s) grant about {grants} a second on the cache as deployed (docs/SCALE.md); release with {needed} buckets, each on its own master",
+                    event.buckets
+                )
+            } else {
+                format!(
+                    "{} bucket(s) grant about {grants} a second on the cache as deployed (docs/SCALE.md), and the most a release accepts, {most}, about {}; split the sale, or expect the open to take longer",
+                    event.buckets,
+                    most * GRANTS_PER_BUCKET
+                )
+            },
+        ));
+    }
     let wanted = FleetSize::for_rate(rate);
     let fleet = wanted.capped(deployment);
     let largest = fleet.grab.max(fleet.verify_hash);
@@ -415,6 +440,23 @@ mod tests {
         assert_eq!(named(OPEN + Duration::minutes(3) + TAIL).0, Vec::<String>::new());
     }
 
+    /// A rate above what the event's buckets grant is named with the buckets it takes, and past
+    /// the most a release accepts, with what is left to do.
+    #[test]
+    fn a_rate_above_its_buckets_is_named_with_the_buckets_it_takes() {
+        let on = |buckets: u16, rate: u32| {
+            let mut e = event("a", 20_000, OPEN, Some(rate));
+            e.buckets = buckets;
+            warnings(&e, &DeploymentLimits::default(), &AccountLimits::default())
+                .into_iter()
+                .find(|w| w.code == "BUCKETS_FOR_RATE")
+                .map(|w| w.detail)
+        };
+        assert_eq!(on(14, 100_000), None);
+        assert!(on(1, 100_000).is_some_and(|d| d.contains("release with 14 buckets")));
+        assert!(on(16, 200_000).is_some_and(|d| d.contains("split the sale")));
+    }
+
     /// A fleet Lambda cannot ready within the lead is named: the hot event's 14,400 grab
     /// environments are ready in time, a rate whose fleet takes longer is not.
     #[test]
@@ -462,6 +504,7 @@ mod tests {
                 "STAGE_THROTTLE",
                 "API_ACCOUNT_RATE",
                 "EDGE_DISTRIBUTION_RATE",
+                "BUCKETS_FOR_RATE",
                 "FLEET_CAPPED",
                 "MAIL_DRAIN",
                 "MAIL_SANDBOX"
@@ -469,7 +512,8 @@ mod tests {
         );
         assert!(w[0].detail.contains("GrabThrottle to at least 100000"), "{}", w[0].detail);
         assert!(w[4].detail.contains("400000 requests/s at the edge"), "{}", w[4].detail);
-        assert!(w[6].detail.contains("24 min"), "{}", w[6].detail);
+        assert!(w[5].detail.contains("release with 14 buckets"), "{}", w[5].detail);
+        assert!(w[7].detail.contains("24 min"), "{}", w[7].detail);
         // Without the edge, its quota is not the open's.
         let no_edge = DeploymentLimits { edge: false, ..deployment };
         assert!(
