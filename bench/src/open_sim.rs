@@ -51,6 +51,11 @@ pub struct RedisCosts {
     /// What the sold-out memory asks of each of an event's buckets when it starts or is renewed,
     /// beyond the refusing script: the bucket's replication read and a `WAIT` for its replicas.
     pub sold_out_check: f64,
+    /// A refusal of a sharded sold-out event, per bucket: the grab asks its home, then every
+    /// sibling in turn (measured on fourteen buckets, divided by them).
+    pub refused_per_bucket: f64,
+    /// An idle connection's `PING`, which each warm environment's first request asks a master.
+    pub ping: f64,
 }
 
 /// Each request alone on its connection, one at a time (a Lambda environment on demand), on a
@@ -58,14 +63,29 @@ pub struct RedisCosts {
 /// on), cluster mode (each script asks `CLUSTER MYID`), two replicas per shard (`CacheNodes` 3:
 /// the replication stream to each and each kept order's `WAIT` are the primary's to pay). The
 /// sold-out check is the measured write, replication read and `WAIT` (45.5 us) less the write
-/// alone (17.5 us).
-pub const REDIS_COSTS: RedisCosts =
-    RedisCosts { grab_won: 94.5, grab_refused: 29.0, limiter: 21.5, tally: 21.0, sold_out_check: 28.0 };
+/// alone (17.5 us); a sharded refusal's, 742.5 us on fourteen buckets; an idle connection's
+/// `PING` 14.
+pub const REDIS_COSTS: RedisCosts = RedisCosts {
+    grab_won: 94.5,
+    grab_refused: 29.0,
+    limiter: 21.5,
+    tally: 21.0,
+    sold_out_check: 28.0,
+    refused_per_bucket: 742.5 / 14.0,
+    ping: 14.0,
+};
 /// The same on the plain port of a redis-server 7.0 on its own (no replica): this machine's
-/// stack, which the local check runs against (its sold-out check, with no replica, is one `INFO`:
-/// not measured, left out).
-pub const REDIS_COSTS_PLAIN: RedisCosts =
-    RedisCosts { grab_won: 40.0, grab_refused: 18.0, limiter: 12.5, tally: 11.5, sold_out_check: 0.0 };
+/// stack, which the local check runs against (its sold-out check, with no replica, is one `INFO`,
+/// and its idle `PING`: neither measured, both left out; its sale is unsharded).
+pub const REDIS_COSTS_PLAIN: RedisCosts = RedisCosts {
+    grab_won: 40.0,
+    grab_refused: 18.0,
+    limiter: 12.5,
+    tally: 11.5,
+    sold_out_check: 0.0,
+    refused_per_bucket: 18.0,
+    ping: 0.0,
+};
 /// A new connection with TLS (ElastiCache's in-transit encryption, on by default): handshake,
 /// AUTH, PING; in cluster mode (the client's own: a connection, `CLUSTER SLOTS`, then one to each
 /// primary, this master's share); and a plain one (the local stack). (The sold-out memory's reads
@@ -512,6 +532,12 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
         let remade = ((i.warm[0] + i.warm[1]) as f64 * i.remade_at_open).round();
         masters.everywhere(remade * cache.connect_us);
         masters.handshakes += remade as u64;
+        // The rest, idle since their init, ask one master drawn at random a `PING` first.
+        let idle = match i.compute {
+            Compute::Managed { envs, .. } => 2 * envs,
+            Compute::OnDemand { .. } => i.warm[0] + i.warm[1],
+        };
+        masters.everywhere((idle as f64 - remade).max(0.0) * cache.costs.ping / f64::from(masters.n));
     }
     // Requests due at the gateway by step, per kind: 0 verify-hash, 1 grab.
     let mut due: [Due; 2] = [Due::new(), Due::new()];
@@ -727,15 +753,21 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
             stage_tokens += mine.max(0.0);
             route_tokens[kind] += mine.max(0.0);
         }
-        // The sold-out memory's renewals: each grab environment runs the script once a second,
-        // which on a sharded event asks every bucket in turn (a home sold out moves the grab to
-        // each sibling), then checks each bucket's replicas before it remembers again.
+        // The sold-out memory's renewals: each grab environment runs the script once a memory's
+        // span (a second for each bucket), which on a sharded event asks every bucket in turn (a
+        // home sold out moves the grab to each sibling), then checks each bucket's replicas
+        // before it remembers again.
         if let Some(cache) = cache
             && cache.memory
             && sold >= i.tickets
         {
-            let per_renewal = masters.buckets as f64 * (cache.costs.grab_refused + cache.costs.sold_out_check);
-            masters.on_buckets(fleets[1].envs as f64 / 1000.0 * per_renewal);
+            let scripts = if masters.buckets > 1 {
+                masters.buckets as f64 * cache.costs.refused_per_bucket
+            } else {
+                cache.costs.grab_refused
+            };
+            let per_renewal = scripts + masters.buckets as f64 * cache.costs.sold_out_check;
+            masters.on_buckets(fleets[1].envs as f64 / 1000.0 / masters.buckets as f64 * per_renewal);
         }
         // The decider; a grab holds its environment until it is answered.
         match (cache, i.decider) {

@@ -81,6 +81,9 @@ type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 const TOKEN: &str = "redis-costs-token-0123456789";
 
+/// The sharded sold-out event's buckets: the claim's (docs/SCALE.md).
+const SHARDED_BUCKETS: u16 = 14;
+
 #[derive(Clone, Copy, PartialEq, Debug, Serialize)]
 enum Kind {
     GrabWon,
@@ -88,12 +91,18 @@ enum Kind {
     /// the send (where the server has a replica, the record's `WAIT` and the server's id after it).
     GrabWonKept,
     GrabRefused,
+    /// The same on a sold-out event of [`SHARDED_BUCKETS`] buckets: the grab asks its home, then
+    /// every sibling in turn (a sold-out memory's start or renewal on the claim's event).
+    GrabRefusedSharded,
     Limiter,
     /// A grab environment's second of counts written to the event's tally (`Gate::add_grab_counts`:
     /// an `HINCRBY` per outcome and an `EXPIRE`, one pipeline): every grab environment writes one
     /// a second while it serves.
     Tally,
     FieldRead,
+    /// A `PING`: what an idle environment's first request asks a master before its command
+    /// (`gate/link.rs`, the idle probe), the whole warm fleet at the open.
+    Ping,
     /// A write alone (`SET`), and a write with its replicas' confirmation (`SET`, then `WAIT` for
     /// every replica, one after the other on one connection): what a `WAIT` costs the primary, apart.
     Write,
@@ -110,13 +119,15 @@ enum Kind {
 }
 
 impl Kind {
-    const ALL: [Kind; 12] = [
+    const ALL: [Kind; 14] = [
         Kind::GrabWon,
         Kind::GrabWonKept,
         Kind::GrabRefused,
+        Kind::GrabRefusedSharded,
         Kind::Limiter,
         Kind::Tally,
         Kind::FieldRead,
+        Kind::Ping,
         Kind::Write,
         Kind::WriteWaited,
         Kind::SoldOutCheck,
@@ -130,9 +141,11 @@ impl Kind {
             Kind::GrabWon => "grab won (grab.lua)",
             Kind::GrabWonKept => "grab won and kept (grab.lua, then keep_sent.lua; with replicas, their WAIT)",
             Kind::GrabRefused => "grab refused, sold out (grab.lua: a memory's start or renewal)",
+            Kind::GrabRefusedSharded => "grab refused, sold out over 14 buckets (every bucket asked in turn)",
             Kind::Limiter => "limiter (verify-hash's count: INCR, PEXPIRE NX, PTTL)",
             Kind::Tally => "tally (a second's counts: HINCRBY x2, EXPIRE)",
             Kind::FieldRead => "field read (HGET, the sold-out memory's read)",
+            Kind::Ping => "an idle connection's probe (PING)",
             Kind::Write => "a write (SET)",
             Kind::WriteWaited => "a write and its replicas' confirmation (SET, then WAIT)",
             Kind::SoldOutCheck => "a write, then a bucket's replication checked (SET, INFO replication, WAIT)",
@@ -426,18 +439,25 @@ async fn measure(
     let policy = GrabPolicy::default();
     // What the kind needs beforehand, outside the measured span.
     let event = match kind {
-        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused => {
+        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused | Kind::GrabRefusedSharded => {
             let id = EventId::parse(&format!("redis-costs-{}", uuid::Uuid::now_v7().simple()))?;
-            let capacity = if kind == Kind::GrabRefused { 1 } else { args.ops };
-            let event = bench::sales::open_event(
+            let refused = matches!(kind, Kind::GrabRefused | Kind::GrabRefusedSharded);
+            let buckets = if kind == Kind::GrabRefusedSharded { SHARDED_BUCKETS } else { 1 };
+            let capacity = if refused { u32::from(buckets) } else { args.ops };
+            let mut event = bench::sales::open_event(
                 id,
                 "redis costs",
                 capacity,
                 OffsetDateTime::now_utc() - time::Duration::minutes(1),
             );
+            event.buckets = buckets;
             gate.warm(&event).await?;
-            if kind == Kind::GrabRefused {
-                let first = UserId::parse(&format!("r{round}-first"))?;
+            // Sold out: grabs until one is refused (a sharded event's last numbers move home).
+            for n in 0..(4 * capacity) {
+                if !refused {
+                    break;
+                }
+                let first = UserId::parse(&format!("r{round}-{kind:?}-{transport:?}-{mode:?}-first{n}"))?;
                 let order = OrderId::generate();
                 let head = MessageHead::new(&order, &event.id, &first, &email, "2026-11-26T00:00:00Z");
                 let attempt = GrabAttempt {
@@ -447,7 +467,9 @@ async fn measure(
                     head: &head,
                     clock_ms: epoch_ms(OffsetDateTime::now_utc()),
                 };
-                gate.grab(&attempt, policy).await?;
+                if matches!(gate.grab(&attempt, policy).await?.outcome, GrabOutcome::SoldOut) {
+                    break;
+                }
             }
             Some(event)
         }
@@ -477,7 +499,7 @@ async fn measure(
                 UserLimit { requests: 1_000_000, window: Duration::from_secs(1) },
             )
             .await?;
-        if matches!(kind, Kind::FieldRead | Kind::Write | Kind::WriteWaited | Kind::SoldOutCheck) {
+        if matches!(kind, Kind::FieldRead | Kind::Ping | Kind::Write | Kind::WriteWaited | Kind::SoldOutCheck) {
             let mut conn = connect(server, tls).await?;
             let _: String = redis::cmd("PING").query_async(&mut conn).await?;
             conns.push(conn);
@@ -486,7 +508,7 @@ async fn measure(
     let before = cpu_us(server.pid, tick)?;
     let started = Instant::now();
     let done: usize = match kind {
-        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused => {
+        Kind::GrabWon | Kind::GrabWonKept | Kind::GrabRefused | Kind::GrabRefusedSharded => {
             let event = event.as_ref().expect("an event");
             let (id, email) = (&event.id, &email);
             let outcomes: Vec<Result<GrabOutcome, shared::gate::GateError>> =
@@ -557,6 +579,13 @@ async fn measure(
                 return Err("a field read found nothing".into());
             }
             found.len()
+        }
+        Kind::Ping => {
+            let pinged: Vec<Result<String, Failure>> = drive(&users, &conns, mode, args.concurrency, |conn, _| {
+                Box::pin(async move { Ok(redis::cmd("PING").query_async(&mut conn.clone()).await?) })
+            })
+            .await;
+            pinged.into_iter().collect::<Result<Vec<_>, _>>()?.len()
         }
         Kind::ConnectCluster => {
             let settings = bench::sales::gate_settings(

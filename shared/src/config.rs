@@ -136,7 +136,8 @@ pub struct GateSettings {
     /// endpoint (a replica), or in cluster mode the configuration endpoint again (reads go to each
     /// slot's replicas). Unset: the primary.
     pub reader_url: Option<String>,
-    /// How long a grab environment remembers an event sold out (`SOLD_OUT_MEMORY_MS`, 1,000; 0:
+    /// How long a grab environment remembers an event sold out, for each of its buckets
+    /// (`SOLD_OUT_MEMORY_MS`, 1,000; 0:
     /// never): meanwhile its grabs of that event run no script (docs/DESIGN.md section 6).
     pub sold_out_memory: Duration,
     /// In cluster mode, how long the reader keeps one map of the slots' replicas

@@ -27,9 +27,7 @@ use redis::{
     aio::{ConnectionLike, MultiplexedConnection},
     cluster::ClusterClient,
     cluster_async::ClusterConnection,
-    cluster_routing::{
-        MultipleNodeRoutingInfo, ResponsePolicy, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
-    },
+    cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr},
 };
 use tokio::sync::Mutex;
 
@@ -219,22 +217,25 @@ impl Primary {
 }
 
 impl Cluster {
-    /// As [`Primary::conn`]: an idle connection is asked first, a `PING` on every primary (each is
-    /// a connection of its own, and any may have died while the environment stood frozen), and
-    /// replaced by a new cluster connection when one does not answer. Only idle ones: a busy
-    /// environment's never is (a command that times out leaves it to the cluster client's own
-    /// mending), and a new one counts as answered, so an environment connects again at most once
-    /// per idle spell. (A master down at the open fails every idle environment's `PING`: each then
-    /// connects again once, to every master, while the sale waits for the failover's rebuild.)
+    /// As [`Primary::conn`]: an idle connection is asked first, a `PING` on one primary drawn at
+    /// random, and replaced by a new cluster connection when it does not answer. One, not every
+    /// primary: what kills a frozen environment's connections (a server's keepalive giving up on
+    /// a peer that does not answer, a path's idle timeout) kills each of them alike, since each
+    /// stood idle as long, so one answers for all; and a `PING` on every master from each of a
+    /// warm fleet's 26,400 environments at the open would cost every master 26,400 `PING`s in its
+    /// first second (docs/SCALE.md). A node that failed meanwhile answers its connection with an
+    /// error, not silence, which the cluster client mends (it reads the slots again). Only idle
+    /// ones: a busy environment's never is (a command that times out leaves it to the cluster
+    /// client's own mending), and a new one counts as answered, so an environment connects again
+    /// at most once per idle spell.
     async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
         let mut current = this.current.lock().await;
         if let Some(bound) = current.as_ref() {
             if bound.answered.idle() < IDLE_PROBE_AFTER {
                 return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone() });
             }
-            let every_primary =
-                RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, Some(ResponsePolicy::AllSucceeded)));
-            let pinged = bound.conn.clone().route_command(redis::cmd("PING"), every_primary).await;
+            let one_primary = RoutingInfo::SingleNode(SingleNodeRoutingInfo::RandomPrimary);
+            let pinged = bound.conn.clone().route_command(redis::cmd("PING"), one_primary).await;
             if let Err(e) = pinged {
                 tracing::warn!(error = %e, idle_ms = bound.answered.idle().as_millis() as u64, "an idle cache connection was dead; a new one is made");
                 *current = None;

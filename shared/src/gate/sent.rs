@@ -128,6 +128,9 @@ pub(super) struct SentWaits {
     by_record: std::sync::Mutex<HashMap<(usize, String), WaitState>>,
 }
 
+/// The most connection-and-record states [`SentWaits`] keeps before it drops the idle ones.
+const MAX_WAIT_STATES: usize = 1_024;
+
 /// A `WAIT`'s answer: how many replicas acknowledged, and the server that answered (its
 /// replication id, read after the `WAIT` on the same route).
 type Waited = (u32, String);
@@ -175,6 +178,12 @@ impl SentWaits {
             let waited = wait.await;
             {
                 let mut all = self.by_record.lock().unwrap_or_else(|p| p.into_inner());
+                // Connections replaced and events gone leave their records' states behind: past a
+                // bound, those with no `WAIT` under way go (a caller they would have answered
+                // sends a `WAIT` of its own).
+                if all.len() >= MAX_WAIT_STATES {
+                    all.retain(|_, state| state.in_flight.is_some());
+                }
                 let state = all.entry(key.clone()).or_default();
                 if state.in_flight.as_ref().is_some_and(|(c, _)| *c == covers) {
                     state.in_flight = None;

@@ -26,24 +26,74 @@ use std::{
 use super::{Gate, GateError, GrabOutcome, Written, keys, link};
 use crate::domain::{EventId, OrderId, UserId};
 
-/// The events this environment remembers sold out, and until when.
+/// The events this environment remembers sold out: until when, and whether a grab is renewing the
+/// memory now.
 #[derive(Default)]
 pub(super) struct SoldOutMemory {
-    until: Mutex<HashMap<EventId, Instant>>,
+    until: Mutex<HashMap<EventId, Remembered>>,
+}
+
+#[derive(Clone, Copy)]
+struct Remembered {
+    until: Instant,
+    /// When a grab began renewing it, past `until`; others answer from the memory meanwhile.
+    renewing_since: Option<Instant>,
+}
+
+/// How long a renewal may be under way before another grab starts one (the first may have failed
+/// without saying: its grab answered `503`).
+const RENEWAL_GRACE: Duration = Duration::from_secs(2);
+
+/// What a grab of an event finds in the memory.
+#[derive(Debug, PartialEq, Eq)]
+enum Recall {
+    /// Remembered sold out (or being renewed by another grab): the reader answers.
+    SoldOut,
+    /// Not remembered, or its memory passed: this grab runs the script (and so renews it, when
+    /// the script says sold out again).
+    Ask,
 }
 
 impl SoldOutMemory {
+    /// The memory of `event`, for one grab. Past its span, one grab at a time renews it (the first
+    /// to ask); the others answer from it meanwhile, for at most [`RENEWAL_GRACE`]: each
+    /// environment runs one renewal at a time, however busy, rather than every grab that comes
+    /// while the primaries are slow running the script (which would make them slower).
+    fn recall(&self, event: &EventId) -> Recall {
+        let mut all = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(memory) = all.get_mut(event) else { return Recall::Ask };
+        let now = Instant::now();
+        if now < memory.until {
+            return Recall::SoldOut;
+        }
+        match memory.renewing_since {
+            Some(since) if now.duration_since(since) < RENEWAL_GRACE => Recall::SoldOut,
+            _ => {
+                memory.renewing_since = Some(now);
+                Recall::Ask
+            }
+        }
+    }
+
+    #[cfg(test)]
     fn remembers(&self, event: &EventId) -> bool {
         let until = self.until.lock().unwrap_or_else(|p| p.into_inner());
-        until.get(event).is_some_and(|t| Instant::now() < *t)
+        until.get(event).is_some_and(|m| Instant::now() < m.until)
     }
 
     fn remember(&self, event: &EventId, span: Duration) {
         let mut until = self.until.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
-        // Events whose memory passed leave: the map holds the events selling out now.
-        until.retain(|_, t| *t > now);
-        until.insert(event.clone(), now + span);
+        // Events whose memory passed (and is not being renewed) leave: the map holds the events
+        // selling out now.
+        until.retain(|_, m| m.until > now || m.renewing_since.is_some_and(|s| now.duration_since(s) < RENEWAL_GRACE));
+        until.insert(event.clone(), Remembered { until: now + span, renewing_since: None });
+    }
+
+    /// The script said other than sold out (a number was found, or the sale ended): the event is
+    /// forgotten, so the next grab asks the script again.
+    fn forget(&self, event: &EventId) {
+        self.until.lock().unwrap_or_else(|p| p.into_inner()).remove(event);
     }
 }
 
@@ -52,7 +102,7 @@ impl Gate {
     /// the reader; `None` when the event is not remembered, or the reader cannot say (the script
     /// decides then).
     pub async fn refusal_without_script(&self, event: &EventId, user: &UserId) -> Option<GrabOutcome> {
-        if !self.sold_out.remembers(event) {
+        if self.sold_out.recall(event) == Recall::Ask {
             return None;
         }
         let buckets = self.buckets(event).await.ok()?;
@@ -68,6 +118,11 @@ impl Gate {
         }
     }
 
+    /// After the script answered other than `SOLD_OUT`: the event is not remembered sold out.
+    pub fn forget_sold_out(&self, event: &EventId) {
+        self.sold_out.forget(event);
+    }
+
     /// After the script answered `SOLD_OUT` on `written`'s connection: remember the event sold out
     /// once every replica holds what the primary had written by then (so the reader has every
     /// holding made before the sell-out). A replica that does not catch up within the replica wait
@@ -76,8 +131,13 @@ impl Gate {
         if self.sold_out_memory.is_zero() {
             return;
         }
+        // A sharded event's memory lasts its span for each bucket: renewing it runs the script on
+        // every bucket and checks each one's replicas, so each environment then costs the cache
+        // what an unsharded event's renewal does (docs/SCALE.md: 14 buckets, 1.1 ms a renewal,
+        // each of a warm fleet's 14,400 environments once a second would take every master).
+        let buckets = self.buckets(event).await.map_or(1, |b| u32::from(b.count()));
         match self.every_bucket_replicated(event, written).await {
-            Ok(true) => self.sold_out.remember(event, self.sold_out_memory),
+            Ok(true) => self.sold_out.remember(event, self.sold_out_memory * buckets),
             Ok(false) => tracing::info!(event_id = %event, "a replica lags; sold out is not remembered yet"),
             Err(e) => tracing::warn!(event_id = %event, error = %e, "replication unknown; sold out is not remembered"),
         }
@@ -273,6 +333,27 @@ mod tests {
         assert_eq!(refusal(Some(&keys::cancelled(&order))), GrabOutcome::Cancelled(order));
         assert_eq!(refusal(Some("#000001795619000000:3")), GrabOutcome::SoldOut);
         assert_eq!(refusal(None), GrabOutcome::SoldOut);
+    }
+
+    /// Past its span, one grab renews the memory (it runs the script) while the others answer
+    /// from it, until the renewal lands, says otherwise, or outlasts its grace.
+    #[test]
+    fn one_grab_at_a_time_renews_a_memory_past_its_span() {
+        let memory = SoldOutMemory::default();
+        let event = EventId::parse("lecture").unwrap();
+        assert_eq!(memory.recall(&event), Recall::Ask, "never remembered: the script decides");
+        memory.remember(&event, Duration::from_millis(20));
+        assert_eq!(memory.recall(&event), Recall::SoldOut);
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(memory.recall(&event), Recall::Ask, "past its span: this grab renews it");
+        assert_eq!(memory.recall(&event), Recall::SoldOut, "the others answer from it meanwhile");
+        memory.remember(&event, Duration::from_millis(20));
+        assert_eq!(memory.recall(&event), Recall::SoldOut, "renewed");
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(memory.recall(&event), Recall::Ask);
+        memory.forget(&event);
+        assert_eq!(memory.recall(&event), Recall::Ask, "the script found a number: every grab asks it");
+        assert_eq!(memory.recall(&event), Recall::Ask);
     }
 
     #[test]

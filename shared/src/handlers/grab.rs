@@ -257,6 +257,8 @@ impl Grab {
                 let grabbed = self.run_script(&event, &caller, email, now).await?;
                 if grabbed.outcome == GrabOutcome::SoldOut {
                     self.gate.remember_sold_out(&event, &grabbed.written).await;
+                } else {
+                    self.gate.forget_sold_out(&event);
                 }
                 (grabbed.outcome, Some(grabbed.written))
             }
