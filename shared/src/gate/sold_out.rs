@@ -90,10 +90,19 @@ impl SoldOutMemory {
         until.insert(event.clone(), Remembered { until: now + span, renewing_since: None });
     }
 
-    /// The script said other than sold out (a number was found, or the sale ended): the event is
-    /// forgotten, so the next grab asks the script again.
+    /// The script said other than sold out (a number was found, or the sale ended), or the
+    /// replicas could not be shown to hold the sell-out: the event is forgotten, so every grab
+    /// asks the script again.
     fn forget(&self, event: &EventId) {
         self.until.lock().unwrap_or_else(|p| p.into_inner()).remove(event);
+    }
+
+    /// A renewal's grab answered before the script looked at the stock (the user's own holding,
+    /// their rate): the next grab renews.
+    fn undecided(&self, event: &EventId) {
+        if let Some(memory) = self.until.lock().unwrap_or_else(|p| p.into_inner()).get_mut(event) {
+            memory.renewing_since = None;
+        }
     }
 }
 
@@ -123,6 +132,12 @@ impl Gate {
         self.sold_out.forget(event);
     }
 
+    /// After the script answered before it looked at the stock (`ALREADY`, `ORDER_CANCELLED`,
+    /// `RATE_LIMITED`): the memory stands, and the next grab past it renews it.
+    pub fn renewal_undecided(&self, event: &EventId) {
+        self.sold_out.undecided(event);
+    }
+
     /// After the script answered `SOLD_OUT` on `written`'s connection: remember the event sold out
     /// once every replica holds what the primary had written by then (so the reader has every
     /// holding made before the sell-out). A replica that does not catch up within the replica wait
@@ -135,11 +150,23 @@ impl Gate {
         // every bucket and checks each one's replicas, so each environment then costs the cache
         // what an unsharded event's renewal does (docs/SCALE.md: 14 buckets, 1.1 ms a renewal,
         // each of a warm fleet's 14,400 environments once a second would take every master).
+        // Drawn between half and one and a half of it: a fleet that learnt the sell-out in the
+        // same second would otherwise renew in the same moments.
         let buckets = self.buckets(event).await.map_or(1, |b| u32::from(b.count()));
+        let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+        let span = (self.sold_out_memory * buckets).mul_f64(0.5 + random);
+        // Replicas that cannot be shown to hold the sell-out: nothing is remembered (and a memory
+        // being renewed is forgotten), so the script decides.
         match self.every_bucket_replicated(event, written).await {
-            Ok(true) => self.sold_out.remember(event, self.sold_out_memory * buckets),
-            Ok(false) => tracing::info!(event_id = %event, "a replica lags; sold out is not remembered yet"),
-            Err(e) => tracing::warn!(event_id = %event, error = %e, "replication unknown; sold out is not remembered"),
+            Ok(true) => self.sold_out.remember(event, span),
+            Ok(false) => {
+                self.sold_out.forget(event);
+                tracing::info!(event_id = %event, "a replica lags; sold out is not remembered yet")
+            }
+            Err(e) => {
+                self.sold_out.forget(event);
+                tracing::warn!(event_id = %event, error = %e, "replication unknown; sold out is not remembered")
+            }
         }
     }
 
@@ -351,6 +378,8 @@ mod tests {
         assert_eq!(memory.recall(&event), Recall::SoldOut, "renewed");
         std::thread::sleep(Duration::from_millis(30));
         assert_eq!(memory.recall(&event), Recall::Ask);
+        memory.undecided(&event);
+        assert_eq!(memory.recall(&event), Recall::Ask, "a renewal that said nothing of the stock: the next renews");
         memory.forget(&event);
         assert_eq!(memory.recall(&event), Recall::Ask, "the script found a number: every grab asks it");
         assert_eq!(memory.recall(&event), Recall::Ask);

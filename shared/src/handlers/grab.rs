@@ -254,11 +254,21 @@ impl Grab {
         let (outcome, written) = match self.gate.refusal_without_script(&event, &caller.user).await {
             Some(outcome) => (self.counted(&event, &caller.user, outcome), None),
             None => {
-                let grabbed = self.run_script(&event, &caller, email, now).await?;
-                if grabbed.outcome == GrabOutcome::SoldOut {
-                    self.gate.remember_sold_out(&event, &grabbed.written).await;
-                } else {
-                    self.gate.forget_sold_out(&event);
+                let grabbed = match self.run_script(&event, &caller, email, now).await {
+                    Ok(grabbed) => grabbed,
+                    Err(e) => {
+                        // A renewal that failed: the next grab renews, not one past the grace.
+                        self.gate.renewal_undecided(&event);
+                        return Err(e);
+                    }
+                };
+                match &grabbed.outcome {
+                    GrabOutcome::SoldOut => self.gate.remember_sold_out(&event, &grabbed.written).await,
+                    // Said before the script looks at the stock: nothing of sold out either way.
+                    GrabOutcome::Already(_) | GrabOutcome::Cancelled(_) | GrabOutcome::RateLimited { .. } => {
+                        self.gate.renewal_undecided(&event)
+                    }
+                    _ => self.gate.forget_sold_out(&event),
                 }
                 (grabbed.outcome, Some(grabbed.written))
             }
