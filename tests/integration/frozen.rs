@@ -148,32 +148,11 @@ async fn grabs_across_a_silent_thaw(
 /// severable path's port, so every connection the cluster client makes to it goes that way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cluster_environment_thawed_with_its_connection_silently_dead_answers_its_first_grab() {
-    let conf = format!("/tmp/tg-node-{}.conf", uuid::Uuid::now_v7().simple());
-    let node = PrivateRedis::start_with(&[
-        "--cluster-enabled".into(),
-        "yes".into(),
-        "--cluster-config-file".into(),
-        conf,
-        "--cluster-announce-ip".into(),
-        "127.0.0.1".into(),
-    ])
-    .await;
+    let (node, mut admin) = cluster_node().await;
     let (near, severable) =
         local_runner::network::severable_network(&format!("127.0.0.1:{}", node.port)).await.expect("a network");
     let proxied = near.replace("http://", "redis://");
-    let proxy_port: u16 = near.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the path's port");
-    let mut admin = redis::Client::open(crate::faults::redis_info(&node.url()))
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("cluster-announce-port")
-        .arg(proxy_port)
-        .query_async(&mut admin)
-        .await
-        .unwrap();
+    announce(&mut admin, &near).await;
     let _: () = redis::cmd("CLUSTER").arg("ADDSLOTSRANGE").arg(0).arg(16383).query_async(&mut admin).await.unwrap();
     let formed = eventually(Duration::from_secs(10), || {
         let mut admin = admin.clone();
@@ -194,8 +173,8 @@ async fn a_cluster_environment_thawed_with_its_connection_silently_dead_answers_
     assert_ne!(ada.body["ticket_no"], bob.body["ticket_no"], "two users, two numbers");
 }
 
-/// A cluster node, cluster mode on, announcing `announce_port` for its clients (a severable path's).
-async fn cluster_node(announce_port: Option<u16>) -> (PrivateRedis, redis::aio::MultiplexedConnection) {
+/// A cluster node of the test's own, cluster mode on, and a connection to administer it.
+async fn cluster_node() -> (PrivateRedis, redis::aio::MultiplexedConnection) {
     let conf = format!("/tmp/tg-node-{}.conf", uuid::Uuid::now_v7().simple());
     let node = PrivateRedis::start_with(&[
         "--cluster-enabled".into(),
@@ -206,96 +185,17 @@ async fn cluster_node(announce_port: Option<u16>) -> (PrivateRedis, redis::aio::
         "127.0.0.1".into(),
     ])
     .await;
-    let mut admin = redis::Client::open(crate::faults::redis_info(&node.url()))
+    let admin = redis::Client::open(crate::faults::redis_info(&node.url()))
         .unwrap()
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    if let Some(port) = announce_port {
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("cluster-announce-port")
-            .arg(port)
-            .query_async(&mut admin)
-            .await
-            .unwrap();
-    }
     (node, admin)
 }
 
-/// One node's connection dead while the others' live (a node replaced at another address while
-/// the environment stood frozen, a path that forgot that flow): the idle `PING` asks one primary
-/// drawn at random (here the live one, holding every slot but the event's), so the first grab to
-/// the dead node fails; that failure, just after the thaw, makes the cluster connection again, and
-/// the next grab is answered. (Without it every grab to that node timed out until the kernel gave
-/// up on the connection, minutes later.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_cluster_environment_thawed_with_one_nodes_connection_dead_answers_from_its_second_grab() {
-    let event = fresh_event_id();
-    let event_slot = shared::gate::keys::slot(event.as_str());
-    let (severed, mut dead) = cluster_node(None).await;
-    let (near, severable) =
-        local_runner::network::severable_network(&format!("127.0.0.1:{}", severed.port)).await.expect("a network");
-    let proxy_port: u16 = near.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the path's port");
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("cluster-announce-port")
-        .arg(proxy_port)
-        .query_async(&mut dead)
-        .await
-        .unwrap();
-    let (live, mut live_admin) = cluster_node(None).await;
-    // The event's slot on the node whose path is severed; every other slot on the live one.
-    let _: () = redis::cmd("CLUSTER").arg("ADDSLOTS").arg(event_slot).query_async(&mut dead).await.unwrap();
-    let mut rest = redis::cmd("CLUSTER");
-    rest.arg("ADDSLOTSRANGE");
-    if event_slot > 0 {
-        rest.arg(0).arg(event_slot - 1);
-    }
-    if event_slot < 16383 {
-        rest.arg(event_slot + 1).arg(16383);
-    }
-    let _: () = rest.query_async(&mut live_admin).await.unwrap();
-    let bus: Vec<String> =
-        redis::cmd("CONFIG").arg("GET").arg("cluster-port").query_async(&mut dead).await.unwrap_or_default();
-    let mut meet = redis::cmd("CLUSTER");
-    meet.arg("MEET").arg("127.0.0.1").arg(severed.port);
-    if let Some(bus) = bus.get(1).filter(|b| b.as_str() != "0") {
-        meet.arg(bus);
-    }
-    let _: () = meet.query_async(&mut live_admin).await.unwrap();
-    let formed = eventually(Duration::from_secs(20), || {
-        let (mut a, mut b) = (dead.clone(), live_admin.clone());
-        async move {
-            let ia: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut a).await.unwrap_or_default();
-            let ib: String = redis::cmd("CLUSTER").arg("INFO").query_async(&mut b).await.unwrap_or_default();
-            ia.contains("cluster_state:ok") && ib.contains("cluster_state:ok") && ia.contains("cluster_known_nodes:2")
-        }
-    })
-    .await;
-    assert!(formed, "the two-node cluster did not form");
-
-    let app = TestApp::for_mail_with(1, |s| {
-        s.gate.redis_url = live.url();
-        s.gate.cluster = true;
-    })
-    .await;
-    let start = time::OffsetDateTime::now_utc() - time::Duration::minutes(1);
-    let released = test_event(event.clone(), 3, start, start + time::Duration::hours(2));
-    app.functions.store.put_event(&released).await.expect("put event");
-    app.functions.gate.warm(&released).await.expect("warm event");
-    let environment = Arc::new(local_runner::Functions::build(&app.settings, &app.queue_url).await.expect("functions"));
-    let grab = |user: &str| {
-        let body = serde_json::json!({ "hash": app.hash_for(&event, user) });
-        let request = for_user(with_body(for_event(fixture("grab.json"), &event), &body), user);
-        let environment = environment.clone();
-        async move { call_with(&environment, Function::Grab, request).await }
-    };
-    assert_eq!(grab("bob").await.status, 202);
-    tokio::time::sleep(Duration::from_secs(7)).await;
-    severable.sever();
-    let first = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("ada")).await.expect("the first grab after the thaw");
-    assert!([202, 503].contains(&first.status), "refused at worst: {}", first.body);
-    let second = tokio::time::timeout(FIRST_REQUEST_BOUND, grab("cy")).await.expect("the second grab after the thaw");
-    assert_eq!(second.status, 202, "answered on a new cluster connection: {}", second.body);
+/// The node announces the path `near` (a severable network's) for its clients' connections.
+async fn announce(admin: &mut redis::aio::MultiplexedConnection, near: &str) {
+    let port: u16 = near.rsplit(':').next().and_then(|p| p.parse().ok()).expect("the path's port");
+    let _: () =
+        redis::cmd("CONFIG").arg("SET").arg("cluster-announce-port").arg(port).query_async(admin).await.unwrap();
 }

@@ -44,21 +44,6 @@ pub(crate) struct Bound {
 pub(crate) struct ClusterBound {
     conn: ClusterConnection,
     answered: Answered,
-    /// When its idle `PING` last answered (wall-clock ms; 0: never): a node's connection that
-    /// fails soon after is one that died while the environment stood frozen.
-    thawed: AtomicU64,
-    /// Found dead: the next caller makes a new cluster connection.
-    dead: std::sync::atomic::AtomicBool,
-}
-
-/// How long after a thaw a node's connection that fails (a timeout, a lost connection) is taken
-/// for one that died while the environment stood frozen, and the cluster connection made again.
-const THAWED_FOR: std::time::Duration = std::time::Duration::from_secs(10);
-
-impl ClusterBound {
-    fn new(conn: ClusterConnection) -> Self {
-        Self { conn, answered: Answered::now(), thawed: AtomicU64::new(0), dead: Default::default() }
-    }
 }
 
 /// When a command last came back on a connection (wall-clock milliseconds: a frozen Lambda
@@ -234,23 +219,20 @@ impl Primary {
 impl Cluster {
     /// As [`Primary::conn`]: an idle connection is asked first, a `PING` on one primary drawn at
     /// random, and replaced by a new cluster connection when it does not answer. One, not every
-    /// primary: a freeze long enough to kill an environment's connections kills them all (a
-    /// server's keepalive giving up on a peer that does not answer), and one answers for them,
-    /// while a `PING` on every master from each of a warm fleet's 26,400 environments at the open
-    /// would cost every master 26,400 of them in its first second (14 us each: docs/SCALE.md).
-    /// A node's connection that died alone (a node replaced at another address while the
-    /// environment stood frozen, a path that forgot that flow) fails its first command instead:
-    /// within [`THAWED_FOR`] of the thaw that failure makes the cluster connection again
-    /// ([`LinkConn::check`]), so one request is refused (`503`), not every one to that node. Only
-    /// idle ones are asked: a busy environment's never is (a command that times out on a busy
-    /// connection leaves it to the cluster client's own mending: a master merely slow must not
-    /// make thousands of environments connect again to every master), and a new one counts as
-    /// answered, so an environment connects again at most once per idle spell.
+    /// primary: what kills a frozen environment's connections (a server's keepalive giving up on
+    /// a peer that does not answer, a path's idle timeout) kills each of them alike, since each
+    /// stood idle as long, so one answers for all; and a `PING` on every master from each of a
+    /// warm fleet's 26,400 environments at the open would cost every master 26,400 `PING`s in its
+    /// first second (docs/SCALE.md). A node that failed meanwhile answers its connection with an
+    /// error, which the cluster client mends (it reads the slots again); one whose connection went
+    /// silent alone (replaced at another address while the environment stood frozen) stops
+    /// acknowledging what is sent to it, and the kernel gives that connection up after
+    /// [`super::UNACKED_FOR`], an error the cluster client mends the same way. Only idle
+    /// ones: a busy environment's never is (a command that times out leaves it to the cluster
+    /// client's own mending), and a new one counts as answered, so an environment connects again
+    /// at most once per idle spell.
     async fn conn(this: &Arc<Self>) -> Result<LinkConn, GateError> {
         let mut current = this.current.lock().await;
-        if current.as_ref().is_some_and(|bound| bound.dead.load(Ordering::Relaxed)) {
-            *current = None;
-        }
         if let Some(bound) = current.as_ref() {
             if bound.answered.idle() < IDLE_PROBE_AFTER {
                 return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone() });
@@ -262,11 +244,11 @@ impl Cluster {
                 *current = None;
             } else {
                 bound.answered.mark();
-                bound.thawed.store(wall_ms(), Ordering::Relaxed);
                 return Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound: bound.clone() });
             }
         }
-        let bound = Arc::new(ClusterBound::new(this.client.get_async_connection().await?));
+        let bound =
+            Arc::new(ClusterBound { conn: this.client.get_async_connection().await?, answered: Answered::now() });
         *current = Some(bound.clone());
         Ok(LinkConn::Cluster { conn: bound.conn.clone(), bound })
     }
@@ -309,10 +291,9 @@ impl LinkConn {
             Self::Cluster { conn, .. } => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let reply = conn
-                    .clone()
                     .route_command(cmd.clone(), RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)))
-                    .await;
-                redis::from_redis_value(self.check(reply).await?).map_err(RedisError::from)?
+                    .await?;
+                redis::from_redis_value(reply).map_err(RedisError::from)?
             }
         })
     }
@@ -328,10 +309,8 @@ impl LinkConn {
             Self::Cluster { conn, .. } => {
                 let route = Route::with_slot(Slot::for_key(key), SlotAddr::Master);
                 let replies = conn
-                    .clone()
                     .route_pipeline(pipe.clone(), 0, pipe.len(), SingleNodeRoutingInfo::SpecificNode(route))
-                    .await;
-                let replies = self.check(replies).await?;
+                    .await?;
                 // A command's error reply comes back as a value here: an error, as from a connection.
                 let replies = Value::Array(replies).extract_error()?;
                 redis::from_redis_value(replies).map_err(RedisError::from)?
@@ -344,17 +323,10 @@ impl LinkConn {
             (Self::Primary { bound, link }, Err(e)) if ends_connection(e) => link.forget(bound).await,
             // A server's error reply came back on it: the connection is alive.
             (Self::Primary { bound, .. }, _) => bound.answered.mark(),
-            // Soon after a thaw, a node's connection that failed died while frozen: the cluster
-            // connection is made again. Otherwise the cluster client mends a node's connection
-            // itself; a timeout (a master merely slow) must not make thousands of environments
-            // connect again to every master at once.
-            (Self::Cluster { bound, .. }, Err(e)) if ends_connection(e) => {
-                let thawed = bound.thawed.load(Ordering::Relaxed);
-                if thawed > 0 && wall_ms().saturating_sub(thawed) < THAWED_FOR.as_millis() as u64 {
-                    tracing::warn!(error = %e, "a node's connection failed just after a thaw; the cluster connection is made again");
-                    bound.dead.store(true, Ordering::Relaxed);
-                }
-            }
+            // The cluster client mends a node's connection itself; a timeout (a master merely
+            // slow) must not make thousands of environments connect again to every master at
+            // once. Only an idle connection's `PING` replaces it (`Cluster::conn`).
+            (Self::Cluster { .. }, Err(e)) if ends_connection(e) => {}
             (Self::Cluster { bound, .. }, _) => bound.answered.mark(),
         }
         result

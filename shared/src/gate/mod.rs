@@ -226,8 +226,17 @@ async fn opening_on(conn: &mut LinkConn, event: &impl keys::HashTag) -> Result<S
     }
 }
 
+/// How long sent data may go unacknowledged on a cluster connection before the kernel gives the
+/// connection up: a master merely busy still acknowledges at once (its kernel does), so only a
+/// path gone silent reaches it.
+pub(crate) const UNACKED_FOR: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A cluster client on the configuration endpoint (a name that leads to every node), or nodes
-/// listed with commas: it finds the cluster again from them after a node is lost. Reads go to the
+/// listed with commas: it finds the cluster again from them after a node is lost. A connection
+/// whose sent data goes unacknowledged for [`UNACKED_FOR`] is given up by the kernel
+/// (`TCP_USER_TIMEOUT`), so a node's connection gone silent fails as a lost connection, which the
+/// cluster client makes again, rather than timing out every command until the kernel's own
+/// retransmissions end (about 15 minutes). Reads go to the
 /// slots' primaries, or where `reads` routes them.
 fn cluster_client(
     urls: &str,
@@ -244,6 +253,7 @@ fn cluster_client(
     Ok(builder
         .connection_timeout(settings.connect_timeout)
         .response_timeout(settings.command_timeout)
+        .tcp_settings(redis::io::tcp::TcpSettings::default().set_user_timeout(UNACKED_FOR))
         // One quick retry (a moved slot, a reconnect), no retry storm against a cluster in trouble.
         .retries(1)
         .build()?)
