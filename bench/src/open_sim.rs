@@ -560,6 +560,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
     let cold_ms = i.cold_start_ms.ceil() as u64;
     let first_kind = if i.verify_first { 0 } else { 1 };
     let mut step = 0u64;
+    let mut memory_started = false;
     loop {
         // Who comes now.
         let coming = match i.arrivals {
@@ -767,6 +768,11 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
                 cache.costs.grab_refused
             };
             let per_renewal = scripts + masters.buckets as f64 * cache.costs.sold_out_check;
+            // Its start: every grab environment's next grab after the sell-out runs it, at once.
+            if !memory_started {
+                memory_started = true;
+                masters.on_buckets(fleets[1].envs as f64 * per_renewal);
+            }
             masters.on_buckets(fleets[1].envs as f64 / 1000.0 / masters.buckets as f64 * per_renewal);
         }
         // The decider; a grab holds its environment until it is answered.
