@@ -13,6 +13,9 @@ use super::{
 /// Hard cap on tickets per event: the seat list, the rebuild from DynamoDB and the attendee list
 /// are sized for it (the reference drop is 20,000; 100,000 is tested).
 pub const MAX_CAPACITY: u32 = 100_000;
+/// The largest rate a release may name, grabs per second at the open (`expected_rate`, which
+/// sizes the warm fleet: `super::warm_fleet`).
+pub const MAX_EXPECTED_RATE: u32 = 1_000_000;
 /// The most buckets one event's numbers may be split over (a release's `buckets`; docs/DESIGN.md
 /// section 6, "Buckets").
 pub const MAX_BUCKETS: u16 = 16;
@@ -454,7 +457,7 @@ impl EventDraft {
         let cancel_until = f.instant("cancel_until", false);
         let check_in_from = f.instant("check_in_from", false);
         let check_in_until = f.instant("check_in_until", false);
-        let expected_rate = f.whole("expected_rate", 1, super::warm_fleet::MAX_EXPECTED_RATE, false);
+        let expected_rate = f.whole("expected_rate", 1, MAX_EXPECTED_RATE, false);
         let buckets = f.whole("buckets", 1, u32::from(MAX_BUCKETS), false).map(|n| n as u16);
         let total_amount = f.amount("total_amount");
         let currency = f.text("currency", false, 3).and_then(|c| match Currency::parse(&c) {

@@ -8,8 +8,6 @@ use time::{Duration, OffsetDateTime};
 
 use super::Event;
 
-/// The largest rate a release may name, grabs per second at the open.
-pub const MAX_EXPECTED_RATE: u32 = 1_000_000;
 /// The fleet is asked for this long before `sale_start`: provisioned concurrency takes minutes
 /// to become ready, and the first grabs come before the second. No longer: an environment connects
 /// to the cache in its init and then sits frozen until the open, and a frozen environment's
