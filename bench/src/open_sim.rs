@@ -755,7 +755,7 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
             route_tokens[kind] += mine.max(0.0);
         }
         // The sold-out memory's renewals: each grab environment runs the script once a memory's
-        // span (a second for each bucket), which on a sharded event asks every bucket in turn (a
+        // span, which on a sharded event asks every bucket in turn (a
         // home sold out moves the grab to each sibling), then checks each bucket's replicas
         // before it remembers again.
         if let Some(cache) = cache
@@ -773,7 +773,9 @@ pub fn simulate(i: &Inputs, seed: u64) -> Outcome {
                 memory_started = true;
                 masters.on_buckets(fleets[1].envs as f64 * per_renewal);
             }
-            masters.on_buckets(fleets[1].envs as f64 / 1000.0 / masters.buckets as f64 * per_renewal);
+            // The span, a second for each bucket, drawn up to `SOLD_OUT_MEMORY_SPREAD` times that.
+            let span_s = masters.buckets as f64 * (1.0 + shared::gate::SOLD_OUT_MEMORY_SPREAD) / 2.0;
+            masters.on_buckets(fleets[1].envs as f64 / 1000.0 / span_s * per_renewal);
         }
         // The decider; a grab holds its environment until it is answered.
         match (cache, i.decider) {

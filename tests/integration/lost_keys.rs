@@ -53,7 +53,7 @@ async fn a_lost_list_of_free_numbers_is_found_by_reconcile_and_laid_down_again()
     assert_eq!(second.rebuilt, 1, "found twice: repaired {second:?}");
     assert_eq!(app.cache(&event).await.seats.len(), 7, "the seven unsold numbers are on sale again");
     // The environment that was told SOLD_OUT remembers it for its span (docs/DESIGN.md section 6).
-    tokio::time::sleep(app.settings.gate.sold_out_memory).await;
+    tokio::time::sleep(app.settings.gate.sold_out_memory.mul_f64(shared::gate::SOLD_OUT_MEMORY_SPREAD)).await;
     let mut sold = 3;
     for i in 0..10 {
         let reply = app.grab(&event, &format!("late-{i}")).await;

@@ -35,6 +35,7 @@ mod moves;
 mod outbox;
 mod sent;
 mod sold_out;
+pub use sold_out::SOLD_OUT_MEMORY_SPREAD;
 mod stock;
 mod tally;
 mod waitlist;

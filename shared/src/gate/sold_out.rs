@@ -40,6 +40,10 @@ struct Remembered {
     renewing_since: Option<Instant>,
 }
 
+/// The most an environment's memory of a sell-out lasts, against `SOLD_OUT_MEMORY_MS` for each
+/// bucket: its span is drawn between the two.
+pub const SOLD_OUT_MEMORY_SPREAD: f64 = 1.5;
+
 /// How long a renewal may be under way before another grab starts one (the first may have failed
 /// without saying: its grab answered `503`).
 const RENEWAL_GRACE: Duration = Duration::from_secs(2);
@@ -150,11 +154,11 @@ impl Gate {
         // every bucket and checks each one's replicas, so each environment then costs the cache
         // what an unsharded event's renewal does (docs/SCALE.md: 14 buckets, 1.1 ms a renewal,
         // each of a warm fleet's 14,400 environments once a second would take every master).
-        // Drawn between half and one and a half of it: a fleet that learnt the sell-out in the
-        // same second would otherwise renew in the same moments.
+        // Drawn between it and [`SOLD_OUT_MEMORY_SPREAD`] times it: a fleet that learnt the
+        // sell-out in the same second would otherwise renew in the same moments.
         let buckets = self.buckets(event).await.map_or(1, |b| u32::from(b.count()));
         let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
-        let span = (self.sold_out_memory * buckets).mul_f64(0.5 + random);
+        let span = (self.sold_out_memory * buckets).mul_f64(1.0 + (SOLD_OUT_MEMORY_SPREAD - 1.0) * random);
         // Replicas that cannot be shown to hold the sell-out: nothing is remembered (and a memory
         // being renewed is forgotten), so the script decides.
         match self.every_bucket_replicated(event, written).await {
