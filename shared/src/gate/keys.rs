@@ -20,7 +20,9 @@ impl HashTag for Bucket {}
 pub struct Bucket {
     tag: String,
     index: u16,
-    /// The tag of the bucket's [`sent`] record: half the slot ring away, so on another shard.
+    /// The tag of the bucket's [`sent`] record, on another shard: an unsharded event's half the
+    /// slot ring away; a sharded event's, the tag of the bucket half the buckets on
+    /// ([`Buckets::of`]).
     sent_tag: String,
 }
 
@@ -85,6 +87,18 @@ impl Buckets {
             let tag = near(point, |s| format!("{event}#{k}.{s}"), format!("{event}#{k}"));
             all.push(Bucket::new(event, tag, k));
         }
+        // Each bucket's sent record in the very slot of the bucket half the buckets on: every
+        // master then holds one bucket and one other bucket's record (a record placed apart could
+        // share a master with another record, which would then pay two buckets' confirmations:
+        // the sale's rate at that master's, docs/SCALE.md), and a record never shares its own
+        // bucket's master.
+        if count > 1 {
+            let tags: Vec<String> = all.iter().map(|b| b.tag.clone()).collect();
+            let half = (usize::from(count) + 1) / 2;
+            for (k, bucket) in all.iter_mut().enumerate() {
+                bucket.sent_tag = tags[(k + half) % tags.len()].clone();
+            }
+        }
         Self { all: all.into() }
     }
 
@@ -124,10 +138,10 @@ impl Buckets {
 /// opening field's name ([`opening`]), which every script reads first anyway, so a cache
 /// written by another layout reads as not cached in this history, at no cost, and is rebuilt
 /// from DynamoDB on first touch (at once: nothing of it was lost, see `Gate::layout_outdated`).
-pub const LAYOUT_VERSION: &str = "v5";
+pub const LAYOUT_VERSION: &str = "v6";
 
 /// What the meta hash's user fields mean, stored in meta itself (for a person reading the cache).
-pub(super) const LAYOUT: &str = "v5: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or \
+pub(super) const LAYOUT: &str = "v6: =<user> holds <order id>:<ticket no>, #<window end ms>:<refused count> or \
                       !<cancelled order id>; closed: the waitlist is closed; generation: the lay-down";
 
 /// The event and its users, one hash: `capacity`, `start`, `end`, `cancel_until` (epoch ms),
@@ -159,7 +173,7 @@ pub fn outbox(e: &impl HashTag) -> String {
 /// waiting for the queue (docs/DESIGN.md section 10). Beside the entries, the fields
 /// [`SENT_LAID`], [`SENT_OPEN`] and [`SENT_STOP`].
 pub fn sent(b: &Bucket) -> String {
-    format!("ev:{{{}}}:sent", b.sent_tag)
+    format!("ev:{{{}}}:sent:{}", b.sent_tag, b.index)
 }
 /// The sent record's field present since it was laid down (at warming, by a rebuild, or repaired
 /// from its bucket's outbox): a record without it was lost, and cannot say what was sent.
@@ -371,6 +385,28 @@ pub fn cancelled(order: &OrderId) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sharded event's sent records lie in its buckets' own slots, one in each, never in its own
+    /// bucket's: a master holding one bucket holds one record, whatever the slots' runs.
+    #[test]
+    fn each_sent_record_lies_in_another_buckets_slot_one_in_each() {
+        let hash_slot = |key: &str| slot(&key[key.find('{').unwrap() + 1..key.find('}').unwrap()]);
+        for count in [2u16, 3, 14, 16] {
+            let buckets = Buckets::of(&EventId::parse("lecture-sent").unwrap(), count);
+            let mut homes: Vec<u16> = buckets.iter().map(|b| slot(&b.tag)).collect();
+            let mut records: Vec<u16> = buckets.iter().map(|b| hash_slot(&sent(b))).collect();
+            for b in buckets.iter() {
+                assert_ne!(hash_slot(&sent(b)), slot(&b.tag), "{count} buckets: bucket {} beside its record", b.index);
+            }
+            homes.sort_unstable();
+            records.sort_unstable();
+            assert_eq!(homes, records, "{count} buckets: one record in each bucket's slot");
+        }
+        let one = Buckets::of(&EventId::parse("lecture-sent").unwrap(), 1);
+        let record = sent(one.get(0).unwrap());
+        let apart = (u32::from(hash_slot(&record)) + SLOTS - u32::from(slot("lecture-sent"))) % SLOTS;
+        assert!((SLOTS / 2..SLOTS / 2 + 2 * SPREAD).contains(&apart), "unsharded: half the ring away ({apart})");
+    }
 
     #[test]
     fn a_tallys_shards_lie_evenly_round_the_slot_ring() {
