@@ -94,7 +94,7 @@ impl Buckets {
         // bucket's master.
         if count > 1 {
             let tags: Vec<String> = all.iter().map(|b| b.tag.clone()).collect();
-            let half = (usize::from(count) + 1) / 2;
+            let half = usize::from(count).div_ceil(2);
             for (k, bucket) in all.iter_mut().enumerate() {
                 bucket.sent_tag = tags[(k + half) % tags.len()].clone();
             }
