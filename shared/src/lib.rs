@@ -48,3 +48,10 @@ pub mod recovery;
 pub mod secrets;
 pub mod store;
 pub mod telemetry;
+
+/// A random fraction in [0, 1] (a UUIDv7's random bits): the spreads that keep a warm fleet's
+/// environments from doing the same thing in the same moment (a key's read again, the reader's
+/// slot map, the sold-out memory's span).
+pub(crate) fn random_fraction() -> f64 {
+    (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX)
+}

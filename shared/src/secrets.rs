@@ -62,7 +62,7 @@ const BACKGROUND_READ_SPREAD: Duration = Duration::from_secs(5);
 
 /// A random part of [`BACKGROUND_READ_SPREAD`] (a UUIDv7's random bits).
 fn background_read_delay() -> Duration {
-    let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+    let random = crate::random_fraction();
     BACKGROUND_READ_SPREAD.mul_f64(random)
 }
 

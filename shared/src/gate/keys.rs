@@ -31,10 +31,8 @@ impl Bucket {
         self.index
     }
 
-    fn new(event: &EventId, tag: String, index: u16) -> Self {
-        let sent_tag =
-            near(u32::from(slot(&tag)) + SLOTS / 2, |s| format!("{event}~{index}.{s}"), format!("{event}~{index}"));
-        Self { tag, index, sent_tag }
+    fn new(tag: String, index: u16) -> Self {
+        Self { tag, index, sent_tag: String::new() }
     }
 }
 
@@ -81,23 +79,26 @@ impl Buckets {
     pub fn of(event: &EventId, count: u16) -> Self {
         let count = count.clamp(1, crate::domain::event::MAX_BUCKETS);
         let first = u32::from(slot(event.as_str()));
-        let mut all = vec![Bucket::new(event, event.to_string(), 0)];
+        let mut all = vec![Bucket::new(event.to_string(), 0)];
         for k in 1..count {
             let point = first + SLOTS * u32::from(k) / u32::from(count);
             let tag = near(point, |s| format!("{event}#{k}.{s}"), format!("{event}#{k}"));
-            all.push(Bucket::new(event, tag, k));
+            all.push(Bucket::new(tag, k));
         }
         // Each bucket's sent record in the very slot of the bucket half the buckets on: every
         // master then holds one bucket and one other bucket's record (a record placed apart could
         // share a master with another record, which would then pay two buckets' confirmations:
         // the sale's rate at that master's, docs/SCALE.md), and a record never shares its own
         // bucket's master.
-        if count > 1 {
-            let tags: Vec<String> = all.iter().map(|b| b.tag.clone()).collect();
-            let half = usize::from(count).div_ceil(2);
-            for (k, bucket) in all.iter_mut().enumerate() {
-                bucket.sent_tag = tags[(k + half) % tags.len()].clone();
-            }
+        // An unsharded event's, half the slot ring away.
+        let tags: Vec<String> = all.iter().map(|b| b.tag.clone()).collect();
+        let half = usize::from(count).div_ceil(2);
+        for (k, bucket) in all.iter_mut().enumerate() {
+            bucket.sent_tag = if count > 1 {
+                tags[(k + half) % tags.len()].clone()
+            } else {
+                near(first + SLOTS / 2, |s| format!("{event}~0.{s}"), format!("{event}~0"))
+            };
         }
         Self { all: all.into() }
     }

@@ -157,7 +157,7 @@ impl Gate {
         // Drawn between it and [`SOLD_OUT_MEMORY_SPREAD`] times it: a fleet that learnt the
         // sell-out in the same second would otherwise renew in the same moments.
         let buckets = self.buckets(event).await.map_or(1, |b| u32::from(b.count()));
-        let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+        let random = crate::random_fraction();
         let span = (self.sold_out_memory * buckets).mul_f64(1.0 + (SOLD_OUT_MEMORY_SPREAD - 1.0) * random);
         // Replicas that cannot be shown to hold the sell-out: nothing is remembered (and a memory
         // being renewed is forgotten), so the script decides.
@@ -271,7 +271,7 @@ impl ReplicaReads {
     /// `refresh` drawn between half and one and a half of it for this environment: a warm fleet
     /// connects within the same minutes, and would read the slots again all together.
     pub(super) fn new(client: redis::cluster::ClusterClient, refresh: Duration) -> Self {
-        let random = (uuid::Uuid::now_v7().as_u128() & u128::from(u32::MAX)) as f64 / f64::from(u32::MAX);
+        let random = crate::random_fraction();
         Self { client, refresh: refresh.mul_f64(0.5 + random), kept: Arc::default(), renewing: Arc::default() }
     }
 
