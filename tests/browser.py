@@ -1260,7 +1260,7 @@ def camera(p, event_id, pass_text, ticket_no):
     browser.close()
 
 
-# drand's quicknet (shared/src/domain/beacon.rs): a ballot may name one of its rounds, not yet signed.
+# drand's quicknet (shared/domain/src/beacon.rs): a ballot may name one of its rounds, not yet signed.
 QUICKNET_KEY = ("83cf0f2896adee7eb8b5f01fcad3912212c437e0073e911fb90022d3e760183c8c4b450b6a0a6c3ac6a5776a2d1064510d1fec758c921cc22b0e17e"
                 "63aaf4bcb5ed66304de9cf809bd274ca73bab4af5a6e9c76a4bc09e76eae8991ef5ece45a")
 

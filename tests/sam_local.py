@@ -190,7 +190,7 @@ def order_message(body):
 
 
 def sealed(record):
-    """The seal grab puts on a message (shared/src/domain/order_seal.rs), with the run's order key."""
+    """The seal grab puts on a message (shared/domain/src/order_seal.rs), with the run's order key."""
     key = os.environ.get("ORDER_KEY", "local-dev-order-key-not-for-production").encode()
     tag = hmac.new(key, b"order-v1\n" + record["body"].encode(), hashlib.sha256).digest()
     seal = "v1." + base64.urlsafe_b64encode(tag).rstrip(b"=").decode()

@@ -1,4 +1,4 @@
-"""red-packet-split/v1, written again from its description alone (shared/src/domain/red_packet.rs),
+"""red-packet-split/v1, written again from its description alone (shared/domain/src/red_packet.rs),
 so that an auditor with no Rust can recompute a sale's amounts. Standard library only.
 
     python3 tests/split_v1.py <seed hex> <total> <n>     prints the n amounts, one per line

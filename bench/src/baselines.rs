@@ -662,5 +662,5 @@ async fn stub_sqs(sends: Arc<AtomicU64>) -> Result<String, Box<dyn std::error::E
 /// The orders queue as grab sends to it, built as the grab function builds it.
 fn grab_queue(sdk: &aws_config::SdkConfig, url: String) -> OrderQueue {
     let settings = shared::config::QueueSettings::for_queue(url).expect("GRAB_SEND_BUDGET_MS");
-    shared::adapters::Adapters::new(sdk.clone()).grab_queue(&settings)
+    shared::setup::Adapters::new(sdk.clone()).grab_queue(&settings)
 }

@@ -1,4 +1,4 @@
-//! gate-bench: the product's grab script (`shared/src/gate/grab.lua`, the lean layout of docs/DESIGN.md
+//! gate-bench: the product's grab script (`shared/adapters/src/gate/grab.lua`, the lean layout of docs/DESIGN.md
 //! section 6) beside the seeds' four-command script (`bench/seeds.lua`) and the previous layout
 //! (`bench/reference/grab-v1.lua`: buyers hash, per-user rate key, outbox sorted set, table
 //! replies), on one redis-server, in one run.

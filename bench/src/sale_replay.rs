@@ -110,7 +110,7 @@ pub async fn run(settings: &local_runner::LocalSettings, shape: &Shape) -> Resul
     let (queue_url, _) = local_runner::provision::ensure_queues(&sqs, &name).await?;
     local_runner::provision::ensure_sender(&aws_sdk_sesv2::Client::new(&sdk), &settings.mail.from).await?;
     let store = Store::new(ddb.clone(), name.clone());
-    let adapters = shared::adapters::Adapters::new(sdk.clone());
+    let adapters = shared::setup::Adapters::new(sdk.clone());
     let mailer = adapters.mailer(&settings.mail, None);
     // Grab's client: its timeouts and retry, the runner's send budget.
     let queue = adapters.grab_queue(&shared::config::QueueSettings::for_queue(queue_url.clone())?);

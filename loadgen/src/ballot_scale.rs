@@ -28,7 +28,6 @@ use futures::StreamExt;
 use serde::Serialize;
 use serde_json::json;
 use shared::{
-    adapters::Adapters,
     domain::{
         Email, EventId, UserId,
         draw::{self, Algorithm, EntryKey, PAGE_PLACES, ProofStep, Published},
@@ -36,6 +35,7 @@ use shared::{
         hex,
         sale_mode::{Entrant, EntryShards},
     },
+    setup::Adapters,
     store::{Store, draws::RollEntry},
 };
 use time::{OffsetDateTime, format_description::well_known::Rfc3339};

@@ -1,6 +1,6 @@
 //! `ticketgrab-verify`: checks what an event publishes, as an auditor would, trusting nothing but
 //! the published data and the algorithms' descriptions (docs/FAIRNESS.md; the code in
-//! shared/src/domain/red_packet.rs, draw.rs and entry_receipt.rs).
+//! shared/domain/src/red_packet.rs, draw.rs and entry_receipt.rs).
 //!
 //!   ticketgrab-verify red-packet <event.json> [--ticket N --amount V]
 //!       the event as `GET /events/{id}` shows it after the sale: its seed hashes to the

@@ -1,7 +1,6 @@
 //! The functions, built once with the local settings: the very handlers the Lambda binaries run.
 
 use shared::{
-    adapters::Adapters,
     config::{PassKeyRingSource, QueueSettings},
     delivery::Courier,
     domain::warm_fleet::DeploymentLimits,
@@ -14,6 +13,7 @@ use shared::{
     http::routes::Function,
     queue::OrderQueue,
     recovery::Rebuilder,
+    setup::Adapters,
     store::{EventBook, Store},
 };
 

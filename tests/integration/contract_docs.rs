@@ -139,7 +139,8 @@ fn broken_references() -> Vec<String> {
                 continue;
             }
             // Code joins paths to its file's directory, or to its crate's (`CARGO_MANIFEST_DIR`).
-            let bases = [dir, Path::new(file.split('/').next().unwrap_or(""))];
+            let manifest = dir.ancestors().find(|d| root.join(d).join("Cargo.toml").exists()).unwrap_or(Path::new(""));
+            let bases = [dir, manifest];
             let resolved: Vec<Option<PathBuf>> = bases.iter().map(|b| normalise(&b.join(rel))).collect();
             if resolved.iter().all(Option::is_none) {
                 broken.push(format!("{file}: {} leaves the repository", m.as_str()));

@@ -190,7 +190,7 @@ async fn an_account_that_cannot_be_read_is_named_not_a_failure() {
 /// hello's). Counted on a redis-server of the test's own: its clients are this test's alone.
 #[tokio::test]
 async fn a_provisioned_environment_connects_in_init_and_an_on_demand_one_at_its_first_request() {
-    use shared::adapters::{Adapters, Init};
+    use shared::setup::{Adapters, Init};
 
     let redis = crate::faults::PrivateRedis::start().await;
     let mut settings = shared::config::GateSettings::for_url(redis.url()).unwrap();

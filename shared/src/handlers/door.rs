@@ -26,7 +26,6 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    adapters::Adapters,
     config::{PassKeyRingSource, UserLimits},
     domain::{DoorName, Event, EventId, OrderId, ScanId, TicketNo, event::rfc3339},
     http::{
@@ -35,6 +34,7 @@ use crate::{
         routes::Endpoint,
         serve,
     },
+    setup::Adapters,
     store::{
         EventBook, Store,
         check_in::{Admitted, CheckIn, DOOR_CLOCK_SKEW, DoorCounts, Scanned},

@@ -12,7 +12,6 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    adapters::Adapters,
     amounts::Splits,
     config::{GrabPolicy, HashSettings, QueueSettings, UserLimits},
     delivery::{Courier, Delivery},
@@ -36,6 +35,7 @@ use crate::{
     queue::OrderQueue,
     recovery::{Rebuild, RebuildSettings, Rebuilder},
     secrets::StagedSecret,
+    setup::Adapters,
     store::Store,
 };
 
@@ -150,7 +150,7 @@ impl Grab {
             UserLimits::from_env(crate::http::routes::per_user_limits())?,
         );
         // As verify-hash's: a provisioned environment reads its fleet's events before the open.
-        if crate::adapters::Init::from_env() == crate::adapters::Init::Provisioned {
+        if crate::setup::Init::from_env() == crate::setup::Init::Provisioned {
             this.warm_up().await;
         }
         Ok(this)

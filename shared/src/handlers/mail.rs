@@ -18,7 +18,6 @@ use tokio::sync::Mutex;
 use tracing::Instrument;
 
 use crate::{
-    adapters::Adapters,
     config::Publication,
     domain::{
         ClosedNotice, Event, EventId, OrderMessage, OrderStatus, QueueMessage, TicketNo, confirmation,
@@ -29,6 +28,7 @@ use crate::{
     gate::{Admitted, Gate},
     mailer::{MailError, Mailer},
     secrets::StagedSecret,
+    setup::Adapters,
     store::{
         Store, StoreError,
         orders::{MailClaim, Persisted},

@@ -14,4 +14,22 @@ pub mod release;
 pub mod verify_hash;
 pub mod warm_up;
 
-pub use crate::adapters::StartError;
+pub use crate::setup::StartError;
+
+use std::future::Future;
+
+use lambda_http::{Body, Request, Response};
+
+use crate::http::lambda::HttpFunction;
+
+macro_rules! http_functions {
+    ($($handler:ty),*) => {$(
+        impl HttpFunction for $handler {
+            fn respond(&self, req: Request) -> impl Future<Output = Response<Body>> + Send {
+                self.handle(req)
+            }
+        }
+    )*};
+}
+
+http_functions!(grab::Grab, verify_hash::VerifyHash, query::Query, door::Door);

@@ -6,7 +6,6 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::Serialize;
 
 use crate::{
-    adapters::Adapters,
     config::{PassKeyRingSource, UserLimits},
     domain::{
         Event, EventId, OrderStatus,
@@ -22,6 +21,7 @@ use crate::{
         serve,
     },
     recovery::{Rebuild, Rebuilder},
+    setup::Adapters,
     store::{AttendeeRow, Store, StoredEvent},
 };
 

@@ -7,7 +7,6 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::{
-    adapters::Adapters,
     config::QueueSettings,
     delivery::Courier,
     domain::{ClosedNotice, OrderMessage, order_seal::SealKey},
@@ -17,6 +16,7 @@ use crate::{
     queue::{DeadLetters, OrderQueue},
     recovery::{Rebuild, RebuildSettings, Rebuilder},
     secrets::StagedSecret,
+    setup::Adapters,
     store::{Store, StoredEvent},
 };
 

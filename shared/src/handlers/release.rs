@@ -12,7 +12,6 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use crate::{
-    adapters::Adapters,
     delivery::Courier,
     domain::{
         Event, EventDraft, InvalidEvent,
@@ -29,6 +28,7 @@ use crate::{
         serve,
     },
     recovery::{Rebuild, Rebuilder, RecoveryError},
+    setup::Adapters,
     store::{PutEventError, Store, StoreError},
 };
 

@@ -11,7 +11,6 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::{
-    adapters::Adapters,
     config::{HashSettings, UserLimits},
     domain::{
         UserId,
@@ -24,6 +23,7 @@ use crate::{
         reply::{event_id, query_param},
         serve,
     },
+    setup::Adapters,
     store::EventBook,
 };
 
@@ -61,7 +61,7 @@ impl VerifyHash {
         // An environment of the warm fleet (started ahead of the requests) reads the events its
         // fleet is for now, minutes before the open, rather than at its first request, when every
         // other one reads the same item. One on demand has a request waiting: it reads nothing more.
-        if crate::adapters::Init::from_env() == crate::adapters::Init::Provisioned {
+        if crate::setup::Init::from_env() == crate::setup::Init::Provisioned {
             this.warm_up().await;
         }
         Ok(this)

@@ -10,24 +10,11 @@ use std::{future::Future, sync::Arc};
 
 use lambda_http::{Body, Error, Request, Response, service_fn};
 
-use crate::handlers::{door::Door, grab::Grab, query::Query, verify_hash::VerifyHash};
-
-/// A function's handler, answering one API Gateway request.
+/// A function's handler, answering one API Gateway request (each handler implements it, in
+/// `handlers`: the edge knows no handler).
 pub trait HttpFunction: Send + Sync + 'static {
     fn respond(&self, req: Request) -> impl Future<Output = Response<Body>> + Send;
 }
-
-macro_rules! http_functions {
-    ($($handler:ty),*) => {$(
-        impl HttpFunction for $handler {
-            fn respond(&self, req: Request) -> impl Future<Output = Response<Body>> + Send {
-                self.handle(req)
-            }
-        }
-    )*};
-}
-
-http_functions!(Grab, VerifyHash, Query, Door);
 
 /// Serves `function`'s invocations until the environment ends.
 pub async fn run<F: HttpFunction>(function: F) -> Result<(), Error> {

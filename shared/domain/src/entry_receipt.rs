@@ -1,0 +1,379 @@
+//! An entry's signed receipt (`ticket-entry-receipt/v1`, docs/FAIRNESS.md section 6a): given to
+//! the entrant when their entry is accepted, naming the entry's leaf in the event's draw
+//! (`super::draw`, `ticket-draw/v2`) and no user. A receipt whose leaf is missing from the
+//! published draw proves the operator left out an entry it accepted; the entry key that hashes to
+//! the leaf proves whose it is.
+//!
+//! Receipt: `TR1.<base64url payload>.<base64url signature>`, the payload a compact JSON object
+//! `{"k":<key id>,"e":<event>,"l":<leaf>,"t":<entered at>}` (and `"r":<rank>` for a fair open's
+//! late place), the signature Ed25519 over `"ticket-entry-receipt-v1\n" + payload`. The key is
+//! the deployment's receipt key, of its own (derived under its own label, so it signs nothing
+//! else and nothing else signs with it); its public halves are published per event
+//! (`GET /events/{id}/receipt-key`), the key id as a pass's names its key.
+
+use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD};
+use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{EventId, key_rotation::Staged};
+
+pub const ALGORITHM: &str = "ticket-entry-receipt/v1";
+const PREFIX: &str = "TR1.";
+const CONTEXT: &[u8] = b"ticket-entry-receipt-v1\n";
+/// The draw's signed head (docs/FAIRNESS.md section 6b), by the same key.
+const HEAD_PREFIX: &str = "TH1.";
+const HEAD_CONTEXT: &[u8] = b"ticket-draw-head-v1\n";
+/// Longer receipts are refused before any decoding (a real one is ~250 characters).
+pub const MAX_RECEIPT_LEN: usize = 1_024;
+
+/// What a receipt says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Receipt {
+    #[serde(rename = "k")]
+    pub key_id: String,
+    #[serde(rename = "e")]
+    pub event: EventId,
+    /// The entry's leaf, 64 lowercase hex digits.
+    #[serde(rename = "l")]
+    pub leaf: String,
+    /// When the entry was accepted (RFC 3339).
+    #[serde(rename = "t")]
+    pub entered_at: String,
+    /// A fair open's place accepted after its entries closed: its rank behind the shuffled ones,
+    /// from 1 (present, it is a number: `null` and 0 are no rank).
+    #[serde(rename = "r", default, skip_serializing_if = "Option::is_none", deserialize_with = "present_rank")]
+    pub late: Option<std::num::NonZeroU64>,
+}
+
+fn present_rank<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::num::NonZeroU64>, D::Error> {
+    std::num::NonZeroU64::deserialize(d).map(Some)
+}
+
+/// What the draw's signed head says (docs/FAIRNESS.md section 6b): the terms every page of the
+/// published draw carries, signed once the draw is complete.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrawHead {
+    #[serde(rename = "k")]
+    pub key_id: String,
+    #[serde(rename = "e")]
+    pub event: EventId,
+    pub algorithm: String,
+    pub commitment: String,
+    pub root: String,
+    pub entrant_count: u64,
+    pub entries_close: String,
+    pub drawn_at: String,
+    pub capacity: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admission_rate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_round: Option<u64>,
+    /// The beacon round's chain key and signature (hex): with the root and the secret they fix the
+    /// order, not only the entrants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_public_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub beacon_signature: Option<String>,
+    /// The ids of the keys whose receipts this head vouches for: a key anyone adds to a keys
+    /// document checks their own receipts, but no head names it.
+    pub receipt_keys: Vec<String>,
+}
+
+impl DrawHead {
+    /// The head of a whole published draw (its pages joined), as its key would sign it.
+    pub fn of(draw: &super::draw::Published, key_id: &str) -> Option<Self> {
+        Some(Self {
+            key_id: key_id.to_owned(),
+            event: EventId::parse(draw.event_id.as_deref()?).ok()?,
+            algorithm: draw.algorithm.clone(),
+            commitment: draw.commitment.clone(),
+            root: draw.root.clone(),
+            entrant_count: draw.order.len() as u64,
+            entries_close: draw.entries_close.clone()?,
+            drawn_at: draw.drawn_at.clone()?,
+            capacity: draw.capacity?,
+            admission_rate: draw.admission_rate,
+            beacon_round: draw.beacon.as_ref().map(|b| b.round),
+            beacon_public_key: draw.beacon.as_ref().map(|b| b.public_key.clone()),
+            beacon_signature: draw.beacon.as_ref().map(|b| b.signature.clone()),
+            receipt_keys: Vec::new(),
+        })
+    }
+
+    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member its
+    /// but the key ids.
+    pub fn matches(&self, draw: &super::draw::Published) -> bool {
+        Self::of(draw, &self.key_id).as_ref() == Some(&Self { receipt_keys: Vec::new(), ..self.clone() })
+    }
+
+    /// Whether the head vouches for receipts signed by the key `key_id`.
+    pub fn vouches_for(&self, key_id: &str) -> bool {
+        self.receipt_keys.iter().any(|k| k == key_id)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum BadReceipt {
+    #[error("not an entry receipt")]
+    Malformed,
+    #[error("the receipt's signature does not match")]
+    Forged,
+    #[error("the receipt names a key not published for this event")]
+    UnknownKey,
+}
+
+/// The deployment's receipt key: signs, in the function that accepts entries. Never printed.
+#[derive(Clone)]
+pub struct ReceiptKey(SigningKey);
+
+impl std::fmt::Debug for ReceiptKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReceiptKey(<redacted>)")
+    }
+}
+
+impl ReceiptKey {
+    /// The key from a deployment secret (at least 16 bytes); the Ed25519 seed is its SHA-256
+    /// under this use's own label.
+    pub fn new(secret: &[u8]) -> Result<Self, &'static str> {
+        if secret.len() < 16 {
+            return Err("must be at least 16 bytes");
+        }
+        let seed: [u8; 32] =
+            Sha256::new().chain_update(b"ticket-entry-receipt-key-v1\n").chain_update(secret).finalize().into();
+        Ok(Self(SigningKey::from_bytes(&seed)))
+    }
+
+    /// A key from its 32-byte Ed25519 seed (the test vectors).
+    pub fn from_seed(seed: &[u8; 32]) -> Self {
+        Self(SigningKey::from_bytes(seed))
+    }
+
+    pub fn public(&self) -> PublicReceiptKey {
+        PublicReceiptKey(self.0.verifying_key())
+    }
+
+    /// The receipt of an entry with `leaf` in `event`, accepted at `entered_at`.
+    pub fn issue(&self, event: &EventId, leaf: &str, entered_at: &str, late: Option<u64>) -> String {
+        let receipt = Receipt {
+            key_id: self.public().id(),
+            event: event.clone(),
+            leaf: leaf.to_owned(),
+            entered_at: entered_at.to_owned(),
+            late: late.and_then(std::num::NonZeroU64::new),
+        };
+        self.sign(&serde_json::to_vec(&receipt).expect("ids and strings always serialize"))
+    }
+
+    /// A receipt of any payload (the vectors' forgeries).
+    pub fn sign(&self, payload: &[u8]) -> String {
+        self.sign_as(PREFIX, CONTEXT, payload)
+    }
+
+    /// The draw's head, signed (its `k` set to this key's id; its `receipt_keys` as given).
+    pub fn sign_head(&self, head: &DrawHead) -> String {
+        let head = DrawHead { key_id: self.public().id(), ..head.clone() };
+        self.sign_head_payload(&serde_json::to_vec(&head).expect("ids and strings always serialize"))
+    }
+
+    /// A head of any payload (the vectors').
+    pub fn sign_head_payload(&self, payload: &[u8]) -> String {
+        self.sign_as(HEAD_PREFIX, HEAD_CONTEXT, payload)
+    }
+
+    fn sign_as(&self, prefix: &str, context: &[u8], payload: &[u8]) -> String {
+        let payload = URL_SAFE_NO_PAD.encode(payload);
+        let signature = self.0.sign(&[context, payload.as_bytes()].concat());
+        format!("{prefix}{payload}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
+    }
+}
+
+/// A public half: checks receipts, cannot sign one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublicReceiptKey(VerifyingKey);
+
+impl PublicReceiptKey {
+    /// The key as published: 32 bytes, base64url without padding.
+    pub fn encoded(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0.as_bytes())
+    }
+
+    pub fn decode(encoded: &str) -> Result<Self, BadReceipt> {
+        let bytes: [u8; 32] =
+            URL_SAFE_NO_PAD.decode(encoded).ok().and_then(|b| b.try_into().ok()).ok_or(BadReceipt::Malformed)?;
+        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|_| BadReceipt::Malformed)
+    }
+
+    /// The key's id: the first 8 bytes of its SHA-256, base64url.
+    pub fn id(&self) -> String {
+        URL_SAFE_NO_PAD.encode(&Sha256::digest(self.0.as_bytes())[..8])
+    }
+}
+
+/// The public receipt keys an event publishes: the current one, and around a rotation the next
+/// and the previous, so a receipt signed just before or after it still checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiptKeyRing {
+    pub current: PublicReceiptKey,
+    pub next: Option<PublicReceiptKey>,
+    pub previous: Option<PublicReceiptKey>,
+}
+
+impl ReceiptKeyRing {
+    pub fn of(keys: &Staged<ReceiptKey>) -> Self {
+        let public = keys.map(ReceiptKey::public);
+        Self { current: public.current, next: public.pending, previous: public.previous }
+    }
+
+    fn keys(&self) -> impl Iterator<Item = &PublicReceiptKey> {
+        std::iter::once(&self.current).chain(self.next.as_ref()).chain(self.previous.as_ref())
+    }
+
+    /// The ids of every key in the ring (what a head signed now vouches for).
+    pub fn ids(&self) -> Vec<String> {
+        self.keys().map(PublicReceiptKey::id).collect()
+    }
+
+    /// As `GET /events/{id}/receipt-key` shows it: the keys, and once the event's draw is
+    /// complete its signed head (`draw_head`).
+    pub fn published(&self, event: &EventId, draw_head: Option<String>) -> serde_json::Value {
+        let key = |k: &PublicReceiptKey| serde_json::json!({ "key_id": k.id(), "public_key": k.encoded() });
+        serde_json::json!({
+            "event_id": event,
+            "algorithm": ALGORITHM,
+            "signature": "Ed25519",
+            "key_id": self.current.id(),
+            "public_key": self.current.encoded(),
+            "next": self.next.as_ref().map(key),
+            "previous": self.previous.as_ref().map(key),
+            "draw_head": draw_head,
+        })
+    }
+
+    /// The ring as published (the verifier's input).
+    pub fn from_published(doc: &serde_json::Value) -> Result<Self, BadReceipt> {
+        let key = |v: &serde_json::Value| -> Result<Option<PublicReceiptKey>, BadReceipt> {
+            match v.get("public_key").and_then(serde_json::Value::as_str) {
+                Some(k) => PublicReceiptKey::decode(k).map(Some),
+                None => Ok(None),
+            }
+        };
+        Ok(Self {
+            current: key(doc)?.ok_or(BadReceipt::Malformed)?,
+            next: doc.get("next").map(key).transpose()?.flatten(),
+            previous: doc.get("previous").map(key).transpose()?.flatten(),
+        })
+    }
+
+    /// Checks a receipt's signature with the key it names and reads it.
+    pub fn verify(&self, receipt: &str) -> Result<Receipt, BadReceipt> {
+        let said: Receipt = self.open(PREFIX, CONTEXT, receipt, |r: &Receipt| &r.key_id)?;
+        if super::hex::decode::<32>(&said.leaf).is_none() {
+            return Err(BadReceipt::Malformed);
+        }
+        Ok(said)
+    }
+
+    /// Checks a draw's signed head with the key it names and reads it.
+    pub fn verify_head(&self, head: &str) -> Result<DrawHead, BadReceipt> {
+        self.open(HEAD_PREFIX, HEAD_CONTEXT, head, |h: &DrawHead| &h.key_id)
+    }
+
+    fn open<T: serde::de::DeserializeOwned>(
+        &self,
+        prefix: &str,
+        context: &[u8],
+        text: &str,
+        key_id: impl Fn(&T) -> &String,
+    ) -> Result<T, BadReceipt> {
+        if text.len() > MAX_RECEIPT_LEN {
+            return Err(BadReceipt::Malformed);
+        }
+        let rest = text.strip_prefix(prefix).ok_or(BadReceipt::Malformed)?;
+        let (payload, signature) = rest.split_once('.').ok_or(BadReceipt::Malformed)?;
+        let signature: [u8; 64] =
+            URL_SAFE_NO_PAD.decode(signature).ok().and_then(|s| s.try_into().ok()).ok_or(BadReceipt::Malformed)?;
+        let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| BadReceipt::Malformed)?;
+        // Read before its signature is checked only to learn which key to check it with.
+        let said: T = serde_json::from_slice(&json).map_err(|_| BadReceipt::Malformed)?;
+        let key = self.keys().find(|k| k.id() == *key_id(&said)).ok_or(BadReceipt::UnknownKey)?;
+        // Strict: no small-order key or R (a key that could disown what it signed).
+        key.0
+            .verify_strict(&[context, payload.as_bytes()].concat(), &ed25519_dalek::Signature::from_bytes(&signature))
+            .map_err(|_| BadReceipt::Forged)?;
+        Ok(said)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::draw::EntryKey;
+
+    fn event() -> EventId {
+        EventId::parse("evt-receipts").unwrap()
+    }
+
+    #[test]
+    fn a_receipt_checks_with_its_key_and_names_the_leaf_of_its_entry_key() {
+        let key = ReceiptKey::new(b"0123456789abcdef-receipts").unwrap();
+        let ring = ReceiptKeyRing::of(&Staged::only(key.clone()));
+        let entry = EntryKey::generate();
+        let receipt = key.issue(&event(), &entry.leaf(&event()), "2026-11-27T10:00:00Z", None);
+        let said = ring.verify(&receipt).unwrap();
+        assert_eq!((said.event, said.leaf.as_str()), (event(), entry.leaf(&event()).as_str()));
+        // The ring read back from what the route publishes checks it too.
+        let published = ReceiptKeyRing::from_published(&ring.published(&event(), None)).unwrap();
+        assert_eq!(published.verify(&receipt).unwrap().leaf, said.leaf);
+    }
+
+    #[test]
+    fn a_changed_or_foreign_receipt_is_refused() {
+        let key = ReceiptKey::new(b"0123456789abcdef-receipts").unwrap();
+        let ring = ReceiptKeyRing::of(&Staged::only(key.clone()));
+        let receipt = key.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", Some(3));
+        let (head, signature) = receipt.rsplit_once('.').unwrap();
+        let other = key.issue(&event(), &"cd".repeat(32), "2026-11-27T10:00:00Z", Some(3));
+        let (other_head, _) = other.rsplit_once('.').unwrap();
+        assert_eq!(ring.verify(&format!("{other_head}.{signature}")), Err(BadReceipt::Forged));
+        assert_eq!(ring.verify(&format!("{head}.AAAA")), Err(BadReceipt::Malformed));
+        // Signed by a key whose id the ring does not know.
+        let stranger = ReceiptKey::new(b"another-secret-of-16+bytes").unwrap();
+        let foreign = stranger.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", None);
+        assert_eq!(ring.verify(&foreign), Err(BadReceipt::UnknownKey));
+        // A stranger naming the ring's key id still fails on the signature.
+        let payload = serde_json::json!({"k": key.public().id(), "e": event(), "l": "ab".repeat(32), "t": "x"});
+        let forged = stranger.sign(payload.to_string().as_bytes());
+        assert_eq!(ring.verify(&forged), Err(BadReceipt::Forged));
+        assert_eq!(ring.verify(&"TR1.".repeat(300)), Err(BadReceipt::Malformed));
+        assert!(ReceiptKey::new(b"short").is_err());
+    }
+
+    #[test]
+    fn the_receipt_key_is_not_the_pass_key_of_the_same_secret() {
+        let secret = b"0123456789abcdef-one-secret";
+        let receipt = ReceiptKey::new(secret).unwrap().public().encoded();
+        let pass = crate::ticket_pass::PassKey::new(secret).unwrap().public().encoded();
+        assert_ne!(receipt, pass);
+    }
+
+    #[test]
+    fn a_rotation_voids_no_receipt_either_side_signed() {
+        let (old, new) =
+            (ReceiptKey::new(b"0123456789abcdef-old").unwrap(), ReceiptKey::new(b"0123456789abcdef-new").unwrap());
+        let before = old.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", None);
+        let after = new.issue(&event(), &"cd".repeat(32), "2026-11-27T10:05:00Z", None);
+        // Staged: the old key signs, the new one is published as next (an environment that read
+        // the new key first signs with it); promoted: the old one stays published as previous.
+        let staged = ReceiptKeyRing::of(&Staged::of(old.clone(), Some(new.clone()), None));
+        let promoted = ReceiptKeyRing::of(&Staged::of(new.clone(), None, Some(old.clone())));
+        for ring in [&staged, &promoted] {
+            assert!(ring.verify(&before).is_ok() && ring.verify(&after).is_ok());
+        }
+        // Two rotations later the first key is gone, and so is what it signed: keep the published
+        // keys with the receipt (ticketgrab-verify reads them from the file).
+        let later = ReceiptKeyRing::of(&Staged::only(new));
+        assert_eq!(later.verify(&before), Err(BadReceipt::UnknownKey));
+    }
+}
