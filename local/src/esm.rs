@@ -1,4 +1,4 @@
-//! Plays the SQS event source mapping: polls the orders queue in batches of up to 10, hands each
+//! Plays the SQS event source mapping: polls the orders queue in batches of up to `MAX_BATCH`, hands each
 //! batch to the mail handler as an SQS event, deletes the messages that succeeded and leaves the
 //! failed ones, so SQS delivers them again after the visibility timeout and, after the redrive's
 //! receives, moves them to the DLQ. Like a mapping's `Enabled`, it can be switched off and on at
@@ -127,9 +127,9 @@ pub struct Poller {
 }
 
 impl Poller {
-    /// A poller taking batches of 10, the event source mapping's default.
+    /// A poller taking whole batches (`queue::MAX_BATCH`), the event source mapping's default.
     pub fn new(sqs: aws_sdk_sqs::Client, queue_url: impl Into<String>, mail: Mail) -> Self {
-        Self { sqs, queue_url: queue_url.into(), mail, batch_size: 10, yields_to: None }
+        Self { sqs, queue_url: queue_url.into(), mail, batch_size: shared::queue::MAX_BATCH as i32, yields_to: None }
     }
 
     /// While `rush` is on, one poller receives and the others wait.

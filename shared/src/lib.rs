@@ -22,13 +22,14 @@
 //! - [`recovery`]: rebuilding a lost cache from DynamoDB; [`give_back`]: giving a cancelled ticket
 //!   number back (to the waitlist's head, or on sale again);
 //! - [`amounts`]: red-packet amounts by ticket number, each event's split computed once;
+//! - [`rights`]: each function's rights, the source of the template's policies;
 //! - [`setup`]: the one way every function (and the local runner) builds its adapters from their
 //!   settings.
 //!
 //! The lower crates are re-exported under their old names (`shared::domain`, `shared::gate`, ...),
 //! so a binary depends on this crate alone.
 
-pub use adapters::{aws, config, fleet, gate, mailer, metrics, queue, secrets, store, telemetry};
+pub use adapters::{aws, config, fleet, gate, mailer, metrics, queue, secrets, settings, store, telemetry};
 pub use domain;
 
 pub mod amounts;
@@ -37,4 +38,5 @@ pub mod give_back;
 pub mod handlers;
 pub mod http;
 pub mod recovery;
+pub mod rights;
 pub mod setup;

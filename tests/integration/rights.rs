@@ -6,14 +6,17 @@
 //! right taken away; it does not resolve `dynamodb:LeadingKeys` (MiniStack 1.5.33's
 //! `dynamodb_service_context` sets `dynamodb:Attributes` and `dynamodb:Select` only, and an absent
 //! key satisfies `ForAllValues`), so the keys each write is scoped to are proved here, by
-//! evaluating the documents. [`CALLS`] is read from the code (the file of each is named); a call
-//! added without its right, or a right no call uses, fails.
+//! evaluating the documents. The rights are `shared/src/rights.rs` (each grant says which calls of
+//! which file need it); the template's policies are written from it by `cargo xtask gen`, so these
+//! tests hold what the generator wrote, as IAM reads it, to what the source means.
 
 use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::{helpers::repo_root, template::template};
+use shared::rights::{GRANTS, When};
+
+use crate::template::template;
 
 /// One right of one function: actions on a resource, for items whose partition key starts with
 /// one of `keys` (`None`: any item).
@@ -26,129 +29,25 @@ struct Right {
 }
 
 /// Every call the code makes: (function, action, resource, the item's key prefix where the
-/// action names an item). Resources by their template name; `table/index/GSI2` for a query of
-/// an index.
-const CALLS: &[(&str, &str, &str, Option<&str>)] = &[
-    // release (handlers/release.rs, handlers/draws.rs, recovery.rs, fleet.rs)
-    ("release", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("release", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
-    ("release", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
-    ("release", "dynamodb:PutItem", "Table", Some("EVENT#")),
-    ("release", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    // A rebuild's doubted holder, read from the table itself (recovery.rs).
-    ("release", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("release", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
-    ("release", "dynamodb:Query", "Table", Some("ENTRY#")),
-    ("release", "dynamodb:BatchGetItem", "Table", Some("ENTRY#")),
-    ("release", "dynamodb:Query", "Table", Some("ROLL#")),
-    ("release", "dynamodb:PutItem", "Table", Some("ROLL#")),
-    ("release", "dynamodb:Query", "Table", Some("RETURN#")),
-    ("release", "dynamodb:Query", "Table", Some("WAIT#")),
-    ("release", "dynamodb:Query", "Table/index/GSI2", None),
-    ("release", "dynamodb:PutItem", "Table", Some("WAIT#")),
-    ("release", "dynamodb:PutItem", "Table", Some("REBUILD#")),
-    ("release", "sqs:SendMessage", "OrdersQueue", None),
-    ("release", "sqs:GetQueueAttributes", "OrdersQueue", None),
-    ("release", "lambda:GetAccountSettings", "*", None),
-    ("release", "ses:GetAccount", "*", None),
-    // query (handlers/query.rs, handlers/live.rs, store/report.rs, handlers/draws.rs, recovery.rs)
-    ("query", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("query", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
-    ("query", "dynamodb:Query", "Table/index/GSI1", None),
-    ("query", "dynamodb:Query", "Table/index/GSI2", None),
-    ("query", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    ("query", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("query", "dynamodb:GetItem", "Table", Some("ENTRY#")),
-    ("query", "dynamodb:BatchGetItem", "Table", Some("TICKET#")),
-    ("query", "dynamodb:Query", "Table", Some("RETURN#")),
-    ("query", "dynamodb:Query", "Table", Some("REBUILD#")),
-    ("query", "dynamodb:Query", "Table", Some("ENTRY#")),
-    ("query", "dynamodb:Query", "Table", Some("ROLL#")),
-    ("query", "dynamodb:Query", "Table", Some("WAIT#")),
-    ("query", "dynamodb:PutItem", "Table", Some("REBUILD#")),
-    ("query", "dynamodb:PutItem", "Table", Some("WAIT#")),
-    ("query", "sqs:GetQueueAttributes", "OrdersQueue", None),
-    // verify-hash (handlers/verify_hash.rs, store/events.rs's EventBook)
-    ("verify-hash", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("verify-hash", "secretsmanager:GetSecretValue", "HashSecret", None),
-    ("verify-hash", "secretsmanager:DescribeSecret", "HashSecret", None),
-    ("verify-hash", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    // grab (handlers/grab.rs, handlers/cancel_and_wait.rs, handlers/draws.rs, store/cancellations.rs,
-    // store/draws.rs, give_back.rs, delivery.rs, recovery.rs)
-    ("grab", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("grab", "secretsmanager:GetSecretValue", "HashSecret", None),
-    ("grab", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
-    ("grab", "secretsmanager:DescribeSecret", "HashSecret", None),
-    ("grab", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
-    ("grab", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    ("grab", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("grab", "dynamodb:GetItem", "Table", Some("ENTRY#")),
-    // A waiting place the line lacks, asked of DynamoDB (cancel_and_wait.rs, `is_waiting`).
-    ("grab", "dynamodb:GetItem", "Table", Some("WAIT#")),
-    ("grab", "dynamodb:Query", "Table", Some("RETURN#")),
-    ("grab", "dynamodb:Query", "Table", Some("WAIT#")),
-    ("grab", "dynamodb:Query", "Table", Some("ENTRY#")),
-    ("grab", "dynamodb:Query", "Table", Some("ROLL#")),
-    ("grab", "dynamodb:Query", "Table/index/GSI2", None),
-    ("grab", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
-    ("grab", "dynamodb:DeleteItem", "Table", Some("TICKET#")),
-    ("grab", "dynamodb:PutItem", "Table", Some("RETURN#")),
-    ("grab", "dynamodb:DeleteItem", "Table", Some("RETURN#")),
-    ("grab", "dynamodb:PutItem", "Table", Some("WAIT#")),
-    ("grab", "dynamodb:PutItem", "Table", Some("ENTRY#")),
-    ("grab", "dynamodb:ConditionCheckItem", "Table", Some("EVENT#")),
-    ("grab", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
-    ("grab", "dynamodb:PutItem", "Table", Some("REBUILD#")),
-    ("grab", "sqs:SendMessage", "OrdersQueue", None),
-    ("grab", "sqs:GetQueueAttributes", "OrdersQueue", None),
-    // mail (handlers/mail.rs, store/orders.rs, store/waitlist.rs, config.rs, mailer/)
-    ("mail", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("mail", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
-    ("mail", "secretsmanager:GetSecretValue", "PassKeySecret", None),
-    ("mail", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
-    ("mail", "secretsmanager:DescribeSecret", "PassKeySecret", None),
-    ("mail", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
-    ("mail", "secretsmanager:PutSecretValue", "PassPublicKeysSecret", None),
-    ("mail", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    ("mail", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("mail", "dynamodb:PutItem", "Table", Some("ORDER#")),
-    ("mail", "dynamodb:PutItem", "Table", Some("TICKET#")),
-    ("mail", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
-    ("mail", "dynamodb:UpdateItem", "Table", Some("WAIT#")),
-    ("mail", "ses:SendEmail", "identities as SenderEmail", None),
-    // reconcile (handlers/reconcile.rs, recovery.rs, give_back.rs, fleet.rs, queue/)
-    ("reconcile", "secretsmanager:GetSecretValue", "CacheAuthSecret", None),
-    ("reconcile", "secretsmanager:GetSecretValue", "OrderKeySecret", None),
-    ("reconcile", "secretsmanager:DescribeSecret", "OrderKeySecret", None),
-    ("reconcile", "dynamodb:Query", "Table/index/GSI1", None),
-    ("reconcile", "dynamodb:Query", "Table/index/GSI2", None),
-    ("reconcile", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("reconcile", "dynamodb:Query", "Table", Some("RETURN#")),
-    ("reconcile", "dynamodb:Query", "Table", Some("WAIT#")),
-    ("reconcile", "dynamodb:UpdateItem", "Table", Some("EVENT#")),
-    ("reconcile", "dynamodb:UpdateItem", "Table", Some("WAIT#")),
-    ("reconcile", "dynamodb:DeleteItem", "Table", Some("RETURN#")),
-    ("reconcile", "dynamodb:PutItem", "Table", Some("REBUILD#")),
-    ("reconcile", "dynamodb:PutItem", "Table", Some("WAIT#")),
-    ("reconcile", "sqs:SendMessage", "OrdersQueue", None),
-    ("reconcile", "sqs:GetQueueAttributes", "OrdersQueue", None),
-    ("reconcile", "sqs:ReceiveMessage", "OrdersDeadLetterQueue", None),
-    ("reconcile", "sqs:DeleteMessage", "OrdersDeadLetterQueue", None),
-    ("reconcile", "sqs:GetQueueAttributes", "OrdersDeadLetterQueue", None),
-    ("reconcile", "lambda:GetProvisionedConcurrencyConfig", "GrabFunction:live", None),
-    ("reconcile", "lambda:PutProvisionedConcurrencyConfig", "GrabFunction:live", None),
-    ("reconcile", "lambda:DeleteProvisionedConcurrencyConfig", "GrabFunction:live", None),
-    ("reconcile", "lambda:GetProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
-    ("reconcile", "lambda:PutProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
-    ("reconcile", "lambda:DeleteProvisionedConcurrencyConfig", "VerifyHashFunction:live", None),
-    // door (handlers/door.rs, store/check_in.rs)
-    ("door", "secretsmanager:GetSecretValue", "PassPublicKeysSecret", None),
-    ("door", "dynamodb:GetItem", "Table", Some("EVENT#")),
-    ("door", "dynamodb:GetItem", "Table", Some("TICKET#")),
-    ("door", "dynamodb:GetItem", "Table", Some("ORDER#")),
-    ("door", "dynamodb:UpdateItem", "Table", Some("ORDER#")),
-    ("door", "dynamodb:Query", "Table/index/GSI2", None),
-];
+/// action names an item), from each function's grants (`shared::rights`, the source the
+/// template's policies are written from). Resources by their template name; `Table/index/GSI2`
+/// for a query of an index.
+fn calls() -> Vec<(&'static str, &'static str, &'static str, Option<&'static str>)> {
+    let mut calls = Vec::new();
+    for g in GRANTS.iter().filter(|g| g.when != When::Emulator) {
+        for action in g.actions {
+            for on in g.on {
+                if g.keys.is_empty() {
+                    calls.push((g.function, *action, on.name, None));
+                }
+                for key in g.keys {
+                    calls.push((g.function, *action, on.name, Some(*key)));
+                }
+            }
+        }
+    }
+    calls
+}
 
 /// Calls no function may make: a write outside the items it owns, a key it must not read, a
 /// send only the sealers make, a change to the warm fleet.
@@ -317,7 +216,7 @@ fn allows(rights: &BTreeSet<Right>, (function, action, on, key): (&str, &str, &s
 #[test]
 fn every_call_the_code_makes_is_granted_and_every_right_is_used() {
     let rights = granted();
-    let missing: Vec<_> = CALLS.iter().filter(|c| !allows(&rights, **c)).collect();
+    let missing: Vec<_> = calls().into_iter().filter(|c| !allows(&rights, *c)).collect();
     assert!(missing.is_empty(), "calls the template does not grant: {missing:#?}");
     // Each right (and each key it is scoped to) serves a call; the event source mapping's poller
     // is mail's by SAM's own policy.
@@ -329,7 +228,7 @@ fn every_call_the_code_makes_is_granted_and_every_right_is_used() {
             Some(prefixes) => prefixes.iter().map(|p| (r, Some(p.as_str()))).collect(),
         })
         .filter(|(r, key)| {
-            !CALLS
+            !calls()
                 .iter()
                 .any(|(f, a, on, k)| *f == r.function && *a == r.action && *on == r.on && (key.is_none() || *k == *key))
         })
@@ -403,8 +302,8 @@ fn the_queue_policy_lets_exactly_the_senders_send() {
         .collect();
     assert_eq!(exempt, sessions, "each sender's role by its ARN and by its sessions'");
     let functions = t["Resources"].as_object().unwrap();
-    let senders: BTreeSet<String> = CALLS
-        .iter()
+    let senders: BTreeSet<String> = calls()
+        .into_iter()
         .filter(|(_, a, on, _)| *a == "sqs:SendMessage" && *on == "OrdersQueue")
         .map(|(f, ..)| {
             functions
@@ -415,39 +314,4 @@ fn the_queue_policy_lets_exactly_the_senders_send() {
         })
         .collect();
     assert_eq!(exempt, senders, "the queue policy's senders are the functions that send");
-}
-
-/// docs/SECURITY.md's table of rights ("Rights": function, action, on, keys) is the template's.
-#[test]
-fn the_security_docs_table_of_rights_is_the_templates() {
-    let doc = std::fs::read_to_string(repo_root().join("docs/SECURITY.md")).unwrap();
-    let section = doc.split("\n## Rights\n").nth(1).expect("docs/SECURITY.md has a section ## Rights");
-    let section = section.split("\n## ").next().unwrap();
-    // The table of rights (the section holds others: the rights the local cloud takes away).
-    let table = section.split("| function | actions | on | keys |").nth(1).expect("the table of rights");
-    let table = table.split("\n\n").next().unwrap();
-    let mut documented = BTreeSet::new();
-    for line in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("|---")) {
-        let cells: Vec<&str> = line.trim_matches('|').split('|').map(|c| c.trim().trim_matches('`')).collect();
-        let [function, actions, on, keys, ..] = cells[..] else { panic!("a row of four cells: {line}") };
-        let keys =
-            (keys != "any").then(|| keys.split(", ").map(|k| k.trim_matches('`').to_owned()).collect::<Vec<_>>());
-        for action in actions.split(", ") {
-            for on in on.split(", ") {
-                documented.insert(Right {
-                    function: function.to_owned(),
-                    action: action.trim_matches('`').to_owned(),
-                    on: on.trim_matches('`').to_owned(),
-                    keys: keys.clone(),
-                });
-            }
-        }
-    }
-    let granted = granted();
-    let undocumented: Vec<_> = granted.difference(&documented).collect();
-    let ungranted: Vec<_> = documented.difference(&granted).collect();
-    assert!(
-        undocumented.is_empty() && ungranted.is_empty(),
-        "granted but not in the table: {undocumented:#?}\nin the table but not granted: {ungranted:#?}"
-    );
 }

@@ -5,7 +5,7 @@
 
 use std::{env, str::FromStr, time::Duration};
 
-use crate::secrets::StagedSecret;
+use crate::{secrets::StagedSecret, settings};
 use domain::{
     entry_receipt::ReceiptKey,
     key_rotation::Staged,
@@ -25,10 +25,9 @@ pub enum ConfigError {
 }
 
 /// How long an order may wait to be stored, nothing stored meanwhile, before the organiser's audit
-/// fails (`ORDER_STUCK_AFTER_SECONDS`, 60 by default: [`domain::audit::ORDER_STUCK_AFTER`]).
+/// fails (`ORDER_STUCK_AFTER_SECONDS`, by default [`domain::audit::ORDER_STUCK_AFTER`]).
 pub fn order_stuck_after() -> Result<Duration, ConfigError> {
-    let default = domain::audit::ORDER_STUCK_AFTER.as_secs();
-    let seconds: u64 = parsed_or("ORDER_STUCK_AFTER_SECONDS", default)?;
+    let seconds: u64 = settings::ORDER_STUCK_AFTER_SECONDS.read()?;
     if seconds == 0 {
         return Err(ConfigError::Malformed { name: "ORDER_STUCK_AFTER_SECONDS", reason: "must be positive".into() });
     }
@@ -39,7 +38,7 @@ pub fn order_stuck_after() -> Result<Duration, ConfigError> {
 /// own when `BEACON_CHAIN` names one (`name,public key hex,genesis unix seconds,period seconds`).
 pub fn beacon_chains() -> Result<Vec<domain::beacon::Chain>, ConfigError> {
     let mut chains = vec![domain::beacon::quicknet()];
-    if let Some(spec) = env::var("BEACON_CHAIN").ok().filter(|v| !v.trim().is_empty()) {
+    if let Some(spec) = settings::BEACON_CHAIN.optional() {
         let chain = domain::beacon::Chain::parse(&spec)
             .map_err(|reason| ConfigError::Malformed { name: "BEACON_CHAIN", reason })?;
         chains.push(chain);
@@ -81,7 +80,7 @@ pub struct StoreSettings {
 
 impl StoreSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        Ok(Self { table_name: required("TABLE_NAME")? })
+        Ok(Self { table_name: settings::TABLE_NAME.required()? })
     }
 }
 
@@ -99,8 +98,8 @@ pub struct QueueSettings {
 
 impl QueueSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
-        let mut settings = Self::for_queue(required("ORDERS_QUEUE_URL")?)?;
-        settings.dead_letters_queue_url = std::env::var("DEAD_LETTERS_QUEUE_URL").ok().filter(|u| !u.is_empty());
+        let mut settings = Self::for_queue(settings::ORDERS_QUEUE_URL.required()?)?;
+        settings.dead_letters_queue_url = settings::DEAD_LETTERS_QUEUE_URL.optional();
         Ok(settings)
     }
 
@@ -108,7 +107,7 @@ impl QueueSettings {
     pub fn for_queue(url: String) -> Result<Self, ConfigError> {
         Ok(Self {
             orders_queue_url: url,
-            grab_send_budget: Duration::from_millis(parsed_or("GRAB_SEND_BUDGET_MS", 1_500)?),
+            grab_send_budget: Duration::from_millis(settings::GRAB_SEND_BUDGET_MS.read()?),
             dead_letters_queue_url: None,
         })
     }
@@ -149,9 +148,7 @@ impl GateSettings {
     /// [`Self::from_env`], with the AUTH token read from Secrets Manager when the deployment names one.
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
         let mut settings = Self::from_env()?;
-        if let Ok(arn) = env::var("REDIS_AUTH_SECRET_ARN")
-            && !arn.trim().is_empty()
-        {
+        if let Some(arn) = settings::REDIS_AUTH_SECRET_ARN.optional() {
             let token = crate::secrets::read(sdk, arn.trim())
                 .await
                 .map_err(|e| ConfigError::SecretUnreadable { name: "REDIS_AUTH_SECRET_ARN", reason: e.to_string() })?;
@@ -161,7 +158,7 @@ impl GateSettings {
     }
 
     pub fn from_env() -> Result<Self, ConfigError> {
-        Self::for_url(required("REDIS_URL")?)
+        Self::for_url(settings::REDIS_URL.required()?)
     }
 
     /// The settings of the cache at `redis_url`, every other value from the environment (the
@@ -175,12 +172,12 @@ impl GateSettings {
         }
         Ok(Self {
             redis_url,
-            cluster: parsed_or("REDIS_CLUSTER", false)?,
-            connect_timeout: Duration::from_millis(parsed_or("REDIS_CONNECT_TIMEOUT_MS", 500)?),
-            command_timeout: Duration::from_millis(parsed_or("REDIS_COMMAND_TIMEOUT_MS", 500)?),
-            replica_wait: Duration::from_millis(parsed_or("REDIS_REPLICA_WAIT_MS", 100)?),
-            auth_token: env::var("REDIS_AUTH_TOKEN").ok().filter(|t| !t.trim().is_empty()),
-            reader_url: match env::var("REDIS_READER_URL").ok().filter(|u| !u.trim().is_empty()) {
+            cluster: settings::REDIS_CLUSTER.read()?,
+            connect_timeout: Duration::from_millis(settings::REDIS_CONNECT_TIMEOUT_MS.read()?),
+            command_timeout: Duration::from_millis(settings::REDIS_COMMAND_TIMEOUT_MS.read()?),
+            replica_wait: Duration::from_millis(settings::REDIS_REPLICA_WAIT_MS.read()?),
+            auth_token: settings::REDIS_AUTH_TOKEN.optional(),
+            reader_url: match settings::REDIS_READER_URL.optional() {
                 Some(url) if !(url.starts_with("redis://") || url.starts_with("rediss://")) => {
                     return Err(ConfigError::Malformed {
                         name: "REDIS_READER_URL",
@@ -189,8 +186,8 @@ impl GateSettings {
                 }
                 url => url,
             },
-            sold_out_memory: Duration::from_millis(parsed_or("SOLD_OUT_MEMORY_MS", 1000)?),
-            reader_refresh: Duration::from_millis(parsed_or("REDIS_READER_REFRESH_MS", 600_000)?),
+            sold_out_memory: Duration::from_millis(settings::SOLD_OUT_MEMORY_MS.read()?),
+            reader_refresh: Duration::from_millis(settings::REDIS_READER_REFRESH_MS.read()?),
         })
     }
 }
@@ -204,10 +201,13 @@ pub struct GrabPolicy {
 }
 
 impl GrabPolicy {
+    /// Refused grabs per user per event per window when `GRAB_RATE_LIMIT` is unset.
+    pub const DEFAULT_RATE_LIMIT: u32 = settings::GRAB_RATE_LIMIT.default;
+
     pub fn from_env() -> Result<Self, ConfigError> {
         let policy = Self {
-            rate_limit: parsed_or("GRAB_RATE_LIMIT", 5)?,
-            rate_window: Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?),
+            rate_limit: settings::GRAB_RATE_LIMIT.read()?,
+            rate_window: Duration::from_millis(settings::GRAB_RATE_WINDOW_MS.read()?),
         };
         if policy.rate_limit == 0 || policy.rate_window.is_zero() {
             return Err(ConfigError::Malformed {
@@ -239,7 +239,7 @@ pub struct UserLimits {
 impl UserLimits {
     /// `limits` are the route table's (name, setting, default).
     pub fn from_env(limits: impl Iterator<Item = (&'static str, &'static str, u32)>) -> Result<Self, ConfigError> {
-        let window = Duration::from_millis(parsed_or("GRAB_RATE_WINDOW_MS", 1000)?);
+        let window = Duration::from_millis(settings::GRAB_RATE_WINDOW_MS.read()?);
         let mut per_route = std::collections::BTreeMap::new();
         for (name, setting, default) in limits {
             let requests = parsed_or(setting, default)?;
@@ -284,11 +284,9 @@ impl HashSettings {
     /// again within [`secrets_kept`]) or else from `HASH_SECRET` (a development value).
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
         let keys = rotating(sdk, "HASH_SECRET_ARN", "HASH_SECRET", |s| HashKey::new(s.as_bytes())).await?;
-        let receipts = match env::var("HASH_SECRET_ARN") {
-            Ok(arn) if !arn.trim().is_empty() => {
-                StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?)
-            }
-            _ => StagedSecret::fixed(Staged::only(receipt_key(&required("HASH_SECRET")?)?)),
+        let receipts = match settings::HASH_SECRET_ARN.optional() {
+            Some(arn) => StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?),
+            _ => StagedSecret::fixed(Staged::only(receipt_key(&settings::HASH_SECRET.required()?)?)),
         };
         Self::with_keys(keys, receipts)
     }
@@ -304,8 +302,8 @@ impl HashSettings {
         Ok(Self {
             keys,
             receipts,
-            ttl: Duration::from_secs(parsed_or("HASH_TTL_SECONDS", 600)?),
-            open_margin: Duration::from_secs(parsed_or("HASH_OPEN_MARGIN_SECONDS", 5)?),
+            ttl: Duration::from_secs(settings::HASH_TTL_SECONDS.read()?),
+            open_margin: Duration::from_secs(settings::HASH_OPEN_MARGIN_SECONDS.read()?),
         })
     }
 }
@@ -344,7 +342,7 @@ pub async fn pass_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<PassK
 /// (`SECRETS_KEPT_SECONDS`, 60): the least wait between a rotation's two steps (docs/DEPLOY.md,
 /// "Rotating keys").
 pub fn secrets_kept() -> Result<Duration, ConfigError> {
-    Ok(Duration::from_secs(parsed_or("SECRETS_KEPT_SECONDS", 60)?))
+    Ok(Duration::from_secs(settings::SECRETS_KEPT_SECONDS.read()?))
 }
 
 /// A rotating key: the secret `arn_var` names, read now (a cold start fails on an unreadable one)
@@ -578,10 +576,10 @@ pub struct RebuildSettings {
 impl RebuildSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         Ok(Self {
-            lock_ttl: Duration::from_secs(parsed_or("REBUILD_LOCK_SECONDS", 30)?),
-            max_wait: Duration::from_secs(parsed_or("REBUILD_MAX_WAIT_SECONDS", 30)?),
-            settle: Duration::from_millis(parsed_or("REBUILD_SETTLE_MS", 2_000)?),
-            index_lag: Duration::from_millis(parsed_or("REBUILD_INDEX_LAG_MS", 1_000)?),
+            lock_ttl: Duration::from_secs(settings::REBUILD_LOCK_SECONDS.read()?),
+            max_wait: Duration::from_secs(settings::REBUILD_MAX_WAIT_SECONDS.read()?),
+            settle: Duration::from_millis(settings::REBUILD_SETTLE_MS.read()?),
+            index_lag: Duration::from_millis(settings::REBUILD_INDEX_LAG_MS.read()?),
         })
     }
 }
@@ -617,15 +615,15 @@ pub struct MailSettings {
 }
 
 impl MailSettings {
-    /// A whole batch (10) at once: a batch whose sends all wait the full send timeout still ends
+    /// A whole batch at once: a batch whose sends all wait the full send timeout still ends
     /// within mail's 30 s, so no slow send is cut off by the function's timeout (and sent again).
-    pub const DEFAULT_CONCURRENCY: usize = 10;
-    pub const DEFAULT_SEND_PATIENCE: Duration = Duration::from_secs(2);
-    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(25);
-    pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(90);
+    pub const DEFAULT_CONCURRENCY: usize = settings::MAIL_CONCURRENCY.default;
+    pub const DEFAULT_SEND_PATIENCE: Duration = Duration::from_millis(settings::MAIL_SEND_PATIENCE_MS.default);
+    pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(settings::MAIL_SEND_TIMEOUT_SECONDS.default);
+    pub const DEFAULT_CLAIM_TIMEOUT: Duration = Duration::from_secs(settings::MAIL_CLAIM_TIMEOUT_SECONDS.default);
 
     pub fn from_env() -> Result<Self, ConfigError> {
-        let from = required("MAIL_FROM")?;
+        let from = settings::MAIL_FROM.required()?;
         Self::for_sender(from)
     }
 
@@ -635,10 +633,10 @@ impl MailSettings {
         domain::Email::parse(&from).map_err(|e| ConfigError::Malformed { name: "MAIL_FROM", reason: e.to_string() })?;
         Self::timed(
             from,
-            parsed_or("MAIL_CONCURRENCY", Self::DEFAULT_CONCURRENCY)?.max(1),
-            Duration::from_millis(parsed_or("MAIL_SEND_PATIENCE_MS", Self::DEFAULT_SEND_PATIENCE.as_millis() as u64)?),
-            Duration::from_secs(parsed_or("MAIL_SEND_TIMEOUT_SECONDS", Self::DEFAULT_SEND_TIMEOUT.as_secs())?),
-            Duration::from_secs(parsed_or("MAIL_CLAIM_TIMEOUT_SECONDS", Self::DEFAULT_CLAIM_TIMEOUT.as_secs())?),
+            settings::MAIL_CONCURRENCY.read()?.max(1),
+            Duration::from_millis(settings::MAIL_SEND_PATIENCE_MS.read()?),
+            Duration::from_secs(settings::MAIL_SEND_TIMEOUT_SECONDS.read()?),
+            Duration::from_secs(settings::MAIL_CLAIM_TIMEOUT_SECONDS.read()?),
         )
     }
 
@@ -684,9 +682,9 @@ pub struct ReconcileSettings {
 impl ReconcileSettings {
     pub fn from_env() -> Result<Self, ConfigError> {
         Ok(Self {
-            outbox_age: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_AGE_SECONDS", 30)?),
-            outbox_max_wait: Duration::from_secs(parsed_or("RECONCILE_OUTBOX_MAX_WAIT_SECONDS", 300)?),
-            whole_every: Duration::from_secs(parsed_or("RECONCILE_WHOLE_EVERY_SECONDS", 50)?),
+            outbox_age: Duration::from_secs(settings::RECONCILE_OUTBOX_AGE_SECONDS.read()?),
+            outbox_max_wait: Duration::from_secs(settings::RECONCILE_OUTBOX_MAX_WAIT_SECONDS.read()?),
+            whole_every: Duration::from_secs(settings::RECONCILE_WHOLE_EVERY_SECONDS.read()?),
         })
     }
 }

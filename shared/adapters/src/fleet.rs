@@ -7,7 +7,8 @@ use aws_sdk_lambda::Client as Lambda;
 
 use crate::{
     aws::error_summary,
-    config::{ConfigError, parsed_or, text_or},
+    config::ConfigError,
+    settings::{self, Setting},
 };
 use domain::{
     Event,
@@ -29,29 +30,24 @@ impl FleetTargets {
     /// `GRAB_FUNCTION_NAME` and `VERIFY_HASH_FUNCTION_NAME` (`FLEET_ALIAS`, default [`ALIAS`]);
     /// `None` when the function names are not set: no fleet is kept (the local runner, sam local).
     pub fn from_env() -> Option<Self> {
-        let grab = text_or("GRAB_FUNCTION_NAME", "");
-        let verify_hash = text_or("VERIFY_HASH_FUNCTION_NAME", "");
-        (!grab.is_empty() && !verify_hash.is_empty()).then(|| Self {
-            grab,
-            verify_hash,
-            alias: text_or("FLEET_ALIAS", ALIAS),
-        })
+        let grab = settings::GRAB_FUNCTION_NAME.optional()?;
+        let verify_hash = settings::VERIFY_HASH_FUNCTION_NAME.optional()?;
+        Some(Self { grab, verify_hash, alias: settings::FLEET_ALIAS.text() })
     }
 }
 
 /// The deployment's limits, as the template hands them to release and reconcile; 0 or unset is
 /// no limit.
 pub fn deployment_limits_from_env() -> Result<DeploymentLimits, ConfigError> {
-    let limit = |name: &'static str| -> Result<Option<u32>, ConfigError> {
-        Ok(Some(parsed_or(name, 0u32)?).filter(|n| *n > 0))
-    };
+    let limit =
+        |setting: Setting<u32>| -> Result<Option<u32>, ConfigError> { Ok(Some(setting.read()?).filter(|n| *n > 0)) };
     Ok(DeploymentLimits {
-        grab_route: limit("GRAB_ROUTE_THROTTLE")?,
-        verify_hash_route: limit("VERIFY_HASH_ROUTE_THROTTLE")?,
-        stage: limit("STAGE_THROTTLE")?,
-        grab_reserved: limit("GRAB_RESERVED_CONCURRENCY")?,
-        verify_hash_reserved: limit("VERIFY_HASH_RESERVED_CONCURRENCY")?,
-        edge: text_or("EDGE", "none") == "cloudfront",
+        grab_route: limit(settings::GRAB_ROUTE_THROTTLE)?,
+        verify_hash_route: limit(settings::VERIFY_HASH_ROUTE_THROTTLE)?,
+        stage: limit(settings::STAGE_THROTTLE)?,
+        grab_reserved: limit(settings::GRAB_RESERVED_CONCURRENCY)?,
+        verify_hash_reserved: limit(settings::VERIFY_HASH_RESERVED_CONCURRENCY)?,
+        edge: settings::EDGE.text() == "cloudfront",
     })
 }
 

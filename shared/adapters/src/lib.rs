@@ -9,7 +9,8 @@
 //! - [`store`]: DynamoDB, the source of truth; [`queue`]: the SQS orders queue; [`mailer`]: SES;
 //! - [`secrets`]: the keys from Secrets Manager; [`fleet`]: the warm fleet (provisioned
 //!   concurrency) and the account's limits;
-//! - [`config`]: every setting, typed, read once at cold start (a malformed value stops it, naming
+//! - [`settings`]: every setting's variable, default, readers and meaning, once; [`config`]: the
+//!   settings typed, read once at cold start (a malformed value stops it, naming
 //!   the variable); [`aws`]: the SDK configuration and how its errors may be told; [`telemetry`]:
 //!   JSON logs; [`metrics`]: CloudWatch metrics in Embedded Metric Format.
 
@@ -21,6 +22,7 @@ pub mod mailer;
 pub mod metrics;
 pub mod queue;
 pub mod secrets;
+pub mod settings;
 pub mod store;
 pub mod telemetry;
 

@@ -200,8 +200,41 @@ pub struct Warning {
     pub detail: String,
 }
 
-fn warning(code: &'static str, detail: String) -> Warning {
-    Warning { code, detail }
+/// The release's warning codes: the source of openapi.yaml's `FleetWarning.code` enum (`cargo
+/// xtask gen`).
+macro_rules! warning_codes {
+    ($($code:ident => $text:literal,)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum WarningCode { $($code),* }
+
+        impl WarningCode {
+            pub const ALL: &[WarningCode] = &[$(WarningCode::$code),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(WarningCode::$code => $text),* }
+            }
+        }
+    };
+}
+
+warning_codes! {
+    GrabRouteThrottle => "GRAB_ROUTE_THROTTLE",
+    VerifyHashRouteThrottle => "VERIFY_HASH_ROUTE_THROTTLE",
+    StageThrottle => "STAGE_THROTTLE",
+    ApiAccountRate => "API_ACCOUNT_RATE",
+    EdgeDistributionRate => "EDGE_DISTRIBUTION_RATE",
+    BucketsForRate => "BUCKETS_FOR_RATE",
+    FleetReadyLate => "FLEET_READY_LATE",
+    FleetCapped => "FLEET_CAPPED",
+    AccountConcurrency => "ACCOUNT_CONCURRENCY",
+    MailDrain => "MAIL_DRAIN",
+    MailSandbox => "MAIL_SANDBOX",
+    LimitsUnknown => "LIMITS_UNKNOWN",
+    BucketsShareAMaster => "BUCKETS_SHARE_A_MASTER",
+}
+
+fn warning(code: WarningCode, detail: String) -> Warning {
+    Warning { code: code.as_str(), detail }
 }
 
 /// What stands between the event's expected rate and its open: each limit that rate exceeds, and
@@ -215,25 +248,25 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     let requests = rate.saturating_mul(2);
     if let Some(limit) = deployment.grab_route.filter(|l| rate > *l) {
         out.push(warning(
-            "GRAB_ROUTE_THROTTLE",
+            WarningCode::GrabRouteThrottle,
             format!("the grab route is throttled at {limit}/s; raise GrabThrottle to at least {rate}"),
         ));
     }
     if let Some(limit) = deployment.verify_hash_route.filter(|l| rate > *l) {
         out.push(warning(
-            "VERIFY_HASH_ROUTE_THROTTLE",
+            WarningCode::VerifyHashRouteThrottle,
             format!("the verify-hash route is throttled at {limit}/s; raise VerifyHashThrottle to at least {rate}"),
         ));
     }
     if let Some(limit) = deployment.stage.filter(|l| requests > *l) {
         out.push(warning(
-            "STAGE_THROTTLE",
+            WarningCode::StageThrottle,
             format!("the stage is throttled at {limit}/s and the open needs {requests}/s; raise ThrottlingRateLimit"),
         ));
     }
     if requests > API_ACCOUNT_RATE {
         out.push(warning(
-            "API_ACCOUNT_RATE",
+            WarningCode::ApiAccountRate,
             format!(
                 "the open needs {requests} requests/s and API Gateway allows {API_ACCOUNT_RATE}/s per account by default (no API reads it); ask AWS for a raise"
             ),
@@ -242,7 +275,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     let at_the_edge = rate.saturating_mul(EDGE_REQUESTS_PER_GRAB);
     if deployment.edge && at_the_edge > EDGE_DISTRIBUTION_RATE {
         out.push(warning(
-            "EDGE_DISTRIBUTION_RATE",
+            WarningCode::EdgeDistributionRate,
             format!(
                 "the open needs {at_the_edge} requests/s at the edge (the state read before verify-hash and before the grab) and a CloudFront distribution takes {EDGE_DISTRIBUTION_RATE}/s by default (no API reads it); ask AWS for a raise"
             ),
@@ -253,7 +286,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
         let needed = rate.div_ceil(GRANTS_PER_BUCKET);
         let most = u32::from(super::event::MAX_BUCKETS);
         out.push(warning(
-            "BUCKETS_FOR_RATE",
+            WarningCode::BucketsForRate,
             if needed <= most {
                 format!(
                     "{} bucket(s) grant about {grants} a second on the cache as deployed (docs/SCALE.md); release with {needed} buckets, each on its own master",
@@ -273,7 +306,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     let largest = fleet.grab.max(fleet.verify_hash);
     if largest > READY_WITHIN_LEAD {
         out.push(warning(
-            "FLEET_READY_LATE",
+            WarningCode::FleetReadyLate,
             format!(
                 "the warm fleet asks {largest} environments of one function, and Lambda readies about {PROVISIONED_PER_MINUTE} a minute: {:.0} min, more than the {} min before the open it is asked for (longer and its connections die while frozen); the open meets a fleet still growing: a lower expected_rate, or Managed Instances (docs/DEPLOY.md)",
                 f64::from(largest) / f64::from(PROVISIONED_PER_MINUTE),
@@ -283,7 +316,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     }
     if fleet != wanted {
         out.push(warning(
-            "FLEET_CAPPED",
+            WarningCode::FleetCapped,
             format!(
                 "the open needs {} grab and {} verify-hash environments, and reserved concurrency allows {} and {}; raise GrabReservedConcurrency and VerifyHashReservedConcurrency",
                 wanted.grab, wanted.verify_hash, fleet.grab, fleet.verify_hash
@@ -292,7 +325,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     }
     match account.concurrency {
         Some(limit) if fleet.total() > limit.saturating_sub(UNRESERVED_MINIMUM) => out.push(warning(
-            "ACCOUNT_CONCURRENCY",
+            WarningCode::AccountConcurrency,
             format!(
                 "the warm fleet needs {} environments and the account allows {limit}, {UNRESERVED_MINIMUM} of them never to be provisioned; ask AWS to raise Lambda's concurrent executions",
                 fleet.total()
@@ -304,7 +337,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
         let drain = f64::from(event.capacity) / per_second;
         if drain > MAIL_DRAIN.as_seconds_f64() {
             out.push(warning(
-                "MAIL_DRAIN",
+                WarningCode::MailDrain,
                 format!(
                     "SES sends {per_second}/s: {} confirmations take {:.0} min; ask AWS to raise the sending rate",
                     event.capacity,
@@ -315,7 +348,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     }
     if account.mail_production == Some(false) {
         out.push(warning(
-            "MAIL_SANDBOX",
+            WarningCode::MailSandbox,
             "SES is in its sandbox and mails only verified addresses; request production access".into(),
         ));
     }
@@ -328,7 +361,7 @@ pub fn warnings(event: &Event, deployment: &DeploymentLimits, account: &AccountL
     .collect();
     if !unknown.is_empty() {
         out.push(warning(
-            "LIMITS_UNKNOWN",
+            WarningCode::LimitsUnknown,
             format!("could not read {}; check them by hand (docs/DEPLOY.md)", unknown.join(" and ")),
         ));
     }
@@ -355,7 +388,7 @@ pub fn shared_masters(masters: &[String]) -> Option<Warning> {
         })
         .collect();
     Some(warning(
-        "BUCKETS_SHARE_A_MASTER",
+        WarningCode::BucketsShareAMaster,
         format!(
             "{} buckets sit on {} masters ({}): the sale runs at its busiest master's rate; give the cache a shard per bucket, or release with {} buckets",
             masters.len(),

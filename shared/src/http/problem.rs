@@ -108,69 +108,141 @@ pub enum ApiError {
     Busy,
 }
 
+/// The stable codes clients switch on, each with its one status and title: the source of
+/// openapi.yaml's `Problem.code` enum (`cargo xtask gen`) and of every test that lists the codes.
+macro_rules! codes {
+    ($($code:ident => $status:ident, $text:literal, $title:literal;)*) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Code { $($code),* }
+
+        impl Code {
+            /// Every code, in the order they are declared.
+            pub const ALL: &[Code] = &[$(Code::$code),*];
+
+            pub fn status(self) -> StatusCode {
+                match self { $(Code::$code => StatusCode::$status),* }
+            }
+
+            pub fn as_str(self) -> &'static str {
+                match self { $(Code::$code => $text),* }
+            }
+
+            pub fn title(self) -> &'static str {
+                match self { $(Code::$code => $title),* }
+            }
+        }
+    };
+}
+
+codes! {
+    Unauthorized => UNAUTHORIZED, "UNAUTHORIZED", "Authentication required";
+    Forbidden => FORBIDDEN, "FORBIDDEN", "Forbidden";
+    EmailNotVerified => FORBIDDEN, "EMAIL_NOT_VERIFIED", "E-mail not verified";
+    InvalidEvent => BAD_REQUEST, "INVALID_EVENT", "Invalid event";
+    BadRequest => BAD_REQUEST, "BAD_REQUEST", "Bad request";
+    PayloadTooLarge => PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", "Payload too large";
+    EventExists => CONFLICT, "EVENT_EXISTS", "Event exists";
+    EventNotFound => NOT_FOUND, "EVENT_NOT_FOUND", "Event not found";
+    SaleNotStarted => FORBIDDEN, "SALE_NOT_STARTED", "Sale not started";
+    SaleEnded => GONE, "SALE_ENDED", "Sale ended";
+    BadHash => FORBIDDEN, "BAD_HASH", "Bad hash";
+    SoldOut => CONFLICT, "SOLD_OUT", "Sold out";
+    RateLimited => TOO_MANY_REQUESTS, "RATE_LIMITED", "Rate limited";
+    NoOrder => NOT_FOUND, "NO_ORDER", "No order";
+    OrderPending => CONFLICT, "ORDER_PENDING", "Order pending";
+    NotCancellable => CONFLICT, "NOT_CANCELLABLE", "Not cancellable";
+    CancelClosed => GONE, "CANCEL_CLOSED", "Cancellation closed";
+    AlreadyCheckedIn => CONFLICT, "ALREADY_CHECKED_IN", "Already checked in";
+    OrderCancelled => CONFLICT, "ORDER_CANCELLED", "Order cancelled";
+    HoldsOrder => CONFLICT, "HOLDS_ORDER", "Holds an order";
+    NotSoldOut => CONFLICT, "NOT_SOLD_OUT", "Not sold out";
+    WaitlistFull => CONFLICT, "WAITLIST_FULL", "Waitlist full";
+    WaitlistClosed => GONE, "WAITLIST_CLOSED", "Waitlist closed";
+    NotWaiting => NOT_FOUND, "NOT_WAITING", "Not waiting";
+    BadPass => FORBIDDEN, "BAD_PASS", "Bad pass";
+    TicketCancelled => CONFLICT, "TICKET_CANCELLED", "Ticket cancelled";
+    CheckInClosed => CONFLICT, "CHECK_IN_CLOSED", "Check-in closed";
+    OfflineTimeRefused => CONFLICT, "OFFLINE_TIME_REFUSED", "Offline time refused";
+    TicketNotFound => NOT_FOUND, "TICKET_NOT_FOUND", "Ticket not found";
+    BallotOnly => CONFLICT, "BALLOT_ONLY", "Ballot only";
+    NotABallot => CONFLICT, "NOT_A_BALLOT", "Not a ballot";
+    DrawUnderWay => CONFLICT, "DRAW_UNDER_WAY", "Draw under way";
+    NotAFairOpen => CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open";
+    QueueNotOpen => CONFLICT, "QUEUE_NOT_OPEN", "Queue not open";
+    NotQueued => NOT_FOUND, "NOT_QUEUED", "Not queued";
+    BadProofOfWork => FORBIDDEN, "BAD_PROOF_OF_WORK", "Bad proof of work";
+    NotAdmitted => FORBIDDEN, "NOT_ADMITTED", "Not admitted";
+    RegistrationClosed => GONE, "REGISTRATION_CLOSED", "Registration closed";
+    NotEntered => NOT_FOUND, "NOT_ENTERED", "Not entered";
+    NotDrawn => CONFLICT, "NOT_DRAWN", "Not drawn";
+    DrawTooEarly => CONFLICT, "DRAW_TOO_EARLY", "Draw too early";
+    BadReveal => BAD_REQUEST, "BAD_REVEAL", "Bad reveal";
+    NotFound => NOT_FOUND, "NOT_FOUND", "Not found";
+    Busy => SERVICE_UNAVAILABLE, "BUSY", "Busy";
+}
+
 impl ApiError {
-    /// Each outcome's status, stable machine code and title, said once.
-    fn parts(&self) -> (StatusCode, &'static str, &'static str) {
-        use StatusCode as S;
+    /// Each outcome's code (and through it its status and title), said once.
+    pub fn kind(&self) -> Code {
         match self {
-            Self::Unauthorized(_) => (S::UNAUTHORIZED, "UNAUTHORIZED", "Authentication required"),
-            Self::Forbidden => (S::FORBIDDEN, "FORBIDDEN", "Forbidden"),
-            Self::EmailNotVerified => (S::FORBIDDEN, "EMAIL_NOT_VERIFIED", "E-mail not verified"),
-            Self::InvalidEvent(_) => (S::BAD_REQUEST, "INVALID_EVENT", "Invalid event"),
-            Self::BadRequest(_) => (S::BAD_REQUEST, "BAD_REQUEST", "Bad request"),
-            Self::PayloadTooLarge(_) => (S::PAYLOAD_TOO_LARGE, "PAYLOAD_TOO_LARGE", "Payload too large"),
-            Self::EventExists => (S::CONFLICT, "EVENT_EXISTS", "Event exists"),
-            Self::EventNotFound => (S::NOT_FOUND, "EVENT_NOT_FOUND", "Event not found"),
-            Self::SaleNotStarted => (S::FORBIDDEN, "SALE_NOT_STARTED", "Sale not started"),
-            Self::SaleEnded => (S::GONE, "SALE_ENDED", "Sale ended"),
-            Self::BadHash => (S::FORBIDDEN, "BAD_HASH", "Bad hash"),
-            Self::SoldOut => (S::CONFLICT, "SOLD_OUT", "Sold out"),
-            Self::RateLimited { .. } => (S::TOO_MANY_REQUESTS, "RATE_LIMITED", "Rate limited"),
-            Self::NoOrder => (S::NOT_FOUND, "NO_ORDER", "No order"),
-            Self::OrderPending => (S::CONFLICT, "ORDER_PENDING", "Order pending"),
-            Self::NotCancellable => (S::CONFLICT, "NOT_CANCELLABLE", "Not cancellable"),
-            Self::CancelClosed { .. } => (S::GONE, "CANCEL_CLOSED", "Cancellation closed"),
-            Self::AlreadyCheckedIn { .. } => (S::CONFLICT, "ALREADY_CHECKED_IN", "Already checked in"),
-            Self::OrderCancelled => (S::CONFLICT, "ORDER_CANCELLED", "Order cancelled"),
-            Self::HoldsOrder => (S::CONFLICT, "HOLDS_ORDER", "Holds an order"),
-            Self::NotSoldOut => (S::CONFLICT, "NOT_SOLD_OUT", "Not sold out"),
-            Self::WaitlistFull => (S::CONFLICT, "WAITLIST_FULL", "Waitlist full"),
-            Self::WaitlistClosed => (S::GONE, "WAITLIST_CLOSED", "Waitlist closed"),
-            Self::NotWaiting => (S::NOT_FOUND, "NOT_WAITING", "Not waiting"),
-            Self::BadPass => (S::FORBIDDEN, "BAD_PASS", "Bad pass"),
-            Self::TicketCancelled => (S::CONFLICT, "TICKET_CANCELLED", "Ticket cancelled"),
-            Self::CheckInClosed { .. } => (S::CONFLICT, "CHECK_IN_CLOSED", "Check-in closed"),
-            Self::OfflineTimeRefused(_) => (S::CONFLICT, "OFFLINE_TIME_REFUSED", "Offline time refused"),
-            Self::TicketNotFound => (S::NOT_FOUND, "TICKET_NOT_FOUND", "Ticket not found"),
-            Self::BallotOnly => (S::CONFLICT, "BALLOT_ONLY", "Ballot only"),
-            Self::NotABallot => (S::CONFLICT, "NOT_A_BALLOT", "Not a ballot"),
-            Self::DrawUnderWay => (S::CONFLICT, "DRAW_UNDER_WAY", "Draw under way"),
-            Self::NotAFairOpen => (S::CONFLICT, "NOT_A_FAIR_OPEN", "Not a fair open"),
-            Self::QueueNotOpen { .. } => (S::CONFLICT, "QUEUE_NOT_OPEN", "Queue not open"),
-            Self::NotQueued => (S::NOT_FOUND, "NOT_QUEUED", "Not queued"),
-            Self::BadProofOfWork { .. } => (S::FORBIDDEN, "BAD_PROOF_OF_WORK", "Bad proof of work"),
-            Self::NotAdmitted => (S::FORBIDDEN, "NOT_ADMITTED", "Not admitted"),
-            Self::RegistrationClosed => (S::GONE, "REGISTRATION_CLOSED", "Registration closed"),
-            Self::NotEntered => (S::NOT_FOUND, "NOT_ENTERED", "Not entered"),
-            Self::NotDrawn => (S::CONFLICT, "NOT_DRAWN", "Not drawn"),
-            Self::DrawTooEarly { .. } => (S::CONFLICT, "DRAW_TOO_EARLY", "Draw too early"),
-            Self::BadReveal(_) => (S::BAD_REQUEST, "BAD_REVEAL", "Bad reveal"),
-            Self::RouteNotFound => (S::NOT_FOUND, "NOT_FOUND", "Not found"),
-            Self::Busy => (S::SERVICE_UNAVAILABLE, "BUSY", "Busy"),
+            Self::Unauthorized(_) => Code::Unauthorized,
+            Self::Forbidden => Code::Forbidden,
+            Self::EmailNotVerified => Code::EmailNotVerified,
+            Self::InvalidEvent(_) => Code::InvalidEvent,
+            Self::BadRequest(_) => Code::BadRequest,
+            Self::PayloadTooLarge(_) => Code::PayloadTooLarge,
+            Self::EventExists => Code::EventExists,
+            Self::EventNotFound => Code::EventNotFound,
+            Self::SaleNotStarted => Code::SaleNotStarted,
+            Self::SaleEnded => Code::SaleEnded,
+            Self::BadHash => Code::BadHash,
+            Self::SoldOut => Code::SoldOut,
+            Self::RateLimited { .. } => Code::RateLimited,
+            Self::NoOrder => Code::NoOrder,
+            Self::OrderPending => Code::OrderPending,
+            Self::NotCancellable => Code::NotCancellable,
+            Self::CancelClosed { .. } => Code::CancelClosed,
+            Self::AlreadyCheckedIn { .. } => Code::AlreadyCheckedIn,
+            Self::OrderCancelled => Code::OrderCancelled,
+            Self::HoldsOrder => Code::HoldsOrder,
+            Self::NotSoldOut => Code::NotSoldOut,
+            Self::WaitlistFull => Code::WaitlistFull,
+            Self::WaitlistClosed => Code::WaitlistClosed,
+            Self::NotWaiting => Code::NotWaiting,
+            Self::BadPass => Code::BadPass,
+            Self::TicketCancelled => Code::TicketCancelled,
+            Self::CheckInClosed { .. } => Code::CheckInClosed,
+            Self::OfflineTimeRefused(_) => Code::OfflineTimeRefused,
+            Self::TicketNotFound => Code::TicketNotFound,
+            Self::BallotOnly => Code::BallotOnly,
+            Self::NotABallot => Code::NotABallot,
+            Self::DrawUnderWay => Code::DrawUnderWay,
+            Self::NotAFairOpen => Code::NotAFairOpen,
+            Self::QueueNotOpen { .. } => Code::QueueNotOpen,
+            Self::NotQueued => Code::NotQueued,
+            Self::BadProofOfWork { .. } => Code::BadProofOfWork,
+            Self::NotAdmitted => Code::NotAdmitted,
+            Self::RegistrationClosed => Code::RegistrationClosed,
+            Self::NotEntered => Code::NotEntered,
+            Self::NotDrawn => Code::NotDrawn,
+            Self::DrawTooEarly { .. } => Code::DrawTooEarly,
+            Self::BadReveal(_) => Code::BadReveal,
+            Self::RouteNotFound => Code::NotFound,
+            Self::Busy => Code::Busy,
         }
     }
 
     pub fn status(&self) -> StatusCode {
-        self.parts().0
+        self.kind().status()
     }
 
     /// The stable machine code clients switch on.
     pub fn code(&self) -> &'static str {
-        self.parts().1
+        self.kind().as_str()
     }
 
     fn title(&self) -> &'static str {
-        self.parts().2
+        self.kind().title()
     }
 
     /// The `application/problem+json` reply. 5xx bodies say nothing about the cause: that was

@@ -33,6 +33,12 @@ impl Function {
         })
     }
 
+    /// The API invokes its `live` alias, where reconcile provisions the warm fleet around an open
+    /// (`fleet`), rather than its latest version.
+    pub fn through_alias(self) -> bool {
+        matches!(self, Self::Grab | Self::VerifyHash)
+    }
+
     /// Its resource's name in template.yaml.
     pub fn resource(self) -> &'static str {
         match self {
@@ -64,6 +70,37 @@ pub enum Limit {
     /// it, and behind the edge its replies are cached: one request a second per edge cache reaches
     /// the function (docs/DEPLOY.md, "The edge").
     Public,
+}
+
+/// The stage's throttle a route spends (template.yaml's `RouteSettings`: each route its own budget,
+/// so a flood of one cannot spend another's); each names the template parameter that sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Throttle {
+    Grab,
+    VerifyHash,
+    /// The reads of events, orders and draws, and the pages.
+    Read,
+    /// The sale's public state (no token).
+    State,
+    /// The routes after a grab: cancel, the waitlist, a ballot's entry.
+    AfterSale,
+    Door,
+    Admin,
+}
+
+impl Throttle {
+    /// Its parameter in template.yaml.
+    pub fn parameter(self) -> &'static str {
+        match self {
+            Self::Grab => "GrabThrottle",
+            Self::VerifyHash => "VerifyHashThrottle",
+            Self::Read => "ReadThrottle",
+            Self::State => "StateThrottle",
+            Self::AfterSale => "AfterSaleThrottle",
+            Self::Door => "DoorThrottle",
+            Self::Admin => "AdminThrottle",
+        }
+    }
 }
 
 /// Each route by what it does: what the handlers match on (a route key never is).
@@ -127,6 +164,7 @@ pub struct Route {
     pub path: &'static str,
     pub function: Function,
     pub limit: Limit,
+    pub throttle: Throttle,
 }
 
 impl Route {
@@ -172,6 +210,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events",
         function: Function::Release,
         limit: Limit::Staff,
+        throttle: Throttle::Admin,
     },
     Route {
         endpoint: Endpoint::Events,
@@ -179,6 +218,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events",
         function: Function::Query,
         limit: per_user("events", "RATE_LIMIT_EVENTS", 20),
+        throttle: Throttle::Read,
     },
     Route {
         endpoint: Endpoint::Event,
@@ -186,6 +226,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}",
         function: Function::Query,
         limit: per_user("event", "RATE_LIMIT_EVENT", 20),
+        throttle: Throttle::Read,
     },
     // Public and cacheable: a crowd told "sold out" or "not open yet" here asks nothing more.
     Route {
@@ -194,6 +235,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/state",
         function: Function::Query,
         limit: Limit::Public,
+        throttle: Throttle::State,
     },
     Route {
         endpoint: Endpoint::VerifyHash,
@@ -201,6 +243,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/verify-hash",
         function: Function::VerifyHash,
         limit: per_user("verify-hash", "RATE_LIMIT_VERIFY_HASH", 20),
+        throttle: Throttle::VerifyHash,
     },
     Route {
         endpoint: Endpoint::Grab,
@@ -208,6 +251,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/grab",
         function: Function::Grab,
         limit: Limit::GrabScript,
+        throttle: Throttle::Grab,
     },
     Route {
         endpoint: Endpoint::Order,
@@ -215,6 +259,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/order",
         function: Function::Query,
         limit: per_user("order", "RATE_LIMIT_ORDER", 20),
+        throttle: Throttle::Read,
     },
     Route {
         endpoint: Endpoint::Attendees,
@@ -222,6 +267,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/orders",
         function: Function::Query,
         limit: Limit::Staff,
+        throttle: Throttle::Admin,
     },
     // Each cancel costs a strongly consistent read and a transaction: fewer.
     Route {
@@ -230,6 +276,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/order",
         function: Function::Grab,
         limit: per_user("cancel", "RATE_LIMIT_CANCEL", 5),
+        throttle: Throttle::AfterSale,
     },
     // Each join runs a script on the event's slot.
     Route {
@@ -238,6 +285,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/waitlist",
         function: Function::Grab,
         limit: per_user("join", "RATE_LIMIT_JOIN", 5),
+        throttle: Throttle::AfterSale,
     },
     Route {
         endpoint: Endpoint::WaitlistPlace,
@@ -245,6 +293,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/waitlist",
         function: Function::Grab,
         limit: per_user("waitlist", "RATE_LIMIT_WAITLIST", 20),
+        throttle: Throttle::AfterSale,
     },
     Route {
         endpoint: Endpoint::PassKey,
@@ -252,6 +301,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/pass-key",
         function: Function::Query,
         limit: per_user("pass-key", "RATE_LIMIT_PASS_KEY", 20),
+        throttle: Throttle::Read,
     },
     // The door's routes are staff's, and limited per user all the same: a scanner (or a door team
     // sharing one token) scans about once a second, an offline door's sync sends a burst. The door
@@ -262,6 +312,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/check-in",
         function: Function::Door,
         limit: per_user("check-in", "RATE_LIMIT_CHECK_IN", 60),
+        throttle: Throttle::Door,
     },
     Route {
         endpoint: Endpoint::DoorDesk,
@@ -269,6 +320,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/check-in",
         function: Function::Door,
         limit: per_user("door", "RATE_LIMIT_DOOR", 10),
+        throttle: Throttle::Door,
     },
     Route {
         endpoint: Endpoint::Report,
@@ -276,6 +328,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/report",
         function: Function::Query,
         limit: Limit::Staff,
+        throttle: Throttle::Admin,
     },
     // Polled every second by the organiser's page: O(1) reads of the cache, the audit at most
     // every `LIVE_AUDIT_EVERY_MS` per environment.
@@ -285,6 +338,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/live",
         function: Function::Query,
         limit: Limit::Staff,
+        throttle: Throttle::Admin,
     },
     // Each entry is a DynamoDB transaction.
     Route {
@@ -293,6 +347,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/entry",
         function: Function::Grab,
         limit: per_user("enter", "RATE_LIMIT_ENTER", 5),
+        throttle: Throttle::AfterSale,
     },
     Route {
         endpoint: Endpoint::Entry,
@@ -300,6 +355,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/entry",
         function: Function::Query,
         limit: per_user("entry", "RATE_LIMIT_ENTRY", 20),
+        throttle: Throttle::Read,
     },
     // The whole draw, recomputed once per environment and then served from memory, a page of
     // 10,000 places at a time (`?from=`): an auditor reads a million entrants' 100 pages in 5 s.
@@ -309,6 +365,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/draw",
         function: Function::Query,
         limit: per_user("draw", "RATE_LIMIT_DRAW", 20),
+        throttle: Throttle::Read,
     },
     Route {
         endpoint: Endpoint::Draw,
@@ -316,6 +373,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/admin/events/{id}/draw",
         function: Function::Release,
         limit: Limit::Staff,
+        throttle: Throttle::Admin,
     },
     // A join is up to three DynamoDB writes (an entry, or after the draw a rank and an entry).
     Route {
@@ -324,6 +382,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/queue",
         function: Function::Grab,
         limit: per_user("join-queue", "RATE_LIMIT_JOIN_QUEUE", 5),
+        throttle: Throttle::VerifyHash,
     },
     // Polled while a user waits: one read of their entry, the draw from memory.
     Route {
@@ -332,6 +391,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/queue",
         function: Function::Grab,
         limit: per_user("queue", "RATE_LIMIT_QUEUE", 20),
+        throttle: Throttle::VerifyHash,
     },
     // Served by grab, which holds the receipt key: its public halves need no other right.
     Route {
@@ -340,6 +400,7 @@ pub const ROUTES: [Route; 23] = [
         path: "/events/{id}/receipt-key",
         function: Function::Grab,
         limit: per_user("receipt-key", "RATE_LIMIT_RECEIPT_KEY", 20),
+        throttle: Throttle::Read,
     },
 ];
 

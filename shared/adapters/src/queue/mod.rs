@@ -1,6 +1,11 @@
 //! SQS: the orders queue. The body is the order message exactly as the grab script wrote it into
 //! the outbox; the `seal` attribute vouches for it (`domain::order_seal`).
 
+/// The most orders one receive (and so one mail invocation) takes: SQS's limit for a standard
+/// queue's `ReceiveMessage`, the event source mapping's batch (template.yaml's `MailBatchSize` at
+/// most this), and the mails one invocation sends at once (`MailSettings::DEFAULT_CONCURRENCY`).
+pub const MAX_BATCH: usize = 10;
+
 use aws_sdk_sqs::{Client, types::MessageAttributeValue};
 
 use crate::secrets::StagedSecret;
