@@ -420,7 +420,7 @@ async fn an_interrupted_draw_is_finished_by_asking_again_and_a_named_beacon_roun
                 .unwrap();
         }
     }
-    let fresh = shared::handlers::draws::DrawView::new(store.clone(), app.functions.rebuilder.clone());
+    let fresh = shared::handlers::draws::published_draw::DrawView::new(store.clone(), app.functions.rebuilder.clone());
     let again = fresh.published(&id).await.expect("published from the entries");
     assert_eq!(again.page(0).order, published.order, "the same draw");
 }
@@ -636,7 +636,7 @@ fn with_body_of_draw(id: &EventId, reveal: &Value) -> Value {
 /// organisers at once, it lays down the same draw a single ask would, each number once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draw_in_many_asks_at_once_lays_down_the_one_draw() -> Result<(), draw::DrawFault> {
-    use shared::handlers::draws::{Draw, DrawStep, Reveal};
+    use shared::handlers::draws::draw::{Draw, DrawStep, Reveal};
     let app = TestApp::for_mail(60).await;
     let id = fresh_event_id();
     let secret = secret();

@@ -362,7 +362,7 @@ async fn a_place_a_rebuild_laid_down_without_is_in_the_line_before_its_user_is_t
     store.add_waiter(&event, &shared::domain::Waiter { user: user.clone(), email, place }, now).await.unwrap();
     assert_eq!(gate.in_line(&event, &user).await.unwrap(), shared::gate::InLine::Out, "the line lost the place");
     // The join's check, before its user is told.
-    app.functions.grab.cancel_and_wait().place_kept(&event, &user).await.expect("the place kept");
+    app.functions.grab.waitlist().place_kept(&event, &user).await.expect("the place kept");
     assert_eq!(gate.in_line(&event, &user).await.unwrap(), shared::gate::InLine::In);
     assert_eq!(app.waitlist(&event, "bob").await.body["position"], 1);
     assert_eq!(app.cancel(&event, "ada").await.status, 200);

@@ -13,7 +13,7 @@ use sha2::Sha256;
 use super::ids::{EventId, UserId};
 
 const VERSION: &str = "v1";
-/// An admission to a fair open's sale (`handlers::draws`): the same key and form, another
+/// An admission to a fair open's sale (`handlers::draws::queue`): the same key and form, another
 /// version, so neither token passes for the other.
 const ADMISSION: &str = "a1";
 const MIN_SECRET_BYTES: usize = 16;

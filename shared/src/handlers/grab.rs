@@ -1,5 +1,7 @@
-//! grab: the sale's writes. A grab (below), and after it a cancellation and the waitlist
-//! (`handlers::cancel_and_wait`), which need the same gate, queue and store.
+//! grab: the sale's writes. A grab (below); and the function's other routes, which need the same
+//! gate, queue and store, each in its room: a cancellation (`handlers::cancel`), the waitlist
+//! (`handlers::waitlist`), a ballot's entry (`handlers::draws::entry`), a fair open's queue
+//! (`handlers::draws::queue`) and the receipt keys (`handlers::draws::receipt_key`).
 //!
 //! A grab checks the verify hash (constant time, before Redis), runs the grab script, then sends
 //! the order to SQS. A `202` promises the order is durable somewhere: in SQS, or, when the send
@@ -25,7 +27,12 @@ use crate::{
     },
     gate::{Gate, GrabAttempt, GrabOutcome, GrabTally, HeldNow},
     give_back::GiveBacks,
-    handlers::cancel_and_wait::CancelAndWait,
+    handlers::{
+        cancel::Cancel,
+        draws::{entry::Entries, queue::Queue, receipt_key::ReceiptKeys},
+        limit::Limiter,
+        waitlist::Waitlist,
+    },
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, json_body},
@@ -47,7 +54,14 @@ pub struct Grab {
     hash: HashSettings,
     policy: GrabPolicy,
     rebuilder: Rebuilder,
-    cancel_and_wait: CancelAndWait,
+    /// The per-user limit of the rooms' routes (a grab's is the grab script's own).
+    limiter: Limiter,
+    cancel: Cancel,
+    waitlist: Waitlist,
+    entries: Entries,
+    /// A fair open's queue (not the order queue, which the courier sends to).
+    fair_queue: Queue,
+    receipt_keys: ReceiptKeys,
     /// The outcomes this environment counts for the organiser's live page.
     tally: GrabTally,
     /// Red-packet amounts, each event's split computed once.
@@ -112,15 +126,13 @@ impl Grab {
         let rebuilder = Rebuilder::new(store.clone(), gate.clone(), queue.clone(), rebuild);
         let courier = Courier::new(gate.clone(), queue, seal);
         let returns = GiveBacks::new(gate.clone(), store.clone(), courier.clone());
-        let cancel_and_wait = CancelAndWait::new(
-            store.clone(),
-            gate.clone(),
-            courier.clone(),
-            returns,
-            rebuilder.clone(),
-            hash.clone(),
-            limits,
-        );
+        let limiter = Limiter::new(gate.clone(), limits);
+        let cancel = Cancel::new(store.clone(), returns, rebuilder.clone());
+        let waitlist =
+            Waitlist::new(store.clone(), gate.clone(), courier.clone(), rebuilder.clone(), hash.keys.clone());
+        let entries = Entries::new(store.clone(), rebuilder.clone(), hash.receipts.clone());
+        let fair_queue = Queue::new(store.clone(), rebuilder.clone(), hash.keys.clone(), hash.receipts.clone());
+        let receipt_keys = ReceiptKeys::new(store.clone(), rebuilder.clone(), hash.receipts.clone());
         let tally = GrabTally::new(gate.clone());
         Self {
             gate,
@@ -129,7 +141,12 @@ impl Grab {
             hash,
             policy,
             rebuilder,
-            cancel_and_wait,
+            limiter,
+            cancel,
+            waitlist,
+            entries,
+            fair_queue,
+            receipt_keys,
             tally,
             splits: Splits::default(),
             remembered_refusals: Default::default(),
@@ -192,7 +209,7 @@ impl Grab {
     pub async fn handle(&self, req: Request) -> Response<Body> {
         serve("grab", req, |req| async move {
             if endpoint(&req) != Some(Endpoint::Grab) {
-                return self.cancel_and_wait.route(req).await;
+                return self.room(req).await;
             }
             let event = event_id(&req).ok();
             let answered = self.grab(req).await;
@@ -223,10 +240,28 @@ impl Grab {
         Ok((decided.response, decided.code))
     }
 
-    /// The cancellation and waitlist routes this function serves (tests play their steps apart).
+    /// One request of the function's other routes, handed to its room once the caller is within
+    /// their limit: the reply and its outcome code.
+    async fn room(&self, req: Request) -> Result<(Response<Body>, &'static str), ApiError> {
+        let caller = Caller::from_request(&req)?;
+        let event = event_id(&req)?;
+        self.limiter.admit(&req, &caller).await?;
+        match endpoint(&req) {
+            Some(Endpoint::Cancel) => self.cancel.cancel(&req, &event, &caller).await,
+            Some(Endpoint::Join) => self.waitlist.join(&req, &event, &caller).await,
+            Some(Endpoint::WaitlistPlace) => self.waitlist.place(&event, &caller).await,
+            Some(Endpoint::Enter) => self.entries.enter(&req, &event, &caller).await,
+            Some(Endpoint::JoinQueue) => self.fair_queue.join(&req, &event, &caller).await,
+            Some(Endpoint::QueuePlace) => self.fair_queue.place(&event, &caller).await,
+            Some(Endpoint::ReceiptKey) => self.receipt_keys.published(&event).await,
+            _ => Err(ApiError::RouteNotFound),
+        }
+    }
+
+    /// The waitlist's room (tests play a join's steps apart).
     #[doc(hidden)]
-    pub fn cancel_and_wait(&self) -> &CancelAndWait {
-        &self.cancel_and_wait
+    pub fn waitlist(&self) -> &Waitlist {
+        &self.waitlist
     }
 
     /// The outcomes counted for the live page (tests write them at once with `flush`).

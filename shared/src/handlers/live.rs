@@ -31,6 +31,7 @@ use crate::{
         sale_mode::{self, SaleMode},
     },
     gate::{Gate, GrabCounts},
+    handlers::draws::published_draw::DrawView,
     http::ApiError,
     store::Store,
 };
@@ -52,13 +53,13 @@ pub struct Auditor {
     /// An order waiting this long, with nothing stored for as long, fails the audit.
     stuck_after: Duration,
     /// A ballot's published draw, which its check recomputes against.
-    draws: super::draws::DrawView,
+    draws: DrawView,
     /// The orders queue, whose consumer's last store tells a sale behind others from a stop.
     queue: String,
 }
 
 impl Auditor {
-    pub fn new(store: Store, gate: Gate, draws: super::draws::DrawView, stuck_after: Duration, queue: &str) -> Self {
+    pub fn new(store: Store, gate: Gate, draws: DrawView, stuck_after: Duration, queue: &str) -> Self {
         Self { store, gate, draws, stuck_after, queue: queue.to_owned() }
     }
 

@@ -1,7 +1,11 @@
-//! One file per function: parse -> domain + adapters -> outcome -> reply. Each function's
-//! dependencies are a struct built once per execution environment and lent to every request.
+//! One file per function: parse -> domain + adapters -> outcome -> reply. A route with a life of
+//! its own has a room instead, one file holding its parsing and handling, and the function that
+//! serves it dispatches to it: grab's cancellation (`cancel`) and waitlist (`waitlist`), and the
+//! routes of the sales that draw (`draws/`: entry, queue, published draw, the organiser's draw,
+//! receipt keys), which grab, query and release serve. Each function's dependencies are a struct
+//! built once per execution environment and lent to every request.
 
-pub mod cancel_and_wait;
+pub mod cancel;
 pub mod door;
 pub mod draws;
 pub mod grab;
@@ -12,6 +16,7 @@ pub mod query;
 pub mod reconcile;
 pub mod release;
 pub mod verify_hash;
+pub mod waitlist;
 pub mod warm_up;
 
 pub use crate::setup::StartError;

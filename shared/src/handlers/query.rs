@@ -13,7 +13,10 @@ use crate::{
         order::OrderView,
     },
     gate::Gate,
-    handlers::live::{Auditor, DEFAULT_MINUTES, Live, MAX_MINUTES},
+    handlers::{
+        draws::published_draw::DrawView,
+        live::{Auditor, DEFAULT_MINUTES, Live, MAX_MINUTES},
+    },
     http::{
         ApiError, Caller, json,
         reply::{endpoint, event_id, query_param},
@@ -44,7 +47,7 @@ pub struct Query {
     /// Red-packet amounts of orders, each event's split computed once.
     splits: crate::amounts::Splits,
     /// Ballots' entries and published draws.
-    draws: super::draws::DrawView,
+    draws: DrawView,
 }
 
 /// An event as the read routes show it: the event, and its stock with where the figure came from.
@@ -94,7 +97,7 @@ impl Query {
         stuck_after: std::time::Duration,
     ) -> Self {
         let limiter = super::limit::Limiter::new(gate.clone(), limits);
-        let draws = super::draws::DrawView::new(store.clone(), rebuilder.clone());
+        let draws = DrawView::new(store.clone(), rebuilder.clone());
         let auditor = Auditor::new(store.clone(), gate.clone(), draws.clone(), stuck_after, rebuilder.queue_name());
         let live = Live::new(gate.clone(), auditor.clone(), Some(rebuilder.clone()));
         Self { store, gate, rebuilder, limiter, pass, auditor, live, splits: Default::default(), draws }

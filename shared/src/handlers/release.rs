@@ -20,7 +20,7 @@ use crate::{
     },
     fleet::{LimitsReader, deployment_limits_from_env},
     gate::{Gate, GateError},
-    handlers::draws::{Draw, DrawStep, Reveal},
+    handlers::draws::draw::{Draw, DrawStep, Reveal},
     http::{
         ApiError, Caller, apigw, json,
         reply::{endpoint, event_id, json_body},

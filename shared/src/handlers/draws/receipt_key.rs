@@ -1,0 +1,74 @@
+//! `GET /events/{id}/receipt-key` (grab): the public keys that sign entries' receipts (current, and
+//! next and previous around a rotation), and once the draw is complete its head signed with the
+//! same key (docs/FAIRNESS.md sections 6a and 6b). With them an entrant checks their receipt, and
+//! that the draw shown to them is the one shown to everyone. Grab serves it: grab holds the key.
+
+use lambda_http::{Body, Response, http::StatusCode};
+
+use crate::{
+    domain::{
+        Event, EventId,
+        entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
+        event::rfc3339,
+    },
+    http::{ApiError, json},
+    recovery::Rebuilder,
+    secrets::StagedSecret,
+    store::Store,
+};
+
+/// `GET /events/{id}/receipt-key` (grab).
+#[derive(Clone)]
+pub struct ReceiptKeys {
+    store: Store,
+    rebuilder: Rebuilder,
+    receipts: StagedSecret<ReceiptKey>,
+}
+
+impl ReceiptKeys {
+    pub fn new(store: Store, rebuilder: Rebuilder, receipts: StagedSecret<ReceiptKey>) -> Self {
+        Self { store, rebuilder, receipts }
+    }
+
+    /// The keys as published, with the draw's head signed by the current one once the draw is
+    /// complete.
+    pub async fn published(&self, event: &EventId) -> Result<(Response<Body>, &'static str), ApiError> {
+        let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
+        let keys = self.receipts.get().await?;
+        let ring = ReceiptKeyRing::of(&keys);
+        let head = draw_head(&self.store, &known)
+            .await?
+            .map(|h| keys.current.sign_head(&DrawHead { receipt_keys: ring.ids(), ..h }));
+        Ok((json(StatusCode::OK, &ring.published(event, head)), "OK"))
+    }
+}
+
+/// The head of the event's complete draw, as its pages carry it (docs/FAIRNESS.md section 6b),
+/// from the event and the draw's record alone (no entry is read): `None` until the draw is
+/// complete. Signed by the receipt key where it is published (`GET /events/{id}/receipt-key`),
+/// with the ids of the keys it vouches for.
+pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>, ApiError> {
+    let Some(terms) = &event.draw else { return Ok(None) };
+    let record = match store.ballot_state(&event.id).await?.draw {
+        Some(record) if record.done => record,
+        _ => return Ok(None),
+    };
+    let beacon_round = terms.beacon.as_ref().map(|b| b.round);
+    let beacon_public_key = terms.beacon.as_ref().map(|b| b.public_key.clone());
+    Ok(Some(DrawHead {
+        key_id: String::new(),
+        event: event.id.clone(),
+        algorithm: terms.algorithm.name().to_owned(),
+        commitment: terms.commitment.clone(),
+        root: record.root,
+        entrant_count: u64::from(record.entrants),
+        entries_close: rfc3339(event.entries_close().unwrap_or(event.sale_start)),
+        drawn_at: rfc3339(record.drawn_at),
+        capacity: event.capacity,
+        admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
+        beacon_round,
+        beacon_public_key,
+        beacon_signature: record.beacon_signature,
+        receipt_keys: Vec::new(),
+    }))
+}
