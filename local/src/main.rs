@@ -63,6 +63,9 @@ enum Command {
     /// Provision the running stack (table, queues, sender identity, secrets) and print the orders
     /// queue's URL: what `sam local invoke` with env.json needs besides the stack.
     Provision,
+    /// Print every per-user limit's variable (`RATE_LIMIT_<ROUTE>`), one a line, from the route
+    /// table: what a run that must not meet the limits (scripts/attack) raises.
+    Limits,
     /// Manage the local stack: start, stop or status.
     Stack {
         #[arg(value_parser = ["start", "stop", "status", "install"])]
@@ -88,6 +91,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         }
         Command::Stack { action } => Ok(stack::run(&action)?),
+        Command::Limits => {
+            for (_, setting, _) in shared::http::routes::per_user_limits() {
+                println!("{setting}");
+            }
+            Ok(())
+        }
         Command::Provision => {
             let sdk = settings.sdk_config().await;
             let queues =

@@ -804,3 +804,40 @@ fn the_edge_caches_the_sales_state_a_second_and_nothing_of_a_users() {
     assert_eq!(rule["Limit"], json!({"Ref": "EdgeRateLimit"}));
     assert_eq!(r["EdgeWebAcl"]["Properties"]["Scope"], "CLOUDFRONT");
 }
+
+/// DESIGN's hand-written copies of the route table (section 16 lists them): section 4's table of
+/// replies names exactly the table's routes, and section 2's runtime picture every route's path
+/// and method, beside the function that serves it.
+#[test]
+fn designs_table_of_replies_and_its_picture_name_every_route() {
+    use shared::http::routes::ROUTES;
+    let design = std::fs::read_to_string(repo_root().join("docs/DESIGN.md")).unwrap();
+    let section = |n: &str| {
+        let start = design.find(&format!("\n## {n}. ")).unwrap_or_else(|| panic!("DESIGN has a section {n}"));
+        let rest = &design[start + 1..];
+        rest[..rest[3..].find("\n## ").map_or(rest.len(), |e| e + 3)].to_owned()
+    };
+    let replies = section("4");
+    let documented: BTreeSet<String> = replies
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(|key| key.split(['[', ' ']).take(2).collect::<Vec<_>>().join(" "))
+        .map(|key| key.split('[').next().unwrap().trim_end_matches('?').to_owned())
+        .filter(|key| key.starts_with(['G', 'P', 'D']))
+        .collect();
+    let served: BTreeSet<String> = ROUTES.iter().map(|r| r.key()).collect();
+    assert_eq!(documented, served, "section 4's table names the route table's routes");
+
+    let picture = section("2");
+    for r in ROUTES.iter() {
+        let line = picture
+            .lines()
+            .find(|l| {
+                l.split_whitespace().any(|w| w.split(',').any(|p| p == r.path))
+                    && l.split_whitespace().any(|w| w.split('|').any(|m| m == r.method))
+            })
+            .unwrap_or_else(|| panic!("section 2's picture lacks {}", r.key()));
+        assert!(line.contains(r.function.name()), "section 2 says which function serves {}: {line}", r.key());
+    }
+}
