@@ -80,7 +80,7 @@ async fn two_thousand_users_race_for_a_hundred_tickets() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_user_firing_two_hundred_grabs_gets_one_ticket() {
-    // The default rate limit (5 a second): a user who holds an order is answered with it, never
+    // The default rate limit (`GRAB_RATE_LIMIT`'s): a user who holds an order is answered with it, never
     // limited, however fast they retry.
     let app = Arc::new(TestApp::build(GrabPolicy::default(), true).await);
     let event = app.open_event(100).await;

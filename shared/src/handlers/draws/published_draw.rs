@@ -194,6 +194,17 @@ impl DrawView {
     }
 
     /// The event's draw as it publishes it: `409 NOT_DRAWN` until the draw is complete.
+    /// The route's reply: the page of the published draw from `?from=` (0 when not given).
+    pub async fn page_of(&self, req: &lambda_http::Request) -> Result<Published, ApiError> {
+        let from = match crate::http::reply::query_param(req, "from") {
+            None => 0,
+            Some(v) => v
+                .parse::<usize>()
+                .map_err(|_| ApiError::BadRequest("from must be a place's index, a whole number from 0".into()))?,
+        };
+        Ok(self.published(&crate::http::reply::event_id(req)?).await?.page(from))
+    }
+
     pub async fn published(&self, id: &EventId) -> Result<Arc<Drawn>, ApiError> {
         if let Some(drawn) = self.book.get(id) {
             return Ok(drawn);
