@@ -105,7 +105,7 @@ pub const POLLERS: &[(&str, &str)] = &[("mail", "OrdersQueue")];
 pub const GRANTS: &[Grant] = &[
     Grant {
         function: "release",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -125,7 +125,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "",
+        why: "A ballot's draw reads its winners' entries for their addresses (store/draws.rs).",
         actions: &["dynamodb:BatchGetItem"],
         on: &[TABLE],
         keys: &["ENTRY#"],
@@ -135,7 +135,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "",
+        why: "A draw's entries and roll (store/draws.rs, handlers/draws/draw.rs); an exact rebuild's give-backs and waiters (recovery.rs).",
         actions: &["dynamodb:Query"],
         on: &[TABLE],
         keys: &["ENTRY#", "ROLL#", "RETURN#", "WAIT#"],
@@ -145,7 +145,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "",
+        why: "An exact rebuild's orders of the event, by the attendee index (recovery.rs, store/orders.rs).",
         actions: &["dynamodb:Query"],
         on: &[GSI2],
         keys: &[],
@@ -155,7 +155,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "",
+        why: "The released event (handlers/release.rs); a draw's roll and its waiting places (handlers/draws/draw.rs); a rebuild's record (recovery.rs).",
         actions: &["dynamodb:PutItem"],
         on: &[TABLE],
         keys: &["EVENT#", "WAIT#", "REBUILD#", "ROLL#"],
@@ -165,7 +165,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "",
+        why: "A draw closes the registration and records itself on the event's item (store/draws.rs).",
         actions: &["dynamodb:UpdateItem"],
         on: &[TABLE],
         keys: &["EVENT#"],
@@ -235,7 +235,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "door",
-        why: "",
+        why: "The public pass keys a pass is checked with (config.rs, PassKeyRingSource).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[PASS_PUBLIC_KEYS_SECRET],
         keys: &[],
@@ -245,7 +245,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -265,7 +265,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "The audit's tickets (handlers/live.rs, Auditor).",
         actions: &["dynamodb:BatchGetItem"],
         on: &[TABLE],
         keys: &["TICKET#"],
@@ -275,7 +275,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "The audit's give-backs, rebuilds, entries and roll (handlers/live.rs); an exact rebuild's give-backs and waiters (recovery.rs).",
         actions: &["dynamodb:Query"],
         on: &[TABLE],
         keys: &["RETURN#", "REBUILD#", "ENTRY#", "ROLL#", "WAIT#"],
@@ -285,7 +285,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "The event list (GSI1, store/events.rs); the attendee list, the audit's and a rebuild's orders (GSI2, store/orders.rs).",
         actions: &["dynamodb:Query"],
         on: &[GSI1, GSI2],
         keys: &[],
@@ -305,7 +305,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "The queue's depth: the live view's orders on their way, a rebuild that goes by the queue (recovery.rs).",
         actions: &["sqs:GetQueueAttributes"],
         on: &[ORDERS_QUEUE],
         keys: &[],
@@ -315,7 +315,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "query",
-        why: "",
+        why: "GET /events/{id}/pass-key (handlers/query/pass_key.rs).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[PASS_PUBLIC_KEYS_SECRET],
         keys: &[],
@@ -325,7 +325,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "verify-hash",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -345,7 +345,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "verify-hash",
-        why: "",
+        why: "The hash key, a rotating key: its labels, then the versions not read before (secrets.rs).",
         actions: &["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
         on: &[HASH_SECRET],
         keys: &[],
@@ -355,7 +355,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -375,7 +375,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "A rebuild's give-backs and waiters (recovery.rs); a fair open's entries and roll, for a place (handlers/draws/queue.rs).",
         actions: &["dynamodb:Query"],
         on: &[TABLE],
         keys: &["RETURN#", "WAIT#", "ENTRY#", "ROLL#"],
@@ -385,7 +385,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "A rebuild's orders of the event, by the attendee index (recovery.rs).",
         actions: &["dynamodb:Query"],
         on: &[GSI2],
         keys: &[],
@@ -415,7 +415,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "A fair open's late joiner counted on the event's item (store/draws.rs).",
         actions: &["dynamodb:UpdateItem"],
         on: &[TABLE],
         keys: &["EVENT#"],
@@ -425,7 +425,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "A cancellation frees the ticket (store/cancellations.rs); the give-back marker goes once the number is back (give_back.rs).",
         actions: &["dynamodb:DeleteItem"],
         on: &[TABLE],
         keys: &["TICKET#", "RETURN#"],
@@ -435,7 +435,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "An entry's transaction checks the event's registration is open (store/draws.rs).",
         actions: &["dynamodb:ConditionCheckItem"],
         on: &[TABLE],
         keys: &["EVENT#"],
@@ -445,7 +445,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "Each order sent to the queue (delivery.rs); a rebuild that goes by the queue reads its depth (recovery.rs).",
         actions: &["sqs:SendMessage", "sqs:GetQueueAttributes"],
         on: &[ORDERS_QUEUE],
         keys: &[],
@@ -455,7 +455,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "grab",
-        why: "",
+        why: "The rotating keys: the hash (and the receipt key derived from it) and the order seal (secrets.rs).",
         actions: &["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
         on: &[HASH_SECRET, ORDER_KEY_SECRET],
         keys: &[],
@@ -465,7 +465,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "mail",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -495,7 +495,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "mail",
-        why: "",
+        why: "The mail's claim and status on the order (store/orders.rs); a waiting place's closing notice (store/waitlist.rs).",
         actions: &["dynamodb:UpdateItem"],
         on: &[TABLE],
         keys: &["ORDER#", "WAIT#"],
@@ -505,7 +505,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "mail",
-        why: "",
+        why: "The order seal it checks, the pass key it signs with, and the public keys it publishes (config.rs).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[ORDER_KEY_SECRET, PASS_KEY_SECRET, PASS_PUBLIC_KEYS_SECRET],
         keys: &[],
@@ -545,7 +545,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "The cache's AUTH token, read at cold start (shared/adapters/src/config.rs, GateSettings::load).",
         actions: &["secretsmanager:GetSecretValue"],
         on: &[CACHE_AUTH_SECRET],
         keys: &[],
@@ -565,7 +565,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "The give-backs due and the waiting places (give_back.rs, handlers/reconcile.rs), a rebuild's too (recovery.rs).",
         actions: &["dynamodb:Query"],
         on: &[TABLE],
         keys: &["RETURN#", "WAIT#"],
@@ -575,7 +575,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "The events (GSI1, store/events.rs); a rebuild's and the drift's orders of an event (GSI2, store/orders.rs).",
         actions: &["dynamodb:Query"],
         on: &[GSI1, GSI2],
         keys: &[],
@@ -595,7 +595,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "A give-back's marker, once the number is back (give_back.rs).",
         actions: &["dynamodb:DeleteItem"],
         on: &[TABLE],
         keys: &["RETURN#"],
@@ -605,7 +605,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "A rebuild's record, and the waiting places an old layout's rebuild writes (recovery.rs).",
         actions: &["dynamodb:PutItem"],
         on: &[TABLE],
         keys: &["REBUILD#", "WAIT#"],
@@ -615,7 +615,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "The outbox re-driven to the queue, its depth read first (delivery.rs, handlers/reconcile.rs).",
         actions: &["sqs:SendMessage", "sqs:GetQueueAttributes"],
         on: &[ORDERS_QUEUE],
         keys: &[],
@@ -635,7 +635,7 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "reconcile",
-        why: "",
+        why: "The order seal, a rotating key (secrets.rs).",
         actions: &["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
         on: &[ORDER_KEY_SECRET],
         keys: &[],

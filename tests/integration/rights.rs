@@ -1,5 +1,5 @@
-//! The functions' rights: template.yaml's policies against every call the code makes, against
-//! calls no function may make, and against docs/SECURITY.md's table of rights (section "Rights").
+//! The functions' rights: template.yaml's policies, as IAM reads them, against the grants they are
+//! written from (`shared::rights`), and against calls no function may make.
 //!
 //! The local cloud (scripts/local-cloud, MiniStack with AUTH=true) evaluates actions, resources
 //! and the queue's policy on every route and path, under each function's own role, and refuses a
@@ -138,9 +138,17 @@ fn granted() -> BTreeSet<Right> {
         for policy in list(&f["Properties"]["Policies"]) {
             if let Some(poller) = policy.get("SQSPollerPolicy") {
                 let on = resource_name(&poller["QueueName"]);
+                let named = shared::rights::POLLERS.iter().any(|(f, q)| *f == function && *q == on);
+                assert!(named, "{function}: a poller on {on} that shared::rights::POLLERS lacks");
                 rights.insert(Right { function: function.clone(), action: "SQSPollerPolicy".into(), on, keys: None });
                 continue;
             }
+            // Nothing beside the statements and the pollers: no SAM policy template or managed
+            // policy (each would grant what no grant names).
+            assert!(
+                policy.as_object().is_some_and(|p| p.len() == 1 && p.contains_key("Statement")),
+                "{function}: a policy that is neither a statement list nor a poller: {policy}"
+            );
             for statement in list(&policy["Statement"]) {
                 let statement = match statement.get("Fn::If") {
                     // An emulator's own statement: no AWS deployment has it.

@@ -83,8 +83,8 @@ pub struct SignIn {
 impl SignIn {
     /// `COGNITO_HOSTED_UI` and `USER_POOL_CLIENT_ID`, both or neither.
     pub fn from_env() -> Self {
-        let var = |name| std::env::var(name).ok().filter(|v: &String| !v.is_empty());
-        match (var("COGNITO_HOSTED_UI"), var("USER_POOL_CLIENT_ID")) {
+        use shared::settings::{COGNITO_HOSTED_UI, USER_POOL_CLIENT_ID};
+        match (COGNITO_HOSTED_UI.optional(), USER_POOL_CLIENT_ID.optional()) {
             (Some(hosted_ui), Some(client_id)) => Self { hosted_ui: Some(hosted_ui), client_id: Some(client_id) },
             _ => Self::default(),
         }

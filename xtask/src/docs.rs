@@ -4,7 +4,7 @@
 use serde_yaml_ng::Value;
 use shared::{
     config::GrabPolicy,
-    http::routes::{Limit, ROUTES},
+    http::routes::{Limit, ROUTES, Throttle},
 };
 
 use crate::region;
@@ -14,10 +14,23 @@ fn cell(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ").replace('|', "\\|")
 }
 
-pub fn deploy(text: &str, template: &str) -> Result<String, String> {
+/// samconfig.toml's production environment: the values it overrides, by parameter.
+fn production(samconfig: &str) -> Vec<(String, String)> {
+    let Some(section) = samconfig.split("[production.deploy.parameters]").nth(1) else { return Vec::new() };
+    let Some(line) = section.lines().find(|l| l.starts_with("parameter_overrides")) else { return Vec::new() };
+    let overrides = line.split_once('=').map_or("", |(_, v)| v).trim().trim_matches('"');
+    overrides
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+pub fn deploy(text: &str, template: &str, samconfig: &str) -> Result<String, String> {
     let template: Value = serde_yaml_ng::from_str(template).map_err(|e| format!("template.yaml: {e}"))?;
     let parameters = template.get("Parameters").and_then(Value::as_mapping).ok_or("template.yaml has no Parameters")?;
-    let mut body = String::from("| parameter | default | meaning |\n|---|---|---|\n");
+    let production = production(samconfig);
+    let mut body = String::from("| parameter | default | production | meaning |\n|---|---|---|---|\n");
     for (name, p) in parameters {
         let name = name.as_str().ok_or("a parameter's name is no string")?;
         let default = match p.get("Default") {
@@ -28,8 +41,19 @@ pub fn deploy(text: &str, template: &str) -> Result<String, String> {
             Some(Value::Bool(b)) => format!("`{b}`"),
             Some(other) => return Err(format!("{name}: a default of another kind ({other:?})")),
         };
-        let meaning = p.get("Description").and_then(Value::as_str).ok_or(format!("{name} has no Description"))?;
-        body += &format!("| `{name}` | {default} | {} |\n", cell(meaning));
+        let produced = production.iter().find(|(k, _)| k == name).map_or(String::new(), |(_, v)| format!("`{v}`"));
+        let mut meaning =
+            cell(p.get("Description").and_then(Value::as_str).ok_or(format!("{name} has no Description"))?);
+        // A route throttle: the routes that spend it, from the route table.
+        let spent: Vec<String> =
+            ROUTES.iter().filter(|r| r.throttle.parameter() == name).map(|r| format!("`{}`", r.key())).collect();
+        if !spent.is_empty() {
+            meaning += &format!(" Spent by {}.", spent.join(", "));
+        }
+        if name == Throttle::Read.parameter() {
+            meaning += &format!(" And the pages, `{}`.", pages::ROUTE_KEY);
+        }
+        body += &format!("| `{name}` | {default} | {produced} | {meaning} |\n");
     }
     region::replace(text, "parameters", &body)
 }

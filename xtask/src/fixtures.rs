@@ -48,11 +48,11 @@ fn write(v: &J, indent: usize, out: &mut String) {
     }
 }
 
-/// Who calls: a fan, a door's staff, an organiser, or nobody (no token).
-#[derive(Clone, Copy, PartialEq)]
+/// Who calls: a fan (in the groups the file names, a door's staff say), an organiser, or nobody
+/// (no token).
+#[derive(Clone, PartialEq)]
 enum Caller {
-    Fan,
-    Staff,
+    Fan { groups: Option<String> },
     Admin,
     Nobody,
 }
@@ -63,14 +63,13 @@ impl Caller {
         match claims["cognito:groups"].as_str() {
             _ if claims.is_null() => Self::Nobody,
             Some("[admin]") => Self::Admin,
-            Some("[staff]") => Self::Staff,
-            _ => Self::Fan,
+            groups => Self::Fan { groups: groups.map(str::to_owned) },
         }
     }
 
-    fn authorizer(self) -> Option<J> {
+    fn authorizer(&self) -> Option<J> {
         let issuer = s("https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_EXAMPLE");
-        let fan = |groups: Option<&str>| {
+        let fan = |groups: Option<&String>| {
             let mut c = vec![
                 ("sub", s("3f9c2a1e-8b7d-4c6e-9a5f-1b2c3d4e5f60")),
                 ("email", s("student@example.com")),
@@ -87,8 +86,7 @@ impl Caller {
         };
         let claims = match self {
             Self::Nobody => return None,
-            Self::Fan => fan(None),
-            Self::Staff => fan(Some("[staff]")),
+            Self::Fan { groups } => fan(groups.as_ref()),
             Self::Admin => o(vec![
                 ("sub", s("7a1b2c3d-0000-4000-8000-00000000ad01")),
                 ("email", s("organiser@example.com")),

@@ -7,7 +7,7 @@
 //! - the error codes (`shared/src/http/problem.rs`, `Code`) and the release's warning codes
 //!   (`shared/domain/src/warm_fleet.rs`, `WarningCode`): openapi.yaml's enums;
 //! - the rights per function (`shared/src/rights.rs`): template.yaml's policies, SECURITY's table;
-//! - template.yaml's parameters: DEPLOY's table of them.
+//! - template.yaml's parameters (and samconfig.toml's production values): DEPLOY's table of them.
 //!
 //! A copy lives between a `BEGIN generated: <name>` and an `END generated: <name>` line of its
 //! file; the rest of each file is hand-written.
@@ -52,7 +52,8 @@ fn generated(root: &Path) -> Result<Vec<(PathBuf, String)>, String> {
         (root.join("openapi.yaml"), openapi::generate(&read("openapi.yaml")?).map_err(|e| in_file("openapi.yaml", e))?),
         (
             root.join("docs/DEPLOY.md"),
-            docs::deploy(&read("docs/DEPLOY.md")?, &template).map_err(|e| in_file("docs/DEPLOY.md", e))?,
+            docs::deploy(&read("docs/DEPLOY.md")?, &template, &read("samconfig.toml")?)
+                .map_err(|e| in_file("docs/DEPLOY.md", e))?,
         ),
         (
             root.join("docs/DESIGN.md"),
@@ -65,6 +66,9 @@ fn generated(root: &Path) -> Result<Vec<(PathBuf, String)>, String> {
         (root.join("template.yaml"), template),
     ];
     out.extend(fixtures::generate(root)?);
+    for (path, text) in &out {
+        region::check(text).map_err(|e| format!("{}: {e}", path.strip_prefix(root).unwrap_or(path).display()))?;
+    }
     Ok(out)
 }
 

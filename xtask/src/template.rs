@@ -142,7 +142,8 @@ mod tests {
         // The table has the grab route, the template lost it (as when a row is added to the table
         // and the template is not written again): `gen --check` sees the difference.
         let start = text.find("  GrabRoute:\n").expect("the grab route");
-        let end = start + text[start..].find("Target: !Sub integrations/${GrabIntegration}\n").unwrap() + 48;
+        let target = "Target: !Sub integrations/${GrabIntegration}\n";
+        let end = start + text[start..].find(target).unwrap() + target.len();
         let lost = format!("{}{}", &text[..start], &text[end..]);
         assert_ne!(lost, text);
         assert_eq!(generate(&lost).unwrap(), text, "the route is written back");

@@ -5,7 +5,10 @@
 
 use std::{env, str::FromStr, time::Duration};
 
-use crate::{secrets::StagedSecret, settings};
+use crate::{
+    secrets::StagedSecret,
+    settings::{self, Variable},
+};
 use domain::{
     entry_receipt::ReceiptKey,
     key_rotation::Staged,
@@ -283,7 +286,8 @@ impl HashSettings {
     /// The key from `HASH_SECRET_ARN` (Secrets Manager: what a deployment sets, its stages read
     /// again within [`secrets_kept`]) or else from `HASH_SECRET` (a development value).
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
-        let keys = rotating(sdk, "HASH_SECRET_ARN", "HASH_SECRET", |s| HashKey::new(s.as_bytes())).await?;
+        let keys =
+            rotating(sdk, settings::HASH_SECRET_ARN, settings::HASH_SECRET, |s| HashKey::new(s.as_bytes())).await?;
         let receipts = match settings::HASH_SECRET_ARN.optional() {
             Some(arn) => StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?),
             _ => StagedSecret::fixed(Staged::only(receipt_key(&settings::HASH_SECRET.required()?)?)),
@@ -329,13 +333,13 @@ impl std::fmt::Debug for HashSettings {
 /// `ORDER_KEY` (a development value). A key of its own, not the verify hash's, so verify-hash
 /// (which holds that one) cannot forge an order.
 pub async fn seal_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<SealKey>, ConfigError> {
-    rotating(sdk, "ORDER_KEY_ARN", "ORDER_KEY", |s| SealKey::new(s.as_bytes())).await
+    rotating(sdk, settings::ORDER_KEY_ARN, settings::ORDER_KEY, |s| SealKey::new(s.as_bytes())).await
 }
 
 /// The pass key from `PASS_KEY_ARN` (Secrets Manager, its stages read again within
 /// [`secrets_kept`]) or else `PASS_KEY` (a development value).
 pub async fn pass_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<PassKey>, ConfigError> {
-    rotating(sdk, "PASS_KEY_ARN", "PASS_KEY", |s| PassKey::new(s.as_bytes())).await
+    rotating(sdk, settings::PASS_KEY_ARN, settings::PASS_KEY, |s| PassKey::new(s.as_bytes())).await
 }
 
 /// How long an environment keeps a rotating key's stages before it reads them again
@@ -349,19 +353,21 @@ pub fn secrets_kept() -> Result<Duration, ConfigError> {
 /// and again within [`secrets_kept`], or else the development value `dev_var`, fixed.
 async fn rotating<K: Send + Sync + 'static>(
     sdk: &aws_config::SdkConfig,
-    arn_var: &'static str,
-    dev_var: &'static str,
+    arn_var: Variable,
+    dev_var: Variable,
     parse: fn(&str) -> Result<K, &'static str>,
 ) -> Result<StagedSecret<K>, ConfigError> {
-    match env::var(arn_var) {
-        Ok(arn) if !arn.trim().is_empty() => {
+    match arn_var.optional() {
+        Some(arn) => {
             let keys = StagedSecret::secret(sdk, arn.trim(), parse, secrets_kept()?);
-            keys.get().await.map_err(|e| ConfigError::SecretUnreadable { name: arn_var, reason: e.to_string() })?;
+            keys.get()
+                .await
+                .map_err(|e| ConfigError::SecretUnreadable { name: arn_var.name, reason: e.to_string() })?;
             Ok(keys)
         }
-        _ => {
-            let key = parse(&required(dev_var)?)
-                .map_err(|reason| ConfigError::Malformed { name: dev_var, reason: reason.into() })?;
+        None => {
+            let key = parse(&dev_var.required()?)
+                .map_err(|reason| ConfigError::Malformed { name: dev_var.name, reason: reason.into() })?;
             Ok(StagedSecret::fixed(Staged::only(key)))
         }
     }
@@ -427,12 +433,13 @@ impl PassKeyRingSource {
         {
             return Ok(keys.clone());
         }
-        let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing("PASS_PUBLIC_KEYS"))?;
+        let sdk = self.sdk.as_ref().ok_or(ConfigError::Missing(settings::PASS_PUBLIC_KEYS.name))?;
         let read = match &self.secret {
-            Some(id) => crate::secrets::read(sdk, id)
-                .await
-                .map_err(|e| ConfigError::SecretUnreadable { name: "PASS_PUBLIC_KEYS_ARN", reason: e.to_string() }),
-            None => deployment_secret(sdk, "PASS_PUBLIC_KEYS_ARN", "PASS_PUBLIC_KEYS").await,
+            Some(id) => crate::secrets::read(sdk, id).await.map_err(|e| ConfigError::SecretUnreadable {
+                name: settings::PASS_PUBLIC_KEYS_ARN.name,
+                reason: e.to_string(),
+            }),
+            None => deployment_secret(sdk, settings::PASS_PUBLIC_KEYS_ARN, settings::PASS_PUBLIC_KEYS).await,
         };
         match (read.and_then(|text| parse_ring(&text)), ring.as_mut()) {
             (Ok(keys), _) => {
@@ -466,7 +473,7 @@ fn published_ring(text: &str) -> Result<(PassKeyRing, i64), ConfigError> {
         #[serde(default)]
         read_at_ms: i64,
     }
-    let bad = |reason: &str| ConfigError::Malformed { name: "PASS_PUBLIC_KEYS", reason: reason.into() };
+    let bad = |reason: &str| ConfigError::Malformed { name: settings::PASS_PUBLIC_KEYS.name, reason: reason.into() };
     let ring: Ring = serde_json::from_str(text)
         .map_err(|_| bad("not {\"current\": <key>, \"next\": <key or null>, \"previous\": <key or null>}"))?;
     let key = |k: &str| PublicPassKey::decode(k).map_err(|_| bad("a key is not 32 bytes of base64url"));
@@ -544,14 +551,14 @@ pub async fn publish_pass_keys_to(
 /// A secret from Secrets Manager when `arn_var` names one, else the value of `dev_var`.
 async fn deployment_secret(
     sdk: &aws_config::SdkConfig,
-    arn_var: &'static str,
-    dev_var: &'static str,
+    arn_var: Variable,
+    dev_var: Variable,
 ) -> Result<String, ConfigError> {
-    match env::var(arn_var) {
-        Ok(arn) if !arn.trim().is_empty() => crate::secrets::read(sdk, arn.trim())
+    match arn_var.optional() {
+        Some(arn) => crate::secrets::read(sdk, arn.trim())
             .await
-            .map_err(|e| ConfigError::SecretUnreadable { name: arn_var, reason: e.to_string() }),
-        _ => required(dev_var),
+            .map_err(|e| ConfigError::SecretUnreadable { name: arn_var.name, reason: e.to_string() }),
+        None => dev_var.required(),
     }
 }
 

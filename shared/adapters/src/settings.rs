@@ -111,7 +111,8 @@ settings! {
     ORDER_KEY: variable; "grab, reconcile, mail, release"; "the key that seals order messages, locally";
     PASS_KEY_ARN: variable; "mail"; "the pass's private key, deployed";
     PASS_KEY: variable; "mail"; "the pass's private key, locally";
-    PASS_PUBLIC_KEYS_ARN: variable; "mail, query, door"; "the published public pass keys (mail writes them)";
+    PASS_PUBLIC_KEYS_ARN: variable; "mail, query, door"; "the published public pass keys, deployed (mail writes them)";
+    PASS_PUBLIC_KEYS: variable; "query, door"; "the public pass keys, locally (the JSON mail would publish)";
     SECRETS_KEPT_SECONDS: value<u64> = 60; "verify-hash, grab, release, reconcile, mail, query, door";
         "how long an environment keeps a rotating key's stages (`AWSCURRENT` signs; `AWSPENDING` and `AWSPREVIOUS` are checked too) before reading them again: docs/DEPLOY.md, \"Rotating keys\"";
     HASH_TTL_SECONDS: value<u64> = 600; "verify-hash"; "a hash's life";
@@ -147,7 +148,8 @@ settings! {
         "how long after the loss any rebuild waits before it reads DynamoDB: the orders' index catching up; locally 0 (the emulator's index is read as written)";
     BEACON_CHAIN: variable; "release"; "a drand chain a draw may name besides quicknet: `name,public key hex,genesis unix seconds,period seconds` (docs/FAIRNESS.md)";
     AWS_ENDPOINT_URL: variable; "all"; "set locally to the emulator; unset in AWS";
-    AWS_LAMBDA_LOG_LEVEL: variable; "all"; "the log level (`RUST_LOG` too); `info` when unset";
+    AWS_LAMBDA_LOG_LEVEL: variable; "all"; "the log level (Lambda's advanced logging controls set it); `info` when neither it nor `RUST_LOG` is set";
+    RUST_LOG: variable; "all"; "the log level where `AWS_LAMBDA_LOG_LEVEL` is unset";
     COGNITO_HOSTED_UI: variable; "pages"; "where the pages send a person to sign in (with `USER_POOL_CLIENT_ID`, or neither: then a pasted token only)";
     USER_POOL_CLIENT_ID: variable; "pages"; "the user pool's client the pages sign in with";
 }

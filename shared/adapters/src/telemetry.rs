@@ -5,9 +5,10 @@
 use tracing_subscriber::{EnvFilter, fmt::MakeWriter};
 
 pub fn init() {
-    let level = std::env::var("AWS_LAMBDA_LOG_LEVEL")
-        .or_else(|_| std::env::var("RUST_LOG"))
-        .unwrap_or_else(|_| "info".into())
+    let level = crate::settings::AWS_LAMBDA_LOG_LEVEL
+        .optional()
+        .or_else(|| crate::settings::RUST_LOG.optional())
+        .unwrap_or_else(|| "info".into())
         .to_lowercase();
     let _ = tracing::subscriber::set_global_default(subscriber(&level, std::io::stdout));
 }

@@ -248,8 +248,8 @@ impl Grab {
         self.limiter.admit(&req, &caller).await?;
         match endpoint(&req) {
             Some(Endpoint::Cancel) => self.cancel.cancel(&req, &event, &caller).await,
-            Some(Endpoint::Join) => self.waitlist.join(&req, &event, &caller).await,
-            Some(Endpoint::WaitlistPlace) => self.waitlist.place(&event, &caller).await,
+            Some(Endpoint::JoinWaitlist) => self.waitlist.join(&req, &event, &caller).await,
+            Some(Endpoint::Waitlist) => self.waitlist.place(&event, &caller).await,
             Some(Endpoint::Enter) => self.entries.enter(&req, &event, &caller).await,
             Some(Endpoint::JoinQueue) => self.fair_queue.join(&req, &event, &caller).await,
             Some(Endpoint::QueuePlace) => self.fair_queue.place(&event, &caller).await,

@@ -191,10 +191,8 @@ impl Mail {
     /// Where [`Self::publish_pass_keys`] writes: the secret `PASS_PUBLIC_KEYS_ARN` names (unset:
     /// nowhere, as locally).
     fn publishing_to(mut self, sdk: &aws_config::SdkConfig) -> Self {
-        self.publish_to = std::env::var("PASS_PUBLIC_KEYS_ARN")
-            .ok()
-            .filter(|arn| !arn.trim().is_empty())
-            .map(|arn| (sdk.clone(), arn.trim().to_owned()));
+        self.publish_to =
+            crate::settings::PASS_PUBLIC_KEYS_ARN.optional().map(|arn| (sdk.clone(), arn.trim().to_owned()));
         self
     }
 

@@ -103,7 +103,9 @@ impl Throttle {
     }
 }
 
-/// Each route by what it does: what the handlers match on (a route key never is).
+/// Each route by what it does: what the handlers match on (a route key never is). A variant's name
+/// is its route's resource name in template.yaml (`<name>Route`, `cargo xtask gen`): renaming one
+/// replaces a deployed route, which API Gateway refuses while the old one holds its key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// `POST /admin/events`
@@ -126,9 +128,9 @@ pub enum Endpoint {
     /// `DELETE /events/{id}/order`
     Cancel,
     /// `POST /events/{id}/waitlist`
-    Join,
+    JoinWaitlist,
     /// `GET /events/{id}/waitlist`
-    WaitlistPlace,
+    Waitlist,
     /// `GET /events/{id}/pass-key`
     PassKey,
     /// `POST /admin/events/{id}/check-in`
@@ -280,7 +282,7 @@ pub const ROUTES: [Route; 23] = [
     },
     // Each join runs a script on the event's slot.
     Route {
-        endpoint: Endpoint::Join,
+        endpoint: Endpoint::JoinWaitlist,
         method: "POST",
         path: "/events/{id}/waitlist",
         function: Function::Grab,
@@ -288,7 +290,7 @@ pub const ROUTES: [Route; 23] = [
         throttle: Throttle::AfterSale,
     },
     Route {
-        endpoint: Endpoint::WaitlistPlace,
+        endpoint: Endpoint::Waitlist,
         method: "GET",
         path: "/events/{id}/waitlist",
         function: Function::Grab,
