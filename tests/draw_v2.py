@@ -500,6 +500,23 @@ def keys_of(doc, path):
     return keys
 
 
+def committed_keys(committed):
+    """The draw's `receipt_keys` (section 6a): each `{key_id, public_key}` a key its event committed
+    to at release; an id that is not its key's own is a contradiction."""
+    keys = {}
+    if not isinstance(committed, list):
+        raise Fault("the draw's receipt_keys is not a list")
+    for entry in committed:
+        try:
+            public = unb64u(entry.get("public_key")) if isinstance(entry, dict) else b""
+        except ValueError as e:
+            raise Fault(f"the draw's receipt_keys: {e}")
+        if len(public) != 32 or entry.get("key_id") != key_id(public):
+            raise Fault("the draw's receipt_keys: a key that is not 32 bytes, or not the id it is listed under")
+        keys[key_id(public)] = public
+    return keys
+
+
 def is_late_place(payload, head):
     """Section 6a: a receipt with `r` is a place taken after the entries closed only on a fair open
     (the signed head has `admission_rate`) and when its `t` is at or after the signed head's
@@ -540,8 +557,20 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)
         return 2
+    # The keys the event committed to at release, in the draw's terms (section 6a): the receipt and
+    # the head check against them alone. A draw without them (an event released before keys were
+    # committed) is checked against the keys document.
     try:
-        keys = keys_of(keys_doc, keys_path)
+        joined = join_draw(pages)
+    except Fault as e:
+        print(f"FAILED: the published draw does not check out: {e}")
+        return 1
+    committed = joined[0].get("receipt_keys")
+    try:
+        if committed:
+            keys = committed_keys(committed)
+        else:
+            keys = keys_of(keys_doc, keys_path)
     except Fault as e:
         print(f"FAILED: the keys do not check: {e}")
         return 1
@@ -557,7 +586,7 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
             return 1
         print("the entry key gives the leaf: the entry is its holder's")
     try:
-        terms, order = join_draw(pages)
+        terms, order = joined
         _, _, problem = check_draw(terms, order)
     except Fault as e:
         print(f"FAILED: the published draw does not check out: {e}")
@@ -588,6 +617,11 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
             head_ok = not differ
             head_says = (f"the keys' draw_head (key {head['k']}) checks and matches the draw" if head_ok
                          else "the keys' draw_head checks but is not this draw's: " + "; ".join(differ))
+            if head_ok and committed and head["receipt_keys"] != [k["key_id"] for k in committed]:
+                disowned = (f"the signed head vouches for {json.dumps(head['receipt_keys'])}, not the keys its event"
+                            f" committed to at release {json.dumps([k['key_id'] for k in committed])}: the"
+                            " operator's own signature contradicts its terms")
+                head_says += "; but " + disowned
     print(head_says)
 
     leaf_bytes = bytes.fromhex(payload["l"])
@@ -595,7 +629,9 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
         print(f"(the draw names no event: that it is {payload['e']}'s is yours to know)")
     # Section 6b: the keys whose receipts the head vouches for (the keys document alone vouches for
     # nothing: anyone can add a key of their own to it).
-    vouched = head_ok and payload["k"] in head["receipt_keys"]
+    # With committed keys, the receipt's key is one the event committed to at release (it checked
+    # against those alone): no head can disown it.
+    vouched = head_ok and (bool(committed) or payload["k"] in head["receipt_keys"])
     not_vouched = (f"the receipt's key {payload['k']} is not among the signed head's receipt_keys "
                    f"{json.dumps(head['receipt_keys'])}" if head_ok and not vouched else None)
     if leaf_bytes in order:
@@ -630,6 +666,11 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
         print(f"FAILED: the leaf is not among the {len(order)} places, but {not_vouched}: this proves nothing"
               " (anyone can add a key of their own to a keys document and sign a receipt with it)")
         return 1
+    if committed:
+        print(f"EXCLUDED: the receipt checks with {payload['k']}, a key its event committed to at release, and its"
+              f" leaf is not among the {len(order)} places of the draw of {payload['e']} that recomputes and that the"
+              " signed head names")
+        return 3
     print(f"EXCLUDED: the receipt checks, its key {payload['k']} is one the operator's signed head vouches for,"
           f" and its leaf is not among the {len(order)} places of the draw of {payload['e']} that recomputes"
           " and that the signed head names")

@@ -547,6 +547,7 @@ pub async fn run(api: &Api, base_url: &str, users: &Users, scale: &Scale) -> Res
             drawn_at: Some(rfc3339(OffsetDateTime::now_utc())),
             capacity: Some(scale.tickets),
             admission_rate: None,
+            receipt_keys: Vec::new(),
         };
         // Each page as GET /draw?from= gives it: the terms, from, next and its places.
         let mut publication = Publication { read_over_http: false, ..Publication::default() };

@@ -13,7 +13,10 @@
 //!   ticketgrab-verify receipt <receipt.json> --draw <published.json>...
 //!       an entry's signed receipt (`ticket-entry-receipt/v1`) against the event's draw: the file
 //!       holds `receipt` (the `TR1.` text), `keys` (`GET /events/{id}/receipt-key` as it answered)
-//!       and optionally `entry_key` (the entrant's key, hex). The receipt checks against the keys;
+//!       and optionally `entry_key` (the entrant's key, hex). The receipt, and the draw's head,
+//!       check against the keys its event committed to at release (the draw's `receipt_keys`;
+//!       a draw whose event committed none, against the keys document); a head that vouches for
+//!       other keys contradicts the operator's own terms and disowns nothing;
 //!       the entry key, when given, hashes to the receipt's leaf; the draw checks out; and the
 //!       leaf's place in it is printed (a ballot's: whether it won; a fair open's: when it is
 //!       admitted). A receipt that checks and whose leaf is not in a draw that checks out and is
@@ -182,12 +185,30 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
         Ok(s) => s,
         Err(e) => return Unreadable(e),
     };
-    let ring = match ReceiptKeyRing::from_published(&shown.keys) {
-        Ok(r) => r,
-        Err(e) => return Unreadable(format!("{}: the keys: {e}", file.display())),
+    let draw = match read_draw(paths) {
+        Ok(d) => d,
+        Err(v) => return v,
+    };
+    // The keys the event committed to at release, in the draw's terms (docs/FAIRNESS.md section
+    // 6a): the receipt and the head check against these alone. A draw whose event committed none
+    // (released before they were) is checked against the keys document.
+    let committed = !draw.receipt_keys.is_empty();
+    let ring = if committed {
+        match ReceiptKeyRing::of_committed(&draw.receipt_keys) {
+            Some(r) => r,
+            None => return Fails("the draw's committed receipt keys are malformed, or not the ids they name".into()),
+        }
+    } else {
+        match ReceiptKeyRing::from_published(&shown.keys) {
+            Ok(r) => r,
+            Err(e) => return Unreadable(format!("{}: the keys: {e}", file.display())),
+        }
     };
     let said = match ring.verify(shown.receipt.trim()) {
         Ok(r) => r,
+        Err(e) if committed => {
+            return Fails(format!("the receipt does not check against the keys its event committed to: {e}"));
+        }
         Err(e) => return Fails(format!("the receipt does not check against the keys: {e}")),
     };
     if let Some(event) = shown.keys["event_id"].as_str()
@@ -207,10 +228,6 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
         }
         held.push_str(", the entry key hashes to its leaf");
     }
-    let draw = match read_draw(paths) {
-        Ok(d) => d,
-        Err(v) => return v,
-    };
     if draw.algorithm() != Ok(Algorithm::V2) {
         return Fails(format!("the draw is {}: a receipt names a leaf of a ticket-draw/v2 draw", draw.algorithm));
     }
@@ -233,8 +250,15 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
                 .into())
         }
         Some(text) => match ring.verify_head(text) {
+            Err(e) if committed => {
+                Err(format!("the draw head does not check against the keys its event committed to: {e}"))
+            }
             Err(e) => Err(format!("the draw head does not check against the keys: {e}")),
             Ok(h) if h.event != said.event => Err(format!("the draw head is event {}'s", h.event)),
+            // Signed by a key the event committed to, for this very draw, yet vouching for other
+            // keys: the operator's own signature contradicts its release terms. The draw is still
+            // the one it signed.
+            Ok(h) if committed && h.matches_order(&draw) => Ok(h),
             Ok(h) if !h.matches(&draw) => Err("the draw is not the one its signed head names".into()),
             Ok(h) => Ok(h),
         },
@@ -298,6 +322,26 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
                     return Fails(format!("{held}; its leaf is not in the draw, but {why}: that proves nothing"));
                 }
             };
+            if committed {
+                // The receipt's key is one the event committed to at release: the head cannot
+                // disown it. A head that vouches for other keys says so against itself.
+                let disowned = if head.matches(&draw) {
+                    String::new()
+                } else {
+                    format!(
+                        " (its signed head vouches for {} against the {} the event committed to at release: the \
+                         operator's own signature contradicts its terms)",
+                        head.receipt_keys.join(", "),
+                        draw.receipt_keys.iter().map(|k| k.key_id.as_str()).collect::<Vec<_>>().join(", ")
+                    )
+                };
+                return Excluded(format!(
+                    "EXCLUSION PROVEN: {held} with a key its event committed to at release, and its leaf {} is not \
+                     among the {n} entrants of {whose}, which checks out and is the draw its signed head names{disowned}: \
+                     the operator left out an entry it accepted",
+                    said.leaf
+                ));
+            }
             if !head.vouches_for(&said.key_id) {
                 return Fails(format!(
                     "{held}; its leaf is not in the draw, but its key {} is not one the signed head vouches for \

@@ -64,6 +64,7 @@ impl Functions {
                 LimitsReader::new(adapters.sdk()),
                 DeploymentLimits::default(),
                 settings.beacon_chains.clone(),
+                settings.hash.receipts.clone(),
             ),
             door: Door::new(
                 store.clone(),

@@ -185,9 +185,9 @@ pub const GRANTS: &[Grant] = &[
     },
     Grant {
         function: "release",
-        why: "A rotating key: its labels (DescribeSecret), then the values of versions not read before.",
+        why: "Rotating keys: their labels (DescribeSecret), then the values of versions not read before. The order seal; and the hash secret, whose receipt keys' public halves a draw's event commits to at release (handlers/release.rs).",
         actions: &["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
-        on: &[ORDER_KEY_SECRET],
+        on: &[ORDER_KEY_SECRET, HASH_SECRET],
         keys: &[],
         attributes: None,
         condition: None,

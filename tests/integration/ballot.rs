@@ -14,7 +14,7 @@ use shared::{
         EventId, UserId,
         beacon::{self, LocalChain},
         draw::{self, Algorithm, EntryKey, ProofStep, Published},
-        entry_receipt::ReceiptKeyRing,
+        entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
         event::rfc3339,
         hex, proof_of_work,
         sale_mode::EntryShards,
@@ -578,6 +578,50 @@ async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head()
         let said = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(if drawn { 0 } else { 3 }), "{user}: {said}");
     }
+
+    // The operator's trick (docs/FAIRNESS.md section 6b): a head, signed with its real key, that
+    // vouches only for a key of its own making, and a keys document from which the key that signed
+    // the receipts has rotated out. The receipts' keys were committed at release, in the terms every
+    // page carries: the dropped entry is proven left out all the same, by both verifiers.
+    let committed = published.receipt_keys.clone();
+    assert!(!committed.is_empty(), "the release committed the receipt keys: {:?}", published.receipt_keys);
+    let released = app.call(Function::Query, for_user(for_event(fixture("query-event.json"), &id), "anyone")).await;
+    assert_eq!(released.body["draw"]["receipt_keys"], serde_json::to_value(&committed).unwrap(), "{}", released.body);
+    let operator = app.settings.hash.receipts.get().await.unwrap().current.clone();
+    let other = ReceiptKey::from_seed(&[0x5a; 32]);
+    let disowning = operator.sign_head(&DrawHead { receipt_keys: vec![other.public().id()], ..head.clone() });
+    let rotated = ReceiptKeyRing { current: other.public(), next: None, previous: None };
+    let tricked = rotated.published(&id, Some(disowning));
+    let tricked_file = std::env::temp_dir().join(format!("dropped-{id}-tricked-keys.json"));
+    std::fs::write(&tricked_file, serde_json::to_vec(&tricked).unwrap()).unwrap();
+    let (_, dropped) = entries.iter().find(|(user, _)| *user == "dropped").unwrap();
+    let receipt = dropped["receipt"].as_str().unwrap();
+    let python = std::process::Command::new("python3")
+        .arg(repo_root().join("tests/draw_v2.py"))
+        .args(["--receipt", receipt, "--keys"])
+        .arg(&tricked_file)
+        .arg("--draw")
+        .arg(&draw_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&python.stdout);
+    assert_eq!(python.status.code(), Some(3), "the second implementation: {said}");
+    assert!(said.contains("contradicts its terms"), "{said}");
+    let receipt_file = std::env::temp_dir().join(format!("dropped-{id}-receipt.json"));
+    std::fs::write(&receipt_file, serde_json::to_vec(&json!({ "receipt": receipt, "keys": tricked })).unwrap())
+        .unwrap();
+    let verifier = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().join("ticketgrab-verify");
+    assert!(verifier.exists(), "{} (the test command builds the workspace's binaries first)", verifier.display());
+    let rust = std::process::Command::new(&verifier)
+        .arg("receipt")
+        .arg(&receipt_file)
+        .arg("--draw")
+        .arg(&draw_file)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&rust.stdout);
+    assert_eq!(rust.status.code(), Some(3), "ticketgrab-verify: {said}{}", String::from_utf8_lossy(&rust.stderr));
+    assert!(said.contains("contradicts its terms"), "{said}");
 }
 
 /// A ballot may ask each entry for work (ticket-pow/v1): without it, with a wrong nonce or with

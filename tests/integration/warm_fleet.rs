@@ -176,6 +176,7 @@ async fn an_account_that_cannot_be_read_is_named_not_a_failure() {
         LimitsReader::new(&nowhere),
         DeploymentLimits { grab_route: Some(2_000), ..Default::default() },
         app.settings.beacon_chains.clone(),
+        app.settings.hash.receipts.clone(),
     );
     let id = fresh_event_id();
     let draft = shared::domain::EventDraft::from_json(&rush(&id, 100, Duration::minutes(5), json!(3_000))).unwrap();

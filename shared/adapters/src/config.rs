@@ -288,11 +288,7 @@ impl HashSettings {
     pub async fn load(sdk: &aws_config::SdkConfig) -> Result<Self, ConfigError> {
         let keys =
             rotating(sdk, settings::HASH_SECRET_ARN, settings::HASH_SECRET, |s| HashKey::new(s.as_bytes())).await?;
-        let receipts = match settings::HASH_SECRET_ARN.optional() {
-            Some(arn) => StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?),
-            _ => StagedSecret::fixed(Staged::only(receipt_key(&settings::HASH_SECRET.required()?)?)),
-        };
-        Self::with_keys(keys, receipts)
+        Self::with_keys(keys, receipt_keys(sdk)?)
     }
 
     /// The settings around a key already in hand (the local runner's development secret).
@@ -310,6 +306,15 @@ impl HashSettings {
             open_margin: Duration::from_secs(settings::HASH_OPEN_MARGIN_SECONDS.read()?),
         })
     }
+}
+
+/// The entry receipts' keys alone, read when first asked for: grab signs with them, release
+/// commits an event's to their public halves (docs/FAIRNESS.md section 6a).
+pub fn receipt_keys(sdk: &aws_config::SdkConfig) -> Result<StagedSecret<ReceiptKey>, ConfigError> {
+    Ok(match settings::HASH_SECRET_ARN.optional() {
+        Some(arn) => StagedSecret::secret(sdk, arn.trim(), |s| ReceiptKey::new(s.as_bytes()), secrets_kept()?),
+        None => StagedSecret::fixed(Staged::only(receipt_key(&settings::HASH_SECRET.required()?)?)),
+    })
 }
 
 fn receipt_key(secret: &str) -> Result<ReceiptKey, ConfigError> {

@@ -105,8 +105,9 @@ settings! {
     ORDERS_QUEUE_URL: variable; "grab, query, release, reconcile"; "the orders queue";
     DEAD_LETTERS_QUEUE_URL: variable; "reconcile"; "the orders queue's dead letters (an operator's redrive)";
     GRAB_SEND_BUDGET_MS: value<u64> = 1_500; "grab"; "one order's send to SQS, both attempts; a rebuild settles longer than this";
-    HASH_SECRET_ARN: variable; "verify-hash, grab"; "the verify hash's key, deployed (at least 16 bytes)";
-    HASH_SECRET: variable; "verify-hash, grab"; "the verify hash's key, locally";
+    HASH_SECRET_ARN: variable; "verify-hash, grab, release";
+        "the verify hash's key, deployed (at least 16 bytes); the entry receipts' keys derive from it (release commits a draw's event to their public halves)";
+    HASH_SECRET: variable; "verify-hash, grab, release"; "the verify hash's key, locally";
     ORDER_KEY_ARN: variable; "grab, reconcile, mail, release"; "the key that seals order messages, deployed";
     ORDER_KEY: variable; "grab, reconcile, mail, release"; "the key that seals order messages, locally";
     PASS_KEY_ARN: variable; "mail"; "the pass's private key, deployed";

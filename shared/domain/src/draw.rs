@@ -348,6 +348,11 @@ pub struct Published {
     pub capacity: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission_rate: Option<u32>,
+    /// The receipt keys the event committed to at release (docs/FAIRNESS.md section 6a): a
+    /// receipt and the draw's head check against these; absent from a draw whose event committed
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receipt_keys: Vec<super::entry_receipt::CommittedKey>,
 }
 
 /// What is wrong with a published draw, the first fault found.
@@ -405,6 +410,7 @@ impl Published {
             drawn_at: None,
             capacity: None,
             admission_rate: None,
+            receipt_keys: Vec::new(),
         })
     }
 

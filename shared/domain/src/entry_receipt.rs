@@ -97,20 +97,51 @@ impl DrawHead {
             beacon_round: draw.beacon.as_ref().map(|b| b.round),
             beacon_public_key: draw.beacon.as_ref().map(|b| b.public_key.clone()),
             beacon_signature: draw.beacon.as_ref().map(|b| b.signature.clone()),
-            receipt_keys: Vec::new(),
+            receipt_keys: draw.receipt_keys.iter().map(|k| k.key_id.clone()).collect(),
         })
     }
 
-    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member its
-    /// but the key ids.
+    /// Whether the head is the one of `draw` (a whole draw, its pages joined): every member but
+    /// its own key's id, the keys it vouches for included (a draw whose terms commit receipt keys;
+    /// one published before they were committed names none, and the head's are not compared).
     pub fn matches(&self, draw: &super::draw::Published) -> bool {
-        Self::of(draw, &self.key_id).as_ref() == Some(&Self { receipt_keys: Vec::new(), ..self.clone() })
+        let mut head = self.clone();
+        if draw.receipt_keys.is_empty() {
+            head.receipt_keys.clear();
+        }
+        Self::of(draw, &self.key_id).as_ref() == Some(&head)
+    }
+
+    /// Whether the head fixes the same draw as `draw`: every member but the key ids (the root, the
+    /// commitment, the beacon, the terms). A head that matches so but vouches for other keys than
+    /// the draw's terms committed contradicts the operator's own release.
+    pub fn matches_order(&self, draw: &super::draw::Published) -> bool {
+        let of = Self::of(draw, &self.key_id).map(|h| Self { receipt_keys: Vec::new(), ..h });
+        of.as_ref() == Some(&Self { receipt_keys: Vec::new(), ..self.clone() })
     }
 
     /// Whether the head vouches for receipts signed by the key `key_id`.
     pub fn vouches_for(&self, key_id: &str) -> bool {
         self.receipt_keys.iter().any(|k| k == key_id)
     }
+}
+
+/// A receipt key an event's receipts may be signed with, fixed at release before its first entry
+/// (docs/FAIRNESS.md section 6a): its id and its public half, in the event's published terms and
+/// on every page of its draw. A receipt, and the draw's head, check against these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedKey {
+    pub key_id: String,
+    pub public_key: String,
+}
+
+/// The key of `keys` that signs for an event whose receipts may be signed only by `committed`:
+/// the current one when it is committed, else the staged one, else the one before (a rotation
+/// since the release moved the committed key there). `None`: every committed key has rotated out
+/// (two rotations since the release); the event can sign nothing more.
+pub fn committed_signer<'a>(keys: &'a Staged<ReceiptKey>, committed: &[CommittedKey]) -> Option<&'a ReceiptKey> {
+    let is_committed = |k: &ReceiptKey| committed.iter().any(|c| c.key_id == k.public().id());
+    std::iter::once(&keys.current).chain(keys.pending.as_ref()).chain(keys.previous.as_ref()).find(|k| is_committed(k))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -230,9 +261,30 @@ impl ReceiptKeyRing {
         std::iter::once(&self.current).chain(self.next.as_ref()).chain(self.previous.as_ref())
     }
 
-    /// The ids of every key in the ring (what a head signed now vouches for).
+    /// The ids of every key in the ring.
     pub fn ids(&self) -> Vec<String> {
         self.keys().map(PublicReceiptKey::id).collect()
+    }
+
+    /// What an event released now commits to (docs/FAIRNESS.md section 6a): the key that signs,
+    /// and the one a staged rotation will sign with.
+    pub fn committed(&self) -> Vec<CommittedKey> {
+        let key = |k: &PublicReceiptKey| CommittedKey { key_id: k.id(), public_key: k.encoded() };
+        std::iter::once(&self.current).chain(self.next.as_ref()).map(key).collect()
+    }
+
+    /// The keys an event committed to, as a ring that checks its receipts and its head: `None` when
+    /// it committed none (an event released before they were), or a key is malformed or not the
+    /// id it is listed under.
+    pub fn of_committed(committed: &[CommittedKey]) -> Option<Self> {
+        let mut keys =
+            committed.iter().map(|c| PublicReceiptKey::decode(&c.public_key).ok().filter(|k| k.id() == c.key_id));
+        let current = keys.next()??;
+        let next = keys.next().map(|k| k.ok_or(())).transpose().ok()?;
+        if keys.next().is_some() {
+            return None;
+        }
+        Some(Self { current, next, previous: None })
     }
 
     /// As `GET /events/{id}/receipt-key` shows it: the keys, and once the event's draw is
@@ -375,5 +427,34 @@ mod tests {
         // keys with the receipt (ticketgrab-verify reads them from the file).
         let later = ReceiptKeyRing::of(&Staged::only(new));
         assert_eq!(later.verify(&before), Err(BadReceipt::UnknownKey));
+    }
+
+    #[test]
+    fn an_event_signs_only_with_the_keys_it_committed_to_and_checks_against_them_alone() {
+        let key = |n: &str| ReceiptKey::new(format!("0123456789abcdef-{n}").as_bytes()).unwrap();
+        let (first, second, third) = (key("first"), key("second"), key("third"));
+        // Released with a rotation staged: the current key and the staged one are committed.
+        let committed = ReceiptKeyRing::of(&Staged::of(first.clone(), Some(second.clone()), None)).committed();
+        assert_eq!(committed.len(), 2);
+        // Promoted since: the committed key that signs is the new current one.
+        let promoted = Staged::of(second.clone(), None, Some(first.clone()));
+        assert_eq!(committed_signer(&promoted, &committed).map(|k| k.public()), Some(second.public()));
+        // A rotation after the release: the current key is not committed, the one before is.
+        let rotated = Staged::of(third.clone(), None, Some(second.clone()));
+        assert_eq!(committed_signer(&rotated, &committed).map(|k| k.public()), Some(second.public()));
+        // Two rotations past every committed key: nothing signs.
+        let gone = Staged::of(third.clone(), None, None);
+        assert!(committed_signer(&gone, &committed).is_none());
+        // The committed keys check their receipts whatever the keys document says; a key not
+        // committed checks none, and a list whose id is not its key's own is refused.
+        let ring = ReceiptKeyRing::of_committed(&committed).unwrap();
+        let signed = second.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", None);
+        assert!(ring.verify(&signed).is_ok());
+        let foreign = third.issue(&event(), &"ab".repeat(32), "2026-11-27T10:00:00Z", None);
+        assert_eq!(ring.verify(&foreign), Err(BadReceipt::UnknownKey));
+        let mut lying = committed.clone();
+        lying[0].key_id = third.public().id();
+        assert!(ReceiptKeyRing::of_committed(&lying).is_none());
+        assert!(ReceiptKeyRing::of_committed(&[]).is_none());
     }
 }

@@ -137,9 +137,11 @@ impl Event {
         if let (Some(mine), Some(theirs)) = (&self.red_packet, &mut other.red_packet) {
             theirs.seed = mine.seed.clone();
         }
-        // Where the entries are kept is the deployment's, not the definition's.
+        // Where the entries are kept, and the receipt keys held at the release, are the
+        // deployment's, not the definition's.
         if let (Some(mine), Some(theirs)) = (&self.draw, &mut other.draw) {
             theirs.entry_shards = mine.entry_shards;
+            theirs.receipt_keys = mine.receipt_keys.clone();
         }
         *self == other
     }

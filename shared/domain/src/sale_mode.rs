@@ -96,6 +96,12 @@ pub struct DrawTerms {
     /// `None` only for an event released before this was kept (its close is its `sale_start`).
     #[serde(with = "time::serde::rfc3339::option", skip_serializing_if = "Option::is_none")]
     pub entries_close: Option<time::OffsetDateTime>,
+    /// The receipt keys its entries' receipts (and its draw's head) may be signed with, fixed at
+    /// release before any entry (docs/FAIRNESS.md section 6a): published with the terms, so an
+    /// operator cannot disown a key its receipts were signed with. Empty for an event released
+    /// before they were committed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receipt_keys: Vec<super::entry_receipt::CommittedKey>,
     /// How many partitions its entries are spread over, fixed at release (not published: where
     /// the entries are kept, not what the draw is).
     #[serde(skip)]
@@ -165,6 +171,7 @@ impl DrawTerms {
             beacon,
             proof_of_work_bits: None,
             entries_close: None,
+            receipt_keys: Vec::new(),
             entry_shards: EntryShards::CURRENT,
         })
     }

@@ -15,6 +15,8 @@ use crate::{
     delivery::Courier,
     domain::{
         Event, EventDraft, InvalidEvent,
+        draw::Algorithm,
+        entry_receipt::{ReceiptKey, ReceiptKeyRing},
         event::FieldProblem,
         warm_fleet::{self, DeploymentLimits, WarmFleet, Warning},
     },
@@ -28,6 +30,7 @@ use crate::{
         serve,
     },
     recovery::{Rebuild, Rebuilder, RecoveryError},
+    secrets::StagedSecret,
     setup::Adapters,
     store::{PutEventError, Store, StoreError},
 };
@@ -75,10 +78,13 @@ pub struct Release {
     chains: Vec<crate::domain::beacon::Chain>,
     /// A ballot's draw (`POST /admin/events/{id}/draw`).
     draw: Draw,
+    /// The entry receipts' keys: a draw's event commits to their public halves at release.
+    receipts: StagedSecret<ReceiptKey>,
 }
 
 impl Release {
     /// `courier` sends a ballot's winning orders, as grab sends a grab's.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Store,
         gate: Gate,
@@ -87,9 +93,10 @@ impl Release {
         limits: LimitsReader,
         deployment: DeploymentLimits,
         chains: Vec<crate::domain::beacon::Chain>,
+        receipts: StagedSecret<ReceiptKey>,
     ) -> Self {
         let draw = Draw::new(store.clone(), gate.clone(), rebuilder.clone(), courier);
-        Self { store, gate, rebuilder, limits, deployment, chains, draw }
+        Self { store, gate, rebuilder, limits, deployment, chains, draw, receipts }
     }
 
     pub async fn from_env() -> Result<Self, super::StartError> {
@@ -108,6 +115,7 @@ impl Release {
             limits,
             deployment_limits_from_env()?,
             crate::config::beacon_chains()?,
+            crate::config::receipt_keys(adapters.sdk())?,
         ))
     }
 
@@ -157,6 +165,17 @@ impl Release {
                     return Err(InvalidEvent(vec![FieldProblem { field: "draw_beacon".into(), problem }]).into());
                 }
             }
+        }
+        // A draw's receipts may be signed only by the keys held now (the current one, and a
+        // staged rotation's): fixed before any entry, in the terms it publishes.
+        if let Some(terms) = event.draw.as_mut()
+            && terms.algorithm == Algorithm::V2
+        {
+            let keys = self.receipts.get().await.map_err(|e| {
+                tracing::error!(dependency = "secretsmanager", error = %e, "the receipt keys cannot be read");
+                ReleaseError::Busy
+            })?;
+            terms.receipt_keys = ReceiptKeyRing::of(&keys).committed();
         }
         match self.store.put_event(&event).await {
             Ok(()) => {}

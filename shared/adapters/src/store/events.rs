@@ -221,6 +221,10 @@ pub(super) fn event_item(event: &Event) -> Item {
         if terms.entry_shards != EntryShards::ONE {
             item.insert("entry_shards".into(), n(terms.entry_shards.get()));
         }
+        if !terms.receipt_keys.is_empty() {
+            let keys = serde_json::to_string(&terms.receipt_keys).expect("strings always serialize");
+            item.insert("receipt_keys".into(), s(keys));
+        }
     }
     for (name, at) in [("check_in_from", event.check_in_from), ("check_in_until", event.check_in_until)] {
         if let Some(v) = at {
@@ -297,10 +301,16 @@ fn draw_from_item(item: &Item) -> Result<Option<DrawTerms>, StoreError> {
         Some(count) => EntryShards::new(count).ok_or_else(|| StoreError::Malformed(format!("entry_shards {count}")))?,
         None => EntryShards::ONE,
     };
+    // An event released before its receipt keys were committed names none.
+    let receipt_keys = match opt_s(item, "receipt_keys") {
+        Some(text) => serde_json::from_str(&text).map_err(|e| StoreError::Malformed(format!("receipt_keys: {e}")))?,
+        None => Vec::new(),
+    };
     Ok(Some(DrawTerms {
         algorithm,
         proof_of_work_bits: opt_n(item, "pow_bits")?,
         entries_close,
+        receipt_keys,
         entry_shards,
         ..terms
     }))

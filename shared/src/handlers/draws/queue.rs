@@ -127,7 +127,7 @@ impl Queue {
                 let at = rfc3339(now);
                 let late = Entrant { receipt: None, ..entrant };
                 let sign = |rank| match (&signer, &leaf) {
-                    (Some(s), Some(leaf)) => Some(s.current.issue(id, leaf, &at, Some(rank))),
+                    (Some(s), Some(leaf)) => Some(s.issue(id, leaf, &at, Some(rank))),
                     _ => None,
                 };
                 let joined = self.store.join_late(id, event.entry_shards(), &late, now, sign).await?;

@@ -5,6 +5,7 @@
 
 use lambda_http::{Body, Response, http::StatusCode};
 
+use super::entry::signer_for;
 use crate::{
     domain::{
         Event, EventId,
@@ -36,10 +37,21 @@ impl ReceiptKeys {
         let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
         let keys = self.receipts.get().await?;
         let ring = ReceiptKeyRing::of(&keys);
-        let head = draw_head(&self.store, &known)
-            .await?
-            .map(|h| keys.current.sign_head(&DrawHead { receipt_keys: ring.ids(), ..h }));
-        Ok((json(StatusCode::OK, &ring.published(event, head)), "OK"))
+        // The head vouches for exactly the keys the event committed to at release, signed by one
+        // of them (an event released before keys were committed: the keys published now, by the
+        // current one).
+        let committed = known.draw.as_ref().map(|d| d.receipt_keys.clone()).unwrap_or_default();
+        let vouched =
+            if committed.is_empty() { ring.ids() } else { committed.iter().map(|k| k.key_id.clone()).collect() };
+        let head = match draw_head(&self.store, &known).await? {
+            Some(h) => Some(signer_for(&keys, &known)?.sign_head(&DrawHead { receipt_keys: vouched, ..h })),
+            None => None,
+        };
+        let mut published = ring.published(event, head);
+        if !committed.is_empty() {
+            published["committed"] = serde_json::to_value(&committed).expect("strings always serialize");
+        }
+        Ok((json(StatusCode::OK, &published), "OK"))
     }
 }
 

@@ -55,6 +55,7 @@ pub(super) fn draw_of(
         drawn_at: None,
         capacity: Some(event.capacity),
         admission_rate: event.queue.as_ref().map(|q| q.admission_rate),
+        receipt_keys: terms.receipt_keys.clone(),
     };
     Ok((published, compact, users))
 }
