@@ -554,6 +554,21 @@ async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head()
     assert_eq!(app.draw(&id, &json!({ "secret": hex::encode(&secret) })).await.status, 200);
     let (_, published) = app.whole_draw(&id).await;
     assert_eq!(published.verify(), Ok(()));
+    // The paging edges openapi.yaml names: one past the last place is an empty last page; an index
+    // that is no whole number is refused.
+    let n = published.order.len();
+    for (from, status) in [(format!("{}", n + 5), 200), ("x".to_owned(), 400), ("-1".to_owned(), 400)] {
+        let mut req = for_user(for_event(fixture("draw.json"), &id), "anyone");
+        req["rawQueryString"] = json!(format!("from={from}"));
+        req["queryStringParameters"] = json!({ "from": from });
+        let page = app.call(Function::Query, req).await;
+        assert_eq!(page.status, status, "from={from}: {}", page.body);
+        if status == 200 {
+            assert_eq!(page.body["from"], n, "{}", page.body);
+            assert_eq!(page.body["order"], json!([]), "{}", page.body);
+            assert!(page.body.get("next").is_none(), "{}", page.body);
+        }
+    }
     let keys = app.call(Function::Grab, for_user(for_event(fixture("receipt-key.json"), &id), "anyone")).await.body;
     let ring = ReceiptKeyRing::from_published(&keys).unwrap();
     let head = ring.verify_head(keys["draw_head"].as_str().expect("a signed head after the draw")).unwrap();
