@@ -18,8 +18,11 @@ no small-order A or R) from ed25519_ref.py. Standard library only.
         BLS signature itself is not checked (no pairing library here), and it says so
     python3 tests/draw_v2.py --receipt <TR1...> --keys <receipt-key.json> --draw <published.json or pages...>
                              [--entry-key <hex>]
-        checks a receipt against GET /events/{id}/receipt-key's reply (its keys and, after the
-        draw, its `draw_head`, a TH1. text) and places its leaf in the draw.
+        checks a receipt against the keys its event committed to at release (the draw's
+        `receipt_keys`, section 6a; a draw without them: GET /events/{id}/receipt-key's keys),
+        with the reply's `draw_head` (a TH1. text, checked against the same keys) after the draw,
+        and places its leaf in the draw. A keys reply whose `committed` is not the draw's
+        `receipt_keys` contradicts it (exit 1).
         A head matches the draw when each of its members but `k` and `receipt_keys` is the draw's
         own (the beacon's round, public_key and signature against the draw's `beacon`); a member
         the head lacks, the draw lacks too.
@@ -29,7 +32,9 @@ no small-order A or R) from ed25519_ref.py. Standard library only.
           has `admission_rate` (a fair open) and the receipt's `t` is at or after that head's
           `entries_close` (a receipt with `r` under a ballot's head, or timed before the close, is
           an ordinary entry); the terms are read from the signed head, never from a page;
-        3: an exclusion proven: the receipt checks, its key id is among the head's `receipt_keys`,
+        3: an exclusion proven: the receipt checks, its key is one the event committed to (a draw
+          without committed keys: one among the head's `receipt_keys`; a head that vouches for other
+          keys than the committed ones contradicts its own terms and disowns none of them),
           it is not a real late place, and its leaf is not among the places of a draw that
           recomputes, names the receipt's event as `event_id`, and matches a `draw_head` on the
           keys that checks against those keys and names that event;
@@ -506,6 +511,8 @@ def committed_keys(committed):
     keys = {}
     if not isinstance(committed, list):
         raise Fault("the draw's receipt_keys is not a list")
+    if not 1 <= len(committed) <= 2:
+        raise Fault(f"the draw's receipt_keys names {len(committed)} keys: one or two are committed (the signing key, and a staged one)")
     for entry in committed:
         try:
             public = unb64u(entry.get("public_key")) if isinstance(entry, dict) else b""
@@ -513,6 +520,8 @@ def committed_keys(committed):
             raise Fault(f"the draw's receipt_keys: {e}")
         if len(public) != 32 or entry.get("key_id") != key_id(public):
             raise Fault("the draw's receipt_keys: a key that is not 32 bytes, or not the id it is listed under")
+        if ed25519_ref._decompress(public) is None:
+            raise Fault("the draw's receipt_keys: a key that is no point of the curve")
         keys[key_id(public)] = public
     return keys
 
@@ -566,9 +575,16 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
         print(f"FAILED: the published draw does not check out: {e}")
         return 1
     committed = joined[0].get("receipt_keys")
+    if "receipt_keys" in joined[0] and not isinstance(committed, list):
+        print("unreadable: the draw's receipt_keys is not a list", file=sys.stderr)
+        return 2
     try:
         if committed:
             keys = committed_keys(committed)
+            # The keys document the operator serves names the same commitment, or the inputs
+            # contradict each other.
+            if "committed" in keys_doc and keys_doc["committed"] != committed:
+                raise Fault("the keys document's committed keys are not the draw's receipt_keys")
         else:
             keys = keys_of(keys_doc, keys_path)
     except Fault as e:

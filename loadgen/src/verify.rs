@@ -194,9 +194,21 @@ fn receipt(file: &PathBuf, paths: &[PathBuf]) -> Verdict {
     // (released before they were) is checked against the keys document.
     let committed = !draw.receipt_keys.is_empty();
     let ring = if committed {
+        // The keys document the operator serves names the same commitment, or the inputs
+        // contradict each other.
+        if let Some(named) = shown.keys.get("committed")
+            && *named != serde_json::to_value(&draw.receipt_keys).unwrap_or_default()
+        {
+            return Fails("the keys document's committed keys are not the draw's receipt_keys".into());
+        }
         match ReceiptKeyRing::of_committed(&draw.receipt_keys) {
             Some(r) => r,
-            None => return Fails("the draw's committed receipt keys are malformed, or not the ids they name".into()),
+            None => {
+                return Fails(
+                    "the draw's committed receipt keys are malformed: one or two keys of the curve, each under its own id"
+                        .into(),
+                );
+            }
         }
     } else {
         match ReceiptKeyRing::from_published(&shown.keys) {

@@ -573,6 +573,11 @@ async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head()
     let ring = ReceiptKeyRing::from_published(&keys).unwrap();
     let head = ring.verify_head(keys["draw_head"].as_str().expect("a signed head after the draw")).unwrap();
     assert!(head.matches(&published), "{head:?}");
+    // The head was signed when the draw completed and kept: what the route serves, whatever keys
+    // are held since.
+    let kept = app.functions.store.ballot_state(&id).await.unwrap().draw.and_then(|d| d.head);
+    assert_eq!(kept.as_deref(), keys["draw_head"].as_str(), "the head served is the one kept");
+    assert_eq!(keys["committed"], serde_json::to_value(&published.receipt_keys).unwrap(), "{keys}");
     let draw_file = std::env::temp_dir().join(format!("dropped-{id}.json"));
     std::fs::write(&draw_file, serde_json::to_vec(&published).unwrap()).unwrap();
     let keys_file = std::env::temp_dir().join(format!("dropped-{id}-keys.json"));
@@ -637,6 +642,31 @@ async fn a_dropped_entry_is_proven_left_out_by_its_receipt_and_the_signed_head()
     let said = String::from_utf8_lossy(&rust.stdout);
     assert_eq!(rust.status.code(), Some(3), "ticketgrab-verify: {said}{}", String::from_utf8_lossy(&rust.stderr));
     assert!(said.contains("contradicts its terms"), "{said}");
+
+    // A keys document naming another commitment than the draw's contradicts it: nothing proven.
+    let mut contradicting = keys.clone();
+    contradicting["committed"] = json!([{ "key_id": other.public().id(), "public_key": other.public().encoded() }]);
+    let contradicting_file = std::env::temp_dir().join(format!("dropped-{id}-contradicting-keys.json"));
+    std::fs::write(&contradicting_file, serde_json::to_vec(&contradicting).unwrap()).unwrap();
+    let python = std::process::Command::new("python3")
+        .arg(repo_root().join("tests/draw_v2.py"))
+        .args(["--receipt", receipt, "--keys"])
+        .arg(&contradicting_file)
+        .arg("--draw")
+        .arg(&draw_file)
+        .output()
+        .unwrap();
+    assert_eq!(python.status.code(), Some(1), "{}", String::from_utf8_lossy(&python.stdout));
+    std::fs::write(&receipt_file, serde_json::to_vec(&json!({ "receipt": receipt, "keys": contradicting })).unwrap())
+        .unwrap();
+    let rust = std::process::Command::new(&verifier)
+        .arg("receipt")
+        .arg(&receipt_file)
+        .arg("--draw")
+        .arg(&draw_file)
+        .output()
+        .unwrap();
+    assert_eq!(rust.status.code(), Some(1), "{}", String::from_utf8_lossy(&rust.stdout));
 }
 
 /// A ballot may ask each entry for work (ticket-pow/v1): without it, with a wrong nonce or with
@@ -719,6 +749,7 @@ async fn a_draw_in_many_asks_at_once_lays_down_the_one_draw() -> Result<(), draw
         app.functions.gate.clone(),
         app.functions.rebuilder.clone(),
         app.courier(),
+        app.settings.hash.receipts.clone(),
     )
     .paced(std::time::Duration::ZERO, std::time::Duration::ZERO);
     let organiser = |draw: Draw| {

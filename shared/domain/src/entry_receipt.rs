@@ -75,8 +75,9 @@ pub struct DrawHead {
     pub beacon_public_key: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub beacon_signature: Option<String>,
-    /// The ids of the keys whose receipts this head vouches for: a key anyone adds to a keys
-    /// document checks their own receipts, but no head names it.
+    /// The ids of the keys whose receipts this head vouches for: the keys its event committed to
+    /// at release (an event that committed none: the keys published when it was signed). A key
+    /// anyone adds to a keys document checks their own receipts, but no head names it.
     pub receipt_keys: Vec<String>,
 }
 

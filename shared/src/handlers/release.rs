@@ -95,7 +95,7 @@ impl Release {
         chains: Vec<crate::domain::beacon::Chain>,
         receipts: StagedSecret<ReceiptKey>,
     ) -> Self {
-        let draw = Draw::new(store.clone(), gate.clone(), rebuilder.clone(), courier);
+        let draw = Draw::new(store.clone(), gate.clone(), rebuilder.clone(), courier, receipts.clone());
         Self { store, gate, rebuilder, limits, deployment, chains, draw, receipts }
     }
 

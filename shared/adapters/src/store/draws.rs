@@ -89,6 +89,9 @@ pub struct DrawRecord {
     pub done: bool,
     /// How many of a ballot's chunks are laid down: a draw asked again goes on from there.
     pub chunks_laid: u32,
+    /// The draw's head (`TH1.`), signed once the draw is complete and kept: served as it was
+    /// signed, whatever keys are held since (docs/FAIRNESS.md section 6b).
+    pub head: Option<String>,
 }
 
 /// Where a ballot stands, read consistently from the event's item.
@@ -636,6 +639,7 @@ impl Store {
                 drawn_at: get_time(&item, "drawn_at")?,
                 done: item.contains_key("draw_done_at"),
                 chunks_laid: super::codec::opt_n(&item, "draw_chunks_laid")?.unwrap_or(0),
+                head: opt_s(&item, "draw_head"),
             }),
             None => None,
         };
@@ -693,6 +697,28 @@ impl Store {
         match result {
             Ok(_) => Ok(()),
             // A concurrent run got there first: the count stands.
+            Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Keeps the complete draw's signed head once: a second (a retry, a concurrent draw) leaves
+    /// the first, which every reader then serves.
+    pub async fn keep_head(&self, event: &EventId, head: &str) -> Result<(), StoreError> {
+        let result = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(event_key(event).into_iter().collect()))
+            .update_expression("SET draw_head = :head")
+            .condition_expression("attribute_exists(draw_done_at) AND attribute_not_exists(draw_head)")
+            .expression_attribute_values(":head", s(head))
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
             Err(e) if matches!(e.as_service_error(), Some(UpdateItemError::ConditionalCheckFailedException(_))) => {
                 Ok(())
             }

@@ -29,6 +29,7 @@ use crate::{
     domain::{
         Event, EventId, OrderId, UserId, Waiter,
         draw::Algorithm,
+        entry_receipt::ReceiptKey,
         event::rfc3339,
         order::{MessageHead, WaitHead},
         sale_mode::SaleMode,
@@ -36,6 +37,7 @@ use crate::{
     gate::{DrawLaid, DrawWaiter, DrawWinner, Gate},
     http::ApiError,
     recovery::{Rebuild, Rebuilder},
+    secrets::StagedSecret,
     store::{Store, draws::DrawRecord},
 };
 
@@ -158,14 +160,23 @@ pub struct Draw {
     gate: Gate,
     rebuilder: Rebuilder,
     courier: Courier,
+    /// The entry receipts' keys: the complete draw's head is signed once, with one its event
+    /// committed to, and kept (docs/FAIRNESS.md section 6b).
+    receipts: StagedSecret<ReceiptKey>,
     /// How long one ask reads the entries, and lays places down ([`ROLL_FOR`], [`LAY_FOR`]).
     roll_for: Duration,
     lay_for: Duration,
 }
 
 impl Draw {
-    pub fn new(store: Store, gate: Gate, rebuilder: Rebuilder, courier: Courier) -> Self {
-        Self { store, gate, rebuilder, courier, roll_for: ROLL_FOR, lay_for: LAY_FOR }
+    pub fn new(
+        store: Store,
+        gate: Gate,
+        rebuilder: Rebuilder,
+        courier: Courier,
+        receipts: StagedSecret<ReceiptKey>,
+    ) -> Self {
+        Self { store, gate, rebuilder, courier, receipts, roll_for: ROLL_FOR, lay_for: LAY_FOR }
     }
 
     /// The same draw, one ask doing at most a wave of the read, or a chunk of the lay-down, past
@@ -193,6 +204,10 @@ impl Draw {
         if let Some(record) = &state.draw
             && record.done
         {
+            // A draw completed before its head was kept (a crash between the two) keeps it now.
+            if record.head.is_none() {
+                self.keep_head(&event).await;
+            }
             return Ok(DrawStep::Done(summary(&event, record)));
         }
         if state.draw.is_none() {
@@ -248,6 +263,7 @@ impl Draw {
                     drawn_at: now,
                     done: false,
                     chunks_laid: 0,
+                    head: None,
                 };
                 // A concurrent draw recorded first: its record stands (the same secret and round
                 // give the same draw).
@@ -269,8 +285,31 @@ impl Draw {
             }
         }
         self.store.draw_done(id, now).await?;
+        self.keep_head(&event).await;
         tracing::info!(event_id = %id, entrants = record.entrants, mode = event.sale_mode.as_str(), "drawn");
         Ok(DrawStep::Done(summary(&event, &record)))
+    }
+
+    /// Signs the complete draw's head once, with a key its event committed to, and keeps it: what
+    /// `GET /events/{id}/receipt-key` serves from then on, whatever rotations follow. Best effort:
+    /// a head not kept now is kept by the next ask of the draw, and until then signed where it is
+    /// asked for while a committed key is held.
+    async fn keep_head(&self, event: &Event) {
+        let signed = async {
+            let Some(head) = super::receipt_key::draw_head(&self.store, event).await? else { return Ok(None) };
+            let keys = self.receipts.get().await?;
+            let signer = super::entry::signer_for(&keys, event)?;
+            Ok::<_, ApiError>(Some(signer.sign_head(&super::receipt_key::vouching(event, &keys, head))))
+        };
+        match signed.await {
+            Ok(Some(text)) => {
+                if let Err(e) = self.store.keep_head(&event.id, &text).await {
+                    tracing::warn!(event_id = %event.id, error = %e, "the draw's head was not kept; the next ask keeps it");
+                }
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(event_id = %event.id, error = %e, "the draw's head could not be signed"),
+        }
     }
 
     /// Lays the draw down, chunk by chunk in draw order, from the first not laid yet until

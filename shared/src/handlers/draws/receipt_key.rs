@@ -1,6 +1,7 @@
 //! `GET /events/{id}/receipt-key` (grab): the public keys that sign entries' receipts (current, and
-//! next and previous around a rotation), and once the draw is complete its head signed with the
-//! same key (docs/FAIRNESS.md sections 6a and 6b). With them an entrant checks their receipt, and
+//! next and previous around a rotation), the keys the event committed to at release
+//! (`committed`), and once the draw is complete its head, signed with a committed key when the
+//! draw completed and kept (docs/FAIRNESS.md sections 6a and 6b). With them an entrant checks their receipt, and
 //! that the draw shown to them is the one shown to everyone. Grab serves it: grab holds the key.
 
 use lambda_http::{Body, Response, http::StatusCode};
@@ -11,6 +12,7 @@ use crate::{
         Event, EventId,
         entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
         event::rfc3339,
+        key_rotation::Staged,
     },
     http::{ApiError, json},
     recovery::Rebuilder,
@@ -31,28 +33,43 @@ impl ReceiptKeys {
         Self { store, rebuilder, receipts }
     }
 
-    /// The keys as published, with the draw's head signed by the current one once the draw is
-    /// complete.
+    /// The keys as published, and once the draw is complete its head: the one signed and kept
+    /// when it completed (an event drawn before heads were kept: signed now, with a key it
+    /// committed to while one is held, else none).
     pub async fn published(&self, event: &EventId) -> Result<(Response<Body>, &'static str), ApiError> {
         let known = self.rebuilder.event(event).await?.ok_or(ApiError::EventNotFound)?;
         let keys = self.receipts.get().await?;
         let ring = ReceiptKeyRing::of(&keys);
-        // The head vouches for exactly the keys the event committed to at release, signed by one
-        // of them (an event released before keys were committed: the keys published now, by the
-        // current one).
-        let committed = known.draw.as_ref().map(|d| d.receipt_keys.clone()).unwrap_or_default();
-        let vouched =
-            if committed.is_empty() { ring.ids() } else { committed.iter().map(|k| k.key_id.clone()).collect() };
-        let head = match draw_head(&self.store, &known).await? {
-            Some(h) => Some(signer_for(&keys, &known)?.sign_head(&DrawHead { receipt_keys: vouched, ..h })),
-            None => None,
+        let kept = self.store.ballot_state(&known.id).await?.draw.and_then(|d| d.head);
+        let head = match kept {
+            Some(head) => Some(head),
+            None => match draw_head(&self.store, &known).await? {
+                Some(head) => match signer_for(&keys, &known) {
+                    Ok(signer) => Some(signer.sign_head(&vouching(&known, &keys, head))),
+                    // Logged by `signer_for`: the keys are served without a head.
+                    Err(_) => None,
+                },
+                None => None,
+            },
         };
         let mut published = ring.published(event, head);
-        if !committed.is_empty() {
-            published["committed"] = serde_json::to_value(&committed).expect("strings always serialize");
+        if let Some(terms) = known.draw.as_ref().filter(|d| !d.receipt_keys.is_empty()) {
+            published["committed"] = serde_json::to_value(&terms.receipt_keys).expect("strings always serialize");
         }
         Ok((json(StatusCode::OK, &published), "OK"))
     }
+}
+
+/// The head with the keys it vouches for: exactly the ones its event committed to at release
+/// (an event released before keys were committed: the keys held now).
+pub fn vouching(event: &Event, keys: &Staged<ReceiptKey>, head: DrawHead) -> DrawHead {
+    let committed = event.draw.as_ref().map(|d| d.receipt_keys.as_slice()).unwrap_or_default();
+    let receipt_keys = if committed.is_empty() {
+        ReceiptKeyRing::of(keys).ids()
+    } else {
+        committed.iter().map(|k| k.key_id.clone()).collect()
+    };
+    DrawHead { receipt_keys, ..head }
 }
 
 /// The head of the event's complete draw, as its pages carry it (docs/FAIRNESS.md section 6b),
