@@ -17,15 +17,7 @@ use domain::{
     verify_hash::HashKey,
 };
 
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("environment variable {0} is not set")]
-    Missing(&'static str),
-    #[error("environment variable {name} is malformed: {reason}")]
-    Malformed { name: &'static str, reason: String },
-    #[error("the secret named by {name} cannot be read: {reason}")]
-    SecretUnreadable { name: &'static str, reason: String },
-}
+pub use crate::settings::ConfigError;
 
 /// How long an order may wait to be stored, nothing stored meanwhile, before the organiser's audit
 /// fails (`ORDER_STUCK_AFTER_SECONDS`, by default [`domain::audit::ORDER_STUCK_AFTER`]).

@@ -7,8 +7,7 @@ use aws_sdk_lambda::Client as Lambda;
 
 use crate::{
     aws::error_summary,
-    config::ConfigError,
-    settings::{self, Setting},
+    settings::{self, ConfigError, Setting},
 };
 use domain::{
     Event,
@@ -23,8 +22,9 @@ pub struct FleetTargets {
     pub alias: String,
 }
 
-/// The alias the template publishes on grab and verify-hash, and the API invokes.
-pub const ALIAS: &str = "live";
+/// The alias the template publishes on grab and verify-hash, and the API invokes (`FLEET_ALIAS`'s
+/// default).
+pub const ALIAS: &str = crate::settings::FLEET_ALIAS.default;
 
 impl FleetTargets {
     /// `GRAB_FUNCTION_NAME` and `VERIFY_HASH_FUNCTION_NAME` (`FLEET_ALIAS`, default [`ALIAS`]);

@@ -4,7 +4,16 @@
 
 use std::{env, str::FromStr};
 
-use crate::config::ConfigError;
+/// Why a setting could not be had: the layer's error, every reader's.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("environment variable {0} is not set")]
+    Missing(&'static str),
+    #[error("environment variable {name} is malformed: {reason}")]
+    Malformed { name: &'static str, reason: String },
+    #[error("the secret named by {name} cannot be read: {reason}")]
+    SecretUnreadable { name: &'static str, reason: String },
+}
 
 /// A variable with a default: read as `T`, the default when unset or blank; a malformed value is
 /// an error naming the variable.
@@ -135,7 +144,7 @@ settings! {
         "how long an order may wait to be stored, none stored meanwhile, before the audit's `orders_stored_in_time` fails";
     GRAB_FUNCTION_NAME: variable; "reconcile"; "where the warm fleet is provisioned; unset, no fleet is kept (the local runner, sam local)";
     VERIFY_HASH_FUNCTION_NAME: variable; "reconcile"; "the same, for verify-hash";
-    FLEET_ALIAS: value<&'static str> = crate::fleet::ALIAS; "reconcile"; "the alias the warm fleet is provisioned on";
+    FLEET_ALIAS: value<&'static str> = "live"; "reconcile"; "the alias the warm fleet is provisioned on (the template's `AutoPublishAlias`)";
     GRAB_RESERVED_CONCURRENCY: value<u32> = 0; "release, reconcile"; "grab's reserved concurrency, which caps the fleet (0: none)";
     VERIFY_HASH_RESERVED_CONCURRENCY: value<u32> = 0; "release, reconcile"; "verify-hash's, the same";
     GRAB_ROUTE_THROTTLE: value<u32> = 0; "release"; "the grab route's throttle an expected rate is checked against (0: none)";

@@ -309,6 +309,15 @@ pub fn page_bounds(from: usize, len: usize) -> (usize, usize, Option<usize>) {
     (from, to, (to < len).then_some(to))
 }
 
+/// A receipt key an event's receipts may be signed with, fixed at release before its first entry
+/// (docs/FAIRNESS.md section 6a): its id and its public half, in the event's published terms and
+/// on every page of its draw. A receipt, and the draw's head, check against these.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommittedKey {
+    pub key_id: String,
+    pub public_key: String,
+}
+
 /// What an event publishes of its draw, for anyone to check. A `ticket-draw/v1` draw is one
 /// document with its entrants (user ids); a `ticket-draw/v2` draw is published in pages of
 /// [`PAGE_PLACES`] places of its order (leaves), its entrants being those leaves sorted.
@@ -352,7 +361,7 @@ pub struct Published {
     /// receipt and the draw's head check against these; absent from a draw whose event committed
     /// none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub receipt_keys: Vec<super::entry_receipt::CommittedKey>,
+    pub receipt_keys: Vec<CommittedKey>,
 }
 
 /// What is wrong with a published draw, the first fault found.

@@ -16,6 +16,7 @@ use ed25519_dalek::{Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use super::draw::CommittedKey;
 use super::{EventId, key_rotation::Staged};
 
 pub const ALGORITHM: &str = "ticket-entry-receipt/v1";
@@ -125,15 +126,6 @@ impl DrawHead {
     pub fn vouches_for(&self, key_id: &str) -> bool {
         self.receipt_keys.iter().any(|k| k == key_id)
     }
-}
-
-/// A receipt key an event's receipts may be signed with, fixed at release before its first entry
-/// (docs/FAIRNESS.md section 6a): its id and its public half, in the event's published terms and
-/// on every page of its draw. A receipt, and the draw's head, check against these.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CommittedKey {
-    pub key_id: String,
-    pub public_key: String,
 }
 
 /// The key of `keys` that signs for an event whose receipts may be signed only by `committed`:

@@ -101,7 +101,7 @@ pub struct DrawTerms {
     /// operator cannot disown a key its receipts were signed with. Empty for an event released
     /// before they were committed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub receipt_keys: Vec<super::entry_receipt::CommittedKey>,
+    pub receipt_keys: Vec<super::draw::CommittedKey>,
     /// How many partitions its entries are spread over, fixed at release (not published: where
     /// the entries are kept, not what the draw is).
     #[serde(skip)]

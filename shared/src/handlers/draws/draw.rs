@@ -298,7 +298,7 @@ impl Draw {
         let signed = async {
             let Some(head) = super::receipt_key::draw_head(&self.store, event).await? else { return Ok(None) };
             let keys = self.receipts.get().await?;
-            let signer = super::entry::signer_for(&keys, event)?;
+            let signer = super::receipt_key::signer_for(&keys, event)?;
             Ok::<_, ApiError>(Some(signer.sign_head(&super::receipt_key::vouching(event, &keys, head))))
         };
         match signed.await {

@@ -8,14 +8,13 @@ use lambda_http::{Body, Request, Response, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use super::{drawing_event, event_in, published_draw::DrawView};
+use super::{drawing_event, event_in, published_draw::DrawView, receipt_key::signer_for};
 use crate::{
     domain::{
         Event, EventId, UserId,
         draw::{Algorithm, EntryKey, ProofStep},
-        entry_receipt::{ReceiptKey, committed_signer},
+        entry_receipt::ReceiptKey,
         event::rfc3339,
-        key_rotation::Staged,
         proof_of_work,
         sale_mode::{Entrant, SaleMode},
     },
@@ -145,24 +144,6 @@ pub(super) async fn new_entry(
     entrant.receipt = Some(signer.issue(&event.id, &key.leaf(&event.id), &rfc3339(now), None));
     entrant.key = Some(key);
     Ok((entrant, Some(signer)))
-}
-
-/// The key an event's receipts are signed with now: one the event committed to at release
-/// (docs/FAIRNESS.md section 6a), or for an event released before keys were committed the current
-/// one. When every committed key has rotated out (two rotations since its release) nothing more
-/// can be signed for it, and no entry is taken: `503`, and the log says why.
-pub(crate) fn signer_for(keys: &Staged<ReceiptKey>, event: &Event) -> Result<ReceiptKey, ApiError> {
-    let committed = event.draw.as_ref().map(|d| d.receipt_keys.as_slice()).unwrap_or_default();
-    if committed.is_empty() {
-        return Ok(keys.current.clone());
-    }
-    committed_signer(keys, committed).cloned().ok_or_else(|| {
-        tracing::error!(
-            event_id = %event.id,
-            "no receipt key the event committed to at release is held any more (the hash secret rotated twice since): its entries and its draw's head cannot be signed"
-        );
-        ApiError::Busy
-    })
 }
 
 impl Entries {

@@ -6,11 +6,10 @@
 
 use lambda_http::{Body, Response, http::StatusCode};
 
-use super::entry::signer_for;
 use crate::{
     domain::{
         Event, EventId,
-        entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
+        entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing, committed_signer},
         event::rfc3339,
         key_rotation::Staged,
     },
@@ -100,4 +99,22 @@ pub async fn draw_head(store: &Store, event: &Event) -> Result<Option<DrawHead>,
         beacon_signature: record.beacon_signature,
         receipt_keys: Vec::new(),
     }))
+}
+
+/// The key an event's receipts are signed with now: one the event committed to at release
+/// (docs/FAIRNESS.md section 6a), or for an event released before keys were committed the current
+/// one. When every committed key has rotated out (two rotations since its release) nothing more
+/// can be signed for it, and no entry is taken: `503`, and the log says why.
+pub(crate) fn signer_for(keys: &Staged<ReceiptKey>, event: &Event) -> Result<ReceiptKey, ApiError> {
+    let committed = event.draw.as_ref().map(|d| d.receipt_keys.as_slice()).unwrap_or_default();
+    if committed.is_empty() {
+        return Ok(keys.current.clone());
+    }
+    committed_signer(keys, committed).cloned().ok_or_else(|| {
+        tracing::error!(
+            event_id = %event.id,
+            "no receipt key the event committed to at release is held any more (the hash secret rotated twice since): its entries and its draw's head cannot be signed"
+        );
+        ApiError::Busy
+    })
 }
