@@ -49,8 +49,11 @@ no small-order A or R) from ed25519_ref.py. Standard library only.
 """
 
 import base64
+import contextlib
 import hashlib
+import io
 import json
+import math
 import os
 import re
 import sys
@@ -69,6 +72,15 @@ HEAD_PREFIX = "TH1."
 HEAD_CONTEXT = b"ticket-draw-head-v1\n"
 HEX64 = re.compile(r"[0-9a-f]{64}")
 BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+# Section 6a: an event id; the longest texts (strict rule 1).
+EVENT_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_RECEIPT, MAX_HEAD = 1024, 4096
+U64, U32 = 2**64, 2**32
+# Section 5: the beacon's scheme, and drand's quicknet as the text pins it.
+SCHEME = "bls-unchained-g1-rfc9380"
+QUICKNET_KEY = ("83cf0f2896adee7eb8b5f01fcad3912212c437e0073e911fb90022d3e760183c8c4b450b6a0a6c3ac6a5776a2d1064510d1fec758"
+                "c921cc22b0e17e63aaf4bcb5ed66304de9cf809bd274ca73bab4af5a6e9c76a4bc09e76eae8991ef5ece45a")
+QUICKNET_GENESIS, QUICKNET_PERIOD = 1692803367, 3
 
 
 class Unreadable(Exception):
@@ -205,11 +217,13 @@ def is_int(value):
     return type(value) is int
 
 
-def _open_signed(text, prefix, context, keys):
+def _open_signed(text, prefix, context, keys, max_len):
     """Section 6a's text and signature (6b's "as section 6a's"): (True, payload) or (False, why).
     The key is chosen by the payload's `k`, read before the signature is checked."""
     if not isinstance(text, str) or not text.startswith(prefix):
         return False, f"not a {prefix} text"
+    if len(text) > max_len:
+        return False, f"longer than {max_len} characters"
     parts = text[len(prefix):].split(".")
     if len(parts) != 2:
         return False, f"not {prefix}<payload>.<signature>"
@@ -229,23 +243,25 @@ def _open_signed(text, prefix, context, keys):
 
 def check_receipt(receipt, keys):
     """Section 6a's "checks": (True, payload) or (False, why). `keys` maps key id to public key."""
-    ok, payload = _open_signed(receipt, RECEIPT_PREFIX, RECEIPT_CONTEXT, keys)
+    ok, payload = _open_signed(receipt, RECEIPT_PREFIX, RECEIPT_CONTEXT, keys, MAX_RECEIPT)
     if not ok:
         return ok, payload
-    for name in ("e", "t"):
-        if not isinstance(payload.get(name), str):
-            return False, f"the payload has no {name!r} string"
+    if not isinstance(payload.get("e"), str) or not EVENT_ID.fullmatch(payload["e"]):
+        return False, "'e' is not an event id"
+    if not isinstance(payload.get("t"), str):
+        return False, "the payload has no 't' string"
     if not isinstance(payload.get("l"), str) or not HEX64.fullmatch(payload["l"]):
         return False, "'l' is not 64 lowercase hex digits"
     # "if present, `r` as an integer from 1 (not null, not 0)": nor a bool, nor 1.0.
-    if "r" in payload and not (is_int(payload["r"]) and payload["r"] >= 1):
+    if "r" in payload and not (is_int(payload["r"]) and 1 <= payload["r"] < U64):
         return False, f"'r' is {json.dumps(payload['r'])}, not an integer from 1"
     return True, payload
 
 
 HEAD_STRINGS = ("e", "algorithm", "commitment", "root", "entries_close", "drawn_at")
-HEAD_INTEGERS = ("entrant_count", "capacity")
-HEAD_OPTIONAL_INTEGERS = ("admission_rate", "beacon_round")
+# Each integer member and the bound it stays below (section 6b, "Kinds").
+HEAD_INTEGERS = {"entrant_count": U64, "capacity": U32}
+HEAD_OPTIONAL_INTEGERS = {"admission_rate": U32, "beacon_round": U64}
 HEAD_OPTIONAL_HEX = ("beacon_public_key", "beacon_signature")
 LOWER_HEX = re.compile(r"(?:[0-9a-f]{2})+")
 
@@ -255,21 +271,23 @@ def check_head(head, keys):
     integers; `admission_rate` and `beacon_round` integers when present, `beacon_public_key` and
     `beacon_signature` lowercase hex when present; `receipt_keys` a list of key ids, always).
     (True, payload) or (False, why)."""
-    ok, payload = _open_signed(head, HEAD_PREFIX, HEAD_CONTEXT, keys)
+    ok, payload = _open_signed(head, HEAD_PREFIX, HEAD_CONTEXT, keys, MAX_HEAD)
     if not ok:
         return ok, payload
     for name in HEAD_STRINGS:
         if not isinstance(payload.get(name), str):
             return False, f"the head has no {name!r} string"
-    for name in HEAD_INTEGERS:
-        if not is_int(payload.get(name)):
-            return False, f"the head's {name!r} is not an integer"
-    for name in HEAD_OPTIONAL_INTEGERS:
-        if name in payload and not is_int(payload[name]):
-            return False, f"the head's {name!r} is present and not an integer"
+    if not EVENT_ID.fullmatch(payload["e"]):
+        return False, "the head's 'e' is not an event id"
+    for name, bound in HEAD_INTEGERS.items():
+        if not (is_int(payload.get(name)) and 0 <= payload[name] < bound):
+            return False, f"the head's {name!r} is not an integer from 0 below {bound}"
+    for name, bound in HEAD_OPTIONAL_INTEGERS.items():
+        if name in payload and not (is_int(payload[name]) and 0 <= payload[name] < bound):
+            return False, f"the head's {name!r} is present and not an integer from 0 below {bound}"
     for name in HEAD_OPTIONAL_HEX:
-        if name in payload and not (isinstance(payload[name], str) and LOWER_HEX.fullmatch(payload[name])):
-            return False, f"the head's {name!r} is present and not lowercase hex"
+        if name in payload and not isinstance(payload[name], str):
+            return False, f"the head's {name!r} is present and not a string"
     vouched = payload.get("receipt_keys")
     if not (isinstance(vouched, list) and all(isinstance(x, str) for x in vouched)):
         return False, "the head's 'receipt_keys' is not a list of key ids"
@@ -278,7 +296,7 @@ def check_head(head, keys):
 
 # ---- RFC 3339 instants (section 6a: a late place's `t` against the draw's `entries_close`) -------
 
-RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:\d{2})")
+RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
 
 
 def _days_from_civil(y, m, d):
@@ -293,8 +311,8 @@ def _days_from_civil(y, m, d):
 
 def instant(text):
     """An RFC 3339 date-time (section 5.6) as an exact number of seconds since the epoch (UTC), or
-    None when it is not one. Any number of fractional digits; an offset is applied; a leap second
-    (:60) counts as the second after :59."""
+    None when it is not one (section 8, "Times": up to nine fractional digits; an offset is applied;
+    a leap second, :60, is not a time here)."""
     if not isinstance(text, str):
         return None
     m = RFC3339.fullmatch(text)
@@ -304,7 +322,7 @@ def instant(text):
     leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
     days_in = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
     if not (1 <= month <= 12 and 1 <= day <= days_in[month - 1] and hour <= 23 and minute <= 59
-            and second <= 60):
+            and second <= 59):
         return None
     offset = 0
     zone = m.group(8)
@@ -340,6 +358,56 @@ def read_draw_pages(paths):
     return pages
 
 
+def _is_str(v):
+    return isinstance(v, str)
+
+
+def _int_below(bound):
+    return lambda v: is_int(v) and 0 <= v < bound
+
+
+def _list_of(kind):
+    return lambda v: isinstance(v, list) and all(kind(x) for x in v)
+
+
+def _object_of(kinds):
+    return lambda v: isinstance(v, dict) and all(
+        name in v and v[name] is not None and kind(v[name]) for name, kind in kinds.items())
+
+
+# Section 8, "Kinds": a page's members and what each must be.
+PAGE_KINDS = {
+    "algorithm": _is_str, "commitment": _is_str, "secret": _is_str, "root": _is_str,
+    "event_id": _is_str, "entries_close": _is_str, "drawn_at": _is_str,
+    "entrant_count": _int_below(U64), "from": _int_below(U64), "next": _int_below(U64),
+    "capacity": _int_below(U32), "admission_rate": _int_below(U32),
+    "order": _list_of(_is_str), "entrants": _list_of(_is_str),
+    "beacon": _object_of({"scheme": _is_str, "public_key": _is_str, "round": _int_below(U64), "signature": _is_str}),
+    "receipt_keys": _list_of(_object_of({"key_id": _is_str, "public_key": _is_str})),
+}
+PAGE_REQUIRED = ("algorithm", "commitment", "secret", "root", "order")
+
+
+def readable_pages(pages):
+    """Section 8: each page an object, a `null` member as if absent, every member it names of its
+    kind. The pages, nulls dropped; raises Unreadable (exit 2)."""
+    if not isinstance(pages, list) or not pages:
+        raise Unreadable("no page")
+    read = []
+    for i, page in enumerate(pages):
+        if not isinstance(page, dict):
+            raise Unreadable(f"page {i + 1} is not a JSON object")
+        page = {name: v for name, v in page.items() if v is not None}
+        for name in PAGE_REQUIRED:
+            if name not in page:
+                raise Unreadable(f"page {i + 1} has no {name!r}")
+        for name, kind in PAGE_KINDS.items():
+            if name in page and not kind(page[name]):
+                raise Unreadable(f"page {i + 1}'s {name!r} is not of its kind (section 8)")
+        read.append(page)
+    return read
+
+
 def _hex_bytes(value, what, length=32):
     if not isinstance(value, str) or len(value) != 2 * length or not re.fullmatch(r"[0-9a-f]*", value):
         raise Fault(f"{what} is not {length} bytes of lowercase hex")
@@ -367,6 +435,8 @@ def join_draw(pages):
         following = page.get("next")
         if following is not None and following != len(order):
             raise Fault(f"a page whose next ({following!r}) is not where it ends ({len(order)})")
+        if following is None and page is not pages[-1] and not (len(pages) == 1):
+            raise Fault(f"a page follows the one from {page.get('from', 0)}, which names no next")
     if pages[-1].get("next") is not None:
         raise Fault(f"the page from {pages[-1].get('from')} says more follow; give every page")
     if terms.get("algorithm") != ALGORITHM.decode():
@@ -389,8 +459,6 @@ def check_draw(terms, order):
     a secret or beacon signature that is not hex of its length."""
     secret = _hex_bytes(terms.get("secret"), "the secret")
     beacon = terms.get("beacon")
-    if beacon is not None and not isinstance(beacon, dict):
-        raise Fault("the beacon is not an object")
     if beacon:
         # Section 5: the randomness is SHA-256 of the signature's 48 bytes (its pairing check is not made here).
         randomness = hashlib.sha256(_hex_bytes(beacon.get("signature"), "the beacon's signature", 48)).digest()
@@ -411,7 +479,33 @@ def check_draw(terms, order):
         place = next((i for i, (a, b) in enumerate(zip(result["order"], order)) if a != b),
                      min(len(order), len(result["order"])))
         problems.append(f"the published order disagrees from place {place + 1}")
+    problems += terms_problems(terms)
     return result["root"], result["order"], problems[0] if problems else None
+
+
+def terms_problems(terms):
+    """Section 7, a draw's verdict, step 3: drawn not before the close; the beacon's form; a
+    quicknet round the first after the close (section 5)."""
+    problems = []
+    close = terms.get("entries_close")
+    if close is not None:
+        at_close, drawn = instant(close), terms.get("drawn_at")
+        if at_close is None or (drawn is not None and instant(drawn) is None):
+            problems.append("entries_close or drawn_at is not a time (section 8)")
+        elif drawn is not None and instant(drawn) < at_close:
+            problems.append(f"drawn at {drawn}, before the entries closed at {close}")
+    beacon = terms.get("beacon")
+    if beacon:
+        if beacon["scheme"] != SCHEME:
+            problems.append(f"the beacon's scheme is {beacon['scheme']!r}, not {SCHEME}")
+        if not re.fullmatch(r"[0-9a-f]{192}", beacon["public_key"]):
+            problems.append("the beacon's public key is not 96 bytes of lowercase hex")
+        if beacon["public_key"] == QUICKNET_KEY and close is not None and instant(close) is not None:
+            seconds = math.floor(instant(close))
+            first = 1 if seconds < QUICKNET_GENESIS else (seconds - QUICKNET_GENESIS) // QUICKNET_PERIOD + 2
+            if beacon["round"] != first:
+                problems.append(f"the beacon round is {beacon['round']}, not quicknet's first after the close ({first})")
+    return problems
 
 
 BLS_NOTE = "note: the beacon's BLS signature is not checked (no pairing library here); its randomness is SHA-256 of it"
@@ -420,6 +514,17 @@ BLS_NOTE = "note: the beacon's BLS signature is not checked (no pairing library 
 def main_draw(paths):
     try:
         pages = read_draw_pages(paths)
+    except Unreadable as e:
+        print(f"unreadable: {e}", file=sys.stderr)
+        return 2
+    return draw_verdict(pages)
+
+
+def draw_verdict(pages):
+    """Section 7, a draw's verdict, over its pages in memory: the exit code; the root and the order
+    printed."""
+    try:
+        pages = readable_pages(pages)
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)
         return 2
@@ -496,13 +601,20 @@ def keys_of(doc, path):
             public = unb64u(entry.get("public_key")) if isinstance(entry, dict) else b""
         except ValueError as e:
             raise Fault(f"{path}: {e}")
-        if len(public) != 32:
-            raise Fault(f"{path}: a public_key that is not 32 bytes")
+        if not strict_key(public):
+            raise Fault(f"{path}: a public_key that is not the canonical encoding of a point of large order")
         # The id is derived, never trusted; a published id that is not the key's own is a contradiction.
         if entry.get("key_id") is not None and entry["key_id"] != key_id(public):
             raise Fault(f"{path}: key_id {entry['key_id']!r} is not {key_id(public)!r}, its key's")
         keys[key_id(public)] = public
     return keys
+
+
+def strict_key(public):
+    """Section 6a's strict rules 2, 4 and 5 for a published key: 32 bytes, a point's canonical
+    encoding, not of small order."""
+    point = ed25519_ref._decompress(public) if len(public) == 32 else None
+    return point is not None and not ed25519_ref._small_order(point)
 
 
 def committed_keys(committed):
@@ -520,8 +632,8 @@ def committed_keys(committed):
             raise Fault(f"the draw's receipt_keys: {e}")
         if len(public) != 32 or entry.get("key_id") != key_id(public):
             raise Fault("the draw's receipt_keys: a key that is not 32 bytes, or not the id it is listed under")
-        if ed25519_ref._decompress(public) is None:
-            raise Fault("the draw's receipt_keys: a key that is no point of the curve")
+        if not strict_key(public):
+            raise Fault("the draw's receipt_keys: a key that is not the canonical encoding of a point of large order")
         keys[key_id(public)] = public
     return keys
 
@@ -558,11 +670,27 @@ def where_it_stands(place, terms):
 def main_receipt(receipt, keys_path, draw_paths, entry_key):
     try:
         keys_doc = _read_json(keys_path)
-        if not isinstance(keys_doc, dict):
-            raise Unreadable(f"{keys_path}: not a JSON object")
         pages = read_draw_pages(draw_paths)
+    except Unreadable as e:
+        print(f"unreadable: {e}", file=sys.stderr)
+        return 2
+    shown = {"receipt": receipt, "keys": keys_doc}
+    if entry_key is not None:
+        shown["entry_key"] = entry_key
+    return receipt_verdict(shown, pages)
+
+
+def receipt_verdict(shown, pages):
+    """Section 7, a receipt's verdict, over the entrant's file (`receipt`, `keys`, `entry_key`)
+    and the draw's pages, in memory: the exit code, what it found printed."""
+    try:
+        if not (isinstance(shown, dict) and isinstance(shown.get("receipt"), str)
+                and isinstance(shown.get("keys"), dict)):
+            raise Unreadable("the entrant's file is not an object with a receipt string and a keys object")
+        receipt, keys_doc, entry_key = shown["receipt"], shown["keys"], shown.get("entry_key")
         if entry_key is not None and not (isinstance(entry_key, str) and HEX64.fullmatch(entry_key)):
-            raise Unreadable("--entry-key is not 32 bytes of lowercase hex")
+            raise Unreadable("the entry key is not 32 bytes of lowercase hex")
+        pages = readable_pages(pages)
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)
         return 2
@@ -586,7 +714,7 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
             if "committed" in keys_doc and keys_doc["committed"] != committed:
                 raise Fault("the keys document's committed keys are not the draw's receipt_keys")
         else:
-            keys = keys_of(keys_doc, keys_path)
+            keys = keys_of(keys_doc, "the keys document")
     except Fault as e:
         print(f"FAILED: the keys do not check: {e}")
         return 1
@@ -596,6 +724,9 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
         return 1
     print(f"receipt checks: key {payload['k']}, event {payload['e']}, leaf {payload['l']}, accepted {payload['t']}"
           + (f", rank {payload['r']}" if "r" in payload else ""))
+    if keys_doc.get("event_id") is not None and keys_doc["event_id"] != payload["e"]:
+        print(f"FAILED: the keys are published for event {keys_doc['event_id']!r}; the receipt names {payload['e']!r}")
+        return 1
     if entry_key is not None:
         if leaf(payload["e"], bytes.fromhex(entry_key)).hex() != payload["l"]:
             print("FAILED: SHA-256(0x00 || event || 0x00 || entry key) is not the receipt's leaf")
@@ -652,9 +783,13 @@ def main_receipt(receipt, keys_path, draw_paths, entry_key):
                    f"{json.dumps(head['receipt_keys'])}" if head_ok and not vouched else None)
     if leaf_bytes in order:
         place = order.index(leaf_bytes) + 1
+        if head_ok and is_late_place(payload, head)[0]:
+            print(f"FAILED: the receipt is a late place's ({is_late_place(payload, head)[1]}), yet its leaf is"
+                  f" drawn at place {place}")
+            return 1
         print(f"in the draw: place {place} of {len(order)}; {where_it_stands(place, terms)}")
         if "r" in payload:
-            print("note: the receipt has r (a place after the close), yet its leaf is among the drawn entrants")
+            print("note: the receipt has r, but by the signed head's terms it is no late place")
         if not head_ok:
             print("note: without a signed head that matches, this place is the place in these pages only")
         if not_vouched:
@@ -785,9 +920,45 @@ def parse_receipt_options(argv):
     return options
 
 
+def check_documents(path):
+    """tests/vectors/fairness-documents.json: each signature's `checks` and each case's `exit`, by
+    this file's own checks and verdicts (their printing silenced)."""
+    v = _read_json(path)
+    if not isinstance(v, dict) or v.get("version") != "fairness-documents/v1":
+        raise Unreadable(f"{path}: not fairness-documents/v1")
+    checked = 0
+    for i, x in enumerate(v["signature"]):
+        try:
+            public = unb64u(x["public_key"])
+        except ValueError:
+            public = b""
+        keys = {key_id(public): public} if strict_key(public) else {}
+        check = check_head if x["text"].startswith(HEAD_PREFIX) else check_receipt
+        ok, _ = check(x["text"], keys)
+        if ok != x["checks"]:
+            print(f"FAILED: signature {i} ({x['rule']}) disagrees: checks {ok}")
+            sys.exit(1)
+        checked += 1
+    for i, case in enumerate(v["case"]):
+        said = io.StringIO()
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            if case["check"] == "draw":
+                code = draw_verdict(case["pages"])
+            else:
+                code = receipt_verdict(case["shown"], case["pages"])
+        if code != case["exit"]:
+            print(f"FAILED: case {i} ({case['name']}) disagrees: exit {code}, not {case['exit']}:\n{said.getvalue()}")
+            sys.exit(1)
+        checked += 1
+    print(f"ok: {checked} vectors of fairness-documents/v1 agree")
+
+
 def main(argv):
     if len(argv) == 2 and argv[0] == "--vectors":
         try:
+            if isinstance(doc := _read_json(argv[1]), dict) and doc.get("version") == "fairness-documents/v1":
+                check_documents(argv[1])
+                return 0
             check_vectors(argv[1])
         except Unreadable as e:
             print(f"unreadable: {e}", file=sys.stderr)

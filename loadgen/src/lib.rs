@@ -9,6 +9,8 @@
 //! - [`run`]: the phases of one sale and the checks; [`ballot`]: a ballot's; [`ballot_scale`]: a
 //!   ballot of a million entrants as a benchmark;
 //! - [`report`]: what was measured, for people and as JSON; [`chart`]: the sale drawn as an SVG;
+//! - [`verdict`]: what `ticketgrab-verify` finds in an event's published documents;
+//!   [`document_vectors`]: docs/FAIRNESS.md's vectors of whole documents and of its strict rules;
 //! - [`fanout`]: the rush fanned out over load workers (the load kit's Lambda function, `loadkit/`),
 //!   merged back into one report.
 
@@ -16,6 +18,8 @@ pub mod api;
 pub mod ballot;
 pub mod ballot_scale;
 pub mod chart;
+pub mod document_vectors;
 pub mod fanout;
 pub mod report;
 pub mod run;
+pub mod verdict;

@@ -36,8 +36,11 @@ pub struct Chain {
     pub period: i64,
 }
 
-/// The League of Entropy's quicknet (`52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971`):
-/// a round every 3 s since 2023-08-23 15:09:27 UTC.
+/// quicknet's chain hash, as drand names the chain (`/52db.../info`).
+pub const QUICKNET_CHAIN_HASH: &str = "52db9ba70e0cc0f6eaf7803dd07447a1f5477735fd3f661792ba94600c84e971";
+
+/// The League of Entropy's quicknet ([`QUICKNET_CHAIN_HASH`]): a round every 3 s since
+/// 2023-08-23 15:09:27 UTC.
 pub fn quicknet() -> Chain {
     Chain {
         name: "quicknet".into(),
@@ -206,6 +209,20 @@ mod tests {
         assert!(Chain::parse(&format!("local,{},1700000000,3", LocalChain::new(&[9; 32]).public_key())).is_ok());
         assert!(Chain::parse(&format!("bad,{},1700000000,3", "11".repeat(96))).is_err());
         assert!(Chain::parse("short").is_err());
+    }
+
+    /// docs/FAIRNESS.md section 5 gives the keys a verifier needs in full, as the code pins them.
+    #[test]
+    fn fairness_gives_quicknet_and_the_development_chain_in_full() {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/FAIRNESS.md")).unwrap();
+        let text: String = text.split_whitespace().collect();
+        for (what, value) in [
+            ("quicknet's key", quicknet().public_key),
+            ("quicknet's chain hash", QUICKNET_CHAIN_HASH.to_owned()),
+            ("the development chain's key", LocalChain::development().public_key()),
+        ] {
+            assert!(text.contains(&value), "docs/FAIRNESS.md lacks {what}: {value}");
+        }
     }
 
     #[test]

@@ -507,6 +507,7 @@ impl Published {
         if entrants.windows(2).any(|w| w[0] >= w[1])
             || (algorithm == Algorithm::V2 && entrants.iter().any(|e| algorithm.leaf(e).is_none()))
             || self.entrant_count.is_some_and(|n| n != entrants.len() as u64)
+            || (algorithm == Algorithm::V2 && self.entrant_count.is_none())
         {
             return Err(DrawFault::Entrants);
         }
@@ -525,10 +526,7 @@ impl Published {
     /// first after the close (another chain's timing is the deployment's, not known here).
     fn verify_terms(&self) -> Result<(), DrawFault> {
         let Some(close) = &self.entries_close else { return Ok(()) };
-        let time = |t: &str| {
-            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339)
-                .map_err(|_| DrawFault::DrawnBeforeClose)
-        };
+        let time = |t: &str| super::instant::instant(t).ok_or(DrawFault::DrawnBeforeClose);
         let close = time(close)?;
         if let Some(drawn) = &self.drawn_at
             && time(drawn)? < close

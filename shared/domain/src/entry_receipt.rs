@@ -27,6 +27,9 @@ const HEAD_PREFIX: &str = "TH1.";
 const HEAD_CONTEXT: &[u8] = b"ticket-draw-head-v1\n";
 /// Longer receipts are refused before any decoding (a real one is ~250 characters).
 pub const MAX_RECEIPT_LEN: usize = 1_024;
+/// Longer heads are refused before any decoding (the longest, with a beacon round, two committed
+/// keys and a 64-character event id, is ~1,250).
+pub const MAX_HEAD_LEN: usize = 4_096;
 
 /// What a receipt says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,7 +51,12 @@ pub struct Receipt {
 }
 
 fn present_rank<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<std::num::NonZeroU64>, D::Error> {
-    std::num::NonZeroU64::deserialize(d).map(Some)
+    present(d)
+}
+
+/// An optional member that is present: its value, never `null` (absent is `None`, by `default`).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
 /// What the draw's signed head says (docs/FAIRNESS.md section 6b): the terms every page of the
@@ -66,15 +74,16 @@ pub struct DrawHead {
     pub entries_close: String,
     pub drawn_at: String,
     pub capacity: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Present, each optional member is of its kind: `null` is no value (docs/FAIRNESS.md section 8).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub admission_rate: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub beacon_round: Option<u64>,
     /// The beacon round's chain key and signature (hex): with the root and the secret they fix the
     /// order, not only the entrants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub beacon_public_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub beacon_signature: Option<String>,
     /// The ids of the keys whose receipts this head vouches for: the keys its event committed to
     /// at release (an event that committed none: the keys published when it was signed). A key
@@ -223,10 +232,17 @@ impl PublicReceiptKey {
         URL_SAFE_NO_PAD.encode(self.0.as_bytes())
     }
 
+    /// A key as published (docs/FAIRNESS.md section 6a's strict rules): 32 bytes in canonical
+    /// base64url, the canonical encoding of a point of the curve (`y` below `p`; no sign bit on
+    /// `x = 0`), not of small order (a small-order key makes a signature that holds for any message).
     pub fn decode(encoded: &str) -> Result<Self, BadReceipt> {
         let bytes: [u8; 32] =
             URL_SAFE_NO_PAD.decode(encoded).ok().and_then(|b| b.try_into().ok()).ok_or(BadReceipt::Malformed)?;
-        VerifyingKey::from_bytes(&bytes).map(Self).map_err(|_| BadReceipt::Malformed)
+        let key = VerifyingKey::from_bytes(&bytes).map_err(|_| BadReceipt::Malformed)?;
+        if key.is_weak() || key.to_edwards().compress().to_bytes() != bytes {
+            return Err(BadReceipt::Malformed);
+        }
+        Ok(Self(key))
     }
 
     /// The key's id: the first 8 bytes of its SHA-256, base64url.
@@ -296,24 +312,29 @@ impl ReceiptKeyRing {
         })
     }
 
-    /// The ring as published (the verifier's input).
+    /// The ring as published (the verifier's input): the current key, and `next` and `previous`
+    /// each a key or `null` (absent).
     pub fn from_published(doc: &serde_json::Value) -> Result<Self, BadReceipt> {
-        let key = |v: &serde_json::Value| -> Result<Option<PublicReceiptKey>, BadReceipt> {
-            match v.get("public_key").and_then(serde_json::Value::as_str) {
-                Some(k) => PublicReceiptKey::decode(k).map(Some),
-                None => Ok(None),
+        // A key's id is derived, never trusted: a stated id that is not its key's own contradicts it.
+        let key = |v: &serde_json::Value| -> Result<PublicReceiptKey, BadReceipt> {
+            let k = v.get("public_key").and_then(serde_json::Value::as_str).ok_or(BadReceipt::Malformed)?;
+            let key = PublicReceiptKey::decode(k)?;
+            match v.get("key_id") {
+                None | Some(serde_json::Value::Null) => Ok(key),
+                Some(id) if id.as_str() == Some(key.id().as_str()) => Ok(key),
+                Some(_) => Err(BadReceipt::Malformed),
             }
         };
-        Ok(Self {
-            current: key(doc)?.ok_or(BadReceipt::Malformed)?,
-            next: doc.get("next").map(key).transpose()?.flatten(),
-            previous: doc.get("previous").map(key).transpose()?.flatten(),
-        })
+        let around = |name: &str| match doc.get(name) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(v) => key(v).map(Some),
+        };
+        Ok(Self { current: key(doc)?, next: around("next")?, previous: around("previous")? })
     }
 
     /// Checks a receipt's signature with the key it names and reads it.
     pub fn verify(&self, receipt: &str) -> Result<Receipt, BadReceipt> {
-        let said: Receipt = self.open(PREFIX, CONTEXT, receipt, |r: &Receipt| &r.key_id)?;
+        let said: Receipt = self.open(PREFIX, CONTEXT, MAX_RECEIPT_LEN, receipt, |r: &Receipt| &r.key_id)?;
         if super::hex::decode::<32>(&said.leaf).is_none() {
             return Err(BadReceipt::Malformed);
         }
@@ -322,17 +343,18 @@ impl ReceiptKeyRing {
 
     /// Checks a draw's signed head with the key it names and reads it.
     pub fn verify_head(&self, head: &str) -> Result<DrawHead, BadReceipt> {
-        self.open(HEAD_PREFIX, HEAD_CONTEXT, head, |h: &DrawHead| &h.key_id)
+        self.open(HEAD_PREFIX, HEAD_CONTEXT, MAX_HEAD_LEN, head, |h: &DrawHead| &h.key_id)
     }
 
     fn open<T: serde::de::DeserializeOwned>(
         &self,
         prefix: &str,
         context: &[u8],
+        max_len: usize,
         text: &str,
         key_id: impl Fn(&T) -> &String,
     ) -> Result<T, BadReceipt> {
-        if text.len() > MAX_RECEIPT_LEN {
+        if text.len() > max_len {
             return Err(BadReceipt::Malformed);
         }
         let rest = text.strip_prefix(prefix).ok_or(BadReceipt::Malformed)?;

@@ -12,6 +12,7 @@ pub mod fairness_vectors;
 pub mod fairness_vectors_v2;
 pub mod hex;
 pub mod ids;
+pub mod instant;
 pub mod key_rotation;
 pub mod order;
 pub mod order_seal;

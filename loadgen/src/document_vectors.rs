@@ -1,0 +1,893 @@
+//! docs/FAIRNESS.md's vectors of whole documents (`tests/vectors/fairness-documents.json`): what an
+//! event publishes and an entrant keeps, each with the verdict a verifier must give, and
+//! signatures that try each of section 6a's strict rules. `ticketgrab-verify vectors` and
+//! `tests/draw_v2.py --vectors` check them by their own verdicts (this crate's [`crate::verdict`]);
+//! the file is what this module's test writes.
+//!
+//! - `signature`: a receipt's or a head's text against one public key, and whether it checks: a
+//!   genuine one, and one for each rule a lenient verifier would break (a small-order key or `R`, an
+//!   `S` past the group order, a point or base64url text not in its canonical form, a member named
+//!   twice, `null` or `1.0` where an integer belongs, ...).
+//! - `case`: pages of a published draw, and for a receipt the entrant's file (`receipt`, `keys` as
+//!   `GET /events/{id}/receipt-key` answers, `entry_key`), with the exit code the verdict must
+//!   have (section 7): joined or not, excluded or not, and each way the documents can contradict
+//!   each other.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use shared::domain::entry_receipt::{PublicReceiptKey, ReceiptKeyRing};
+
+use crate::verdict;
+
+pub const VERSION: &str = "fairness-documents/v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vectors {
+    pub version: String,
+    pub signature: Vec<SignatureVector>,
+    pub case: Vec<CaseVector>,
+}
+
+/// A `TR1.` receipt or a `TH1.` head checked against `public_key` alone (base64url, as published:
+/// possibly not a key at all).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignatureVector {
+    pub rule: String,
+    pub public_key: String,
+    pub text: String,
+    pub checks: bool,
+}
+
+/// Published documents and the verdict they must get.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CaseVector {
+    pub name: String,
+    /// `draw` (`ticketgrab-verify draw <pages>`) or `receipt` (`ticketgrab-verify receipt <shown>
+    /// --draw <pages>`).
+    pub check: String,
+    pub pages: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown: Option<Value>,
+    /// 0 checks out, 1 does not, 2 unreadable, 3 an exclusion proven.
+    pub exit: u8,
+}
+
+/// Whether `text` checks against the one key `public_key` (a key that is not one checks nothing).
+pub fn signature_checks(public_key: &str, text: &str) -> bool {
+    let Ok(key) = PublicReceiptKey::decode(public_key) else { return false };
+    let ring = ReceiptKeyRing { current: key, next: None, previous: None };
+    if text.starts_with("TH1.") { ring.verify_head(text).is_ok() } else { ring.verify(text).is_ok() }
+}
+
+/// A case's verdict, by the verifier's own checks.
+pub fn case_verdict(case: &CaseVector) -> Result<verdict::Verdict, String> {
+    match (case.check.as_str(), &case.shown) {
+        ("draw", None) => Ok(verdict::draw(case.pages.clone())),
+        ("receipt", Some(shown)) => Ok(verdict::receipt(shown.clone(), case.pages.clone())),
+        (check, _) => Err(format!("case {:?}: check {check:?} with or without `shown` as it needs", case.name)),
+    }
+}
+
+/// Each vector checked by this crate's verifier: the number checked, or the first disagreement.
+pub fn check(given: &Vectors) -> Result<usize, String> {
+    if given.version != VERSION {
+        return Err(format!("the vectors are {}, not {VERSION}", given.version));
+    }
+    for (i, v) in given.signature.iter().enumerate() {
+        if signature_checks(&v.public_key, &v.text) != v.checks {
+            return Err(format!("signature {i} ({}) disagrees", v.rule));
+        }
+    }
+    for (i, case) in given.case.iter().enumerate() {
+        let verdict = case_verdict(case)?;
+        if verdict.exit_code() != case.exit {
+            return Err(format!(
+                "case {i} ({}) disagrees: exit {}, not {} ({})",
+                case.name,
+                verdict.exit_code(),
+                case.exit,
+                verdict.said()
+            ));
+        }
+    }
+    Ok(given.signature.len() + given.case.len())
+}
+
+#[cfg(test)]
+mod write {
+    //! The vectors, made here: documents as the server publishes them, then changed as an operator
+    //! or a careless verifier would.
+
+    use base64::{Engine, engine::general_purpose::URL_SAFE_NO_PAD as B64};
+    use curve25519_dalek::Scalar;
+    use serde_json::json;
+    use sha2::{Digest, Sha256, Sha512};
+    use shared::domain::{
+        EventId,
+        draw::{Algorithm::V2, CommittedKey, EntryKey, Published, commitment, entrants},
+        entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
+    };
+
+    use super::*;
+
+    fn sha(text: &str) -> [u8; 32] {
+        Sha256::digest(text.as_bytes()).into()
+    }
+
+    /// The group's order `L`, little-endian.
+    const L: [u8; 32] = [
+        0xed, 0xd3, 0xf5, 0x5c, 0x1a, 0x63, 0x12, 0x58, 0xd6, 0x9c, 0xf7, 0xa2, 0xde, 0xf9, 0xde, 0x14, 0, 0, 0, 0, 0,
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10,
+    ];
+    /// The identity's encoding (`y = 1`): a point of small order.
+    fn identity() -> [u8; 32] {
+        let mut y = [0u8; 32];
+        y[0] = 1;
+        y
+    }
+    /// The identity with `y + p` (`p = 2^255 - 19`): a non-canonical encoding.
+    fn identity_plus_p() -> [u8; 32] {
+        let mut y = [0xffu8; 32];
+        y[0] = 0xee;
+        y[31] = 0x7f;
+        y
+    }
+    /// A point of order 8.
+    const ORDER_8: &str = "26e8958fc2b227b045c3f489f2ef98f0d5dfac05d3c63339b13802886d53fc05";
+
+    fn k(r: &[u8; 32], a: &[u8; 32], message: &[u8]) -> Scalar {
+        let wide: [u8; 64] = Sha512::new().chain_update(r).chain_update(a).chain_update(message).finalize().into();
+        Scalar::from_bytes_mod_order_wide(&wide)
+    }
+
+    fn text(prefix: &str, payload: &str, signature: &[u8]) -> String {
+        format!("{prefix}{}.{}", B64.encode(payload), B64.encode(signature))
+    }
+
+    fn signed_bytes(prefix: &str, payload: &str) -> Vec<u8> {
+        let context: &[u8] = if prefix == "TH1." { b"ticket-draw-head-v1\n" } else { b"ticket-entry-receipt-v1\n" };
+        [context, B64.encode(payload).as_bytes()].concat()
+    }
+
+    /// A signature whose `R` is `r` and whose equation `[S]B = R + [k]A` holds: `S = k a` holds
+    /// for `R` the identity (in any encoding a lenient reader takes for it).
+    fn with_r(seed: &[u8; 32], r: [u8; 32], message: &[u8]) -> Vec<u8> {
+        let key = ed25519_dalek::SigningKey::from_bytes(seed);
+        let s = k(&r, key.verifying_key().as_bytes(), message) * key.to_scalar();
+        [r, s.to_bytes()].concat()
+    }
+
+    fn signature_vectors(seed: &[u8; 32], payload: &str, head: &str) -> Vec<SignatureVector> {
+        let key = ReceiptKey::from_seed(seed);
+        let public = key.public().encoded();
+        let genuine = key.sign(payload.as_bytes());
+        let vector = |rule: &str, public_key: &str, text: String| SignatureVector {
+            rule: rule.into(),
+            public_key: public_key.into(),
+            checks: signature_checks(public_key, &text),
+            text,
+        };
+        let (head_of, sig_of) = genuine.rsplit_once('.').expect("a receipt");
+        let sig = B64.decode(sig_of).expect("base64url");
+        let with_payload = |p: &str| key.sign(p.as_bytes());
+        let id = key.public().id();
+        let id_of = |bytes: &[u8]| B64.encode(&Sha256::digest(bytes)[..8]);
+        // A key of small order signs anything: R and A the identity, S = 0, for any payload.
+        let small = identity();
+        let small_payload = payload.replace(&id, &id_of(&small));
+        let order_8 = shared::domain::hex::decode::<32>(ORDER_8).expect("hex");
+        // With A of order 8 the equation holds when k is a multiple of 8: a payload is found for it.
+        let eight_payload = (0..3600)
+            .map(|n| {
+                format!(
+                    r#"{{"k":"{}","e":"ev-docs","l":"{}","t":"2027-03-01T09:{:02}:{:02}Z"}}"#,
+                    id_of(&order_8),
+                    "ab".repeat(32),
+                    n / 60,
+                    n % 60
+                )
+            })
+            .find(|p| k(&identity(), &order_8, &signed_bytes("TR1.", p)).to_bytes()[0].is_multiple_of(8))
+            .expect("one in eight payloads");
+        let s_plus_l = {
+            let mut s = [0u8; 32];
+            let mut carry = 0u16;
+            for i in 0..32 {
+                let sum = u16::from(sig[32 + i]) + u16::from(L[i]) + carry;
+                s[i] = sum as u8;
+                carry = sum >> 8;
+            }
+            [&sig[..32], &s[..]].concat()
+        };
+        // base64url out of its canonical form, each decoding to the genuine signature's bytes.
+        let spare_bits = {
+            let mut t = sig_of.to_owned();
+            let last = t.pop().expect("a character");
+            let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+            let at = alphabet.iter().position(|c| *c as char == last).expect("base64url");
+            t.push(alphabet[at | 1] as char);
+            format!("{head_of}.{t}")
+        };
+        let mut vectors = vec![
+            vector("a genuine receipt: it checks", &public, genuine.clone()),
+            vector(
+                "A of small order (the identity): with R the identity and S = 0 the equation holds for any payload",
+                &B64.encode(small),
+                text("TR1.", &small_payload, &[identity(), [0; 32]].concat()),
+            ),
+            vector(
+                "A of order 8: with R the identity and S = 0 the equation holds for a payload whose k is a multiple of 8",
+                &B64.encode(order_8),
+                text("TR1.", &eight_payload, &[identity(), [0; 32]].concat()),
+            ),
+            vector(
+                "R of small order (the identity): S = k a makes the equation hold",
+                &public,
+                text("TR1.", payload, &with_r(seed, identity(), &signed_bytes("TR1.", payload))),
+            ),
+            vector(
+                "R not in canonical form (the identity's y + p): a reader that reduces y takes it for the identity",
+                &public,
+                text("TR1.", payload, &with_r(seed, identity_plus_p(), &signed_bytes("TR1.", payload))),
+            ),
+            vector("S + L: past the group order, the same point", &public, format!("{head_of}.{}", B64.encode(&s_plus_l))),
+            vector(
+                "A not in canonical form (the identity's y + p), R the identity, S = 0",
+                &B64.encode(identity_plus_p()),
+                text("TR1.", &payload.replace(&id, &id_of(&identity_plus_p())), &[identity(), [0; 32]].concat()),
+            ),
+            vector("the signature's base64url padded with '='", &public, format!("{genuine}==")),
+            vector("the signature's base64url with its spare bits not zero", &public, spare_bits),
+            vector(
+                "a member named twice (t): signed as it stands",
+                &public,
+                with_payload(&payload.replace(r#""}"#, r#"","t":"2027-03-01T09:00:00Z"}"#)),
+            ),
+            vector(
+                "members in another order, with spaces and a member not named here: read by name, it checks",
+                &public,
+                with_payload(&format!(
+                    r#"{{ "t": "2027-03-01T09:30:00Z", "note": 1, "l": "{}", "e": "ev-docs", "k": "{id}" }}"#,
+                    "ab".repeat(32)
+                )),
+            ),
+            vector("r null", &public, with_payload(&payload.replace(r#""}"#, r#"","r":null}"#))),
+            vector("r 0", &public, with_payload(&payload.replace(r#""}"#, r#"","r":0}"#))),
+            vector("r 1.0: not an integer", &public, with_payload(&payload.replace(r#""}"#, r#"","r":1.0}"#))),
+            vector("r a string", &public, with_payload(&payload.replace(r#""}"#, r#"","r":"7"}"#))),
+            vector("r 7: a late place's rank, it checks", &public, with_payload(&payload.replace(r#""}"#, r#"","r":7}"#))),
+            vector("l in upper case", &public, with_payload(&payload.replace(&"ab".repeat(32), &"AB".repeat(32)))),
+            vector("e not an event id (a space)", &public, with_payload(&payload.replace("ev-docs", "ev docs"))),
+            vector("k missing", &public, with_payload(&payload.replace(&format!(r#""k":"{id}","#), ""))),
+            vector(
+                "longer than 1,024 characters",
+                &public,
+                with_payload(&payload.replace(r#""}"#, &format!(r#"","note":"{}"}}"#, "x".repeat(800)))),
+            ),
+            vector("a genuine head: it checks", &public, key.sign_head_payload(head.as_bytes())),
+            vector(
+                "a head with admission_rate null",
+                &public,
+                key.sign_head_payload(head.replace(r#","receipt_keys""#, r#","admission_rate":null,"receipt_keys""#).as_bytes()),
+            ),
+            vector(
+                "a head with entrant_count 10.0: not an integer",
+                &public,
+                key.sign_head_payload(head.replace(r#""entrant_count":10"#, r#""entrant_count":10.0"#).as_bytes()),
+            ),
+            vector(
+                "a head naming root twice",
+                &public,
+                key.sign_head_payload(head.replace(r#","entrant_count""#, &format!(r#","root":"{}","entrant_count""#, "00".repeat(32))).as_bytes()),
+            ),
+            vector(
+                "a head of 1,250 characters (a beacon round, two keys, a 64-character event id): it checks",
+                &public,
+                key.sign_head_payload(
+                    head.replace("ev-docs", &"e".repeat(64))
+                        .replace(
+                            r#","receipt_keys":["#,
+                            &format!(
+                                r#","beacon_round":18446744073709551615,"beacon_public_key":"{}","beacon_signature":"{}","receipt_keys":["{id}","#,
+                                "ab".repeat(96),
+                                "cd".repeat(48)
+                            ),
+                        )
+                        .as_bytes(),
+                ),
+            ),
+        ];
+        // The standard alphabet's '+' and '/' for '-' and '_' (a lenient reader takes both).
+        if let Some(at) = sig_of.find(['-', '_']) {
+            let mut t = sig_of.to_owned();
+            t.replace_range(at..=at, if &sig_of[at..=at] == "-" { "+" } else { "/" });
+            vectors.push(vector(
+                "the signature in base64's standard alphabet ('+' or '/')",
+                &public,
+                format!("{head_of}.{t}"),
+            ));
+        }
+        vectors
+    }
+
+    const EVENT: &str = "ev-docs";
+    const CLOSE: &str = "2027-03-01T10:00:00Z";
+    const DRAWN: &str = "2027-03-01T10:00:05Z";
+
+    struct Sale {
+        whole: Published,
+        keys: Vec<EntryKey>,
+    }
+
+    fn ev() -> EventId {
+        EventId::parse(EVENT).expect("an event id")
+    }
+
+    fn sale(keys: usize, rate: Option<u32>, committed: &[&ReceiptKey], leave_out: Option<usize>) -> Sale {
+        let keys: Vec<EntryKey> =
+            (0..keys).map(|i| EntryKey::from_bytes(sha(&format!("document entry {i}")))).collect();
+        let leaves = keys.iter().enumerate().filter(|(i, _)| Some(*i) != leave_out).map(|(_, k)| k.leaf(&ev()));
+        let mut whole = Published::new(V2, entrants(leaves), &[0xcd; 32], None).expect("no beacon");
+        whole.entrants.clear();
+        whole.event_id = Some(EVENT.into());
+        whole.entries_close = Some(CLOSE.into());
+        whole.drawn_at = Some(DRAWN.into());
+        whole.capacity = Some(3);
+        whole.admission_rate = rate;
+        whole.receipt_keys = committed
+            .iter()
+            .map(|k| CommittedKey { key_id: k.public().id(), public_key: k.public().encoded() })
+            .collect();
+        Sale { whole, keys }
+    }
+
+    fn signer() -> ReceiptKey {
+        ReceiptKey::from_seed(&sha("ticket-grab receipt key"))
+    }
+    fn second() -> ReceiptKey {
+        ReceiptKey::from_seed(&sha("ticket-grab next receipt key"))
+    }
+    fn stranger() -> ReceiptKey {
+        ReceiptKey::from_seed(&sha("another receipt key"))
+    }
+
+    /// The draw in pages of `size` places, walked by `next` from 0.
+    fn pages(whole: &Published, size: usize) -> Vec<Value> {
+        let n = whole.order.len();
+        (0..n.max(1))
+            .step_by(size)
+            .map(|from| {
+                let to = (from + size).min(n);
+                serde_json::to_value(Published {
+                    entrant_count: Some(n as u64),
+                    from: Some(from as u64),
+                    next: (to < n).then_some(to as u64),
+                    order: whole.order[from.min(n)..to].to_vec(),
+                    ..whole.clone()
+                })
+                .expect("a page")
+            })
+            .collect()
+    }
+
+    fn head(sale: &Sale, by: &ReceiptKey, vouching: Option<Vec<String>>) -> String {
+        let mut head = DrawHead::of(&sale.whole, &by.public().id()).expect("a draw with its terms");
+        if let Some(ids) = vouching {
+            head.receipt_keys = ids;
+        }
+        by.sign_head(&head)
+    }
+
+    /// The keys document as `GET /events/{id}/receipt-key` answers it.
+    fn keys_doc(current: &ReceiptKey, committed: &Published, draw_head: Option<String>) -> Value {
+        let ring = ReceiptKeyRing { current: current.public(), next: None, previous: None };
+        let mut doc = ring.published(&ev(), draw_head);
+        if !committed.receipt_keys.is_empty() {
+            doc["committed"] = serde_json::to_value(&committed.receipt_keys).expect("keys");
+        }
+        doc
+    }
+
+    fn shown(receipt: String, keys: Value, entry_key: Option<&EntryKey>) -> Value {
+        let mut shown = json!({ "receipt": receipt, "keys": keys });
+        if let Some(k) = entry_key {
+            shown["entry_key"] = json!(k.to_hex());
+        }
+        shown
+    }
+
+    fn receipt(by: &ReceiptKey, key: &EntryKey, t: &str, late: Option<u64>) -> String {
+        by.issue(&ev(), &key.leaf(&ev()), t, late)
+    }
+
+    fn case(name: &str, pages: Vec<Value>, shown: Option<Value>) -> CaseVector {
+        let check = if shown.is_some() { "receipt" } else { "draw" };
+        let mut case = CaseVector { name: name.into(), check: check.into(), pages, shown, exit: u8::MAX };
+        case.exit = case_verdict(&case).expect("a case").exit_code();
+        case
+    }
+
+    fn edit(mut pages: Vec<Value>, at: usize, f: impl FnOnce(&mut Value)) -> Vec<Value> {
+        f(&mut pages[at]);
+        pages
+    }
+
+    fn draw_cases() -> Vec<CaseVector> {
+        let s = sale(10, None, &[&signer()], None);
+        let walk = pages(&s.whole, 4);
+        let mut reversed = walk.clone();
+        reversed.reverse();
+        let overlap = {
+            let mut p = walk.clone();
+            p.insert(
+                1,
+                serde_json::to_value(Published {
+                    from: Some(2),
+                    next: Some(6),
+                    order: s.whole.order[2..6].to_vec(),
+                    entrant_count: Some(10),
+                    ..s.whole.clone()
+                })
+                .expect("a page"),
+            );
+            p
+        };
+        let all = |f: &dyn Fn(&mut Value)| {
+            walk.iter()
+                .cloned()
+                .map(|mut p| {
+                    f(&mut p);
+                    p
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut past_end = walk.clone();
+        past_end.push(
+            serde_json::to_value(Published {
+                from: Some(10),
+                next: None,
+                order: vec![],
+                entrant_count: Some(10),
+                ..s.whole.clone()
+            })
+            .expect("a page"),
+        );
+        let twice = {
+            let mut p = walk.clone();
+            let first = p[0]["order"][0].clone();
+            p[2]["order"][1] = first;
+            p
+        };
+        vec![
+            case("three pages of a ballot's draw of 10, walked by next from 0", walk.clone(), None),
+            case("the same pages in another order", reversed, None),
+            case("a page missing (places 4 to 7)", vec![walk[0].clone(), walk[2].clone()], None),
+            case("the last page missing: the page before names a next", walk[..2].to_vec(), None),
+            case("pages that overlap (one asked from 2 besides the walk)", overlap, None),
+            case("an empty page from 10 (past the end) after the last", past_end, None),
+            case(
+                "one page's capacity other than the others'",
+                edit(walk.clone(), 1, |p| p["capacity"] = json!(4)),
+                None,
+            ),
+            case("one page with a member the others lack", edit(walk.clone(), 2, |p| p["note"] = json!("x")), None),
+            case("every page with a member not named by the text: ignored", all(&|p| p["note"] = json!("x")), None),
+            case(
+                "every page with admission_rate null: as if absent",
+                all(&|p| p["admission_rate"] = Value::Null),
+                None,
+            ),
+            case(
+                "entrant_count absent from every page",
+                all(&|p| {
+                    p.as_object_mut().expect("a page").remove("entrant_count");
+                }),
+                None,
+            ),
+            case("entrant_count 11 on every page, 10 places", all(&|p| p["entrant_count"] = json!(11)), None),
+            case("a leaf twice (place 9 holds place 1's leaf)", twice, None),
+            case(
+                "two places swapped",
+                {
+                    let mut p = walk.clone();
+                    let a = p[0]["order"][0].clone();
+                    p[0]["order"][0] = p[0]["order"][1].clone();
+                    p[0]["order"][1] = a;
+                    p
+                },
+                None,
+            ),
+            case("drawn before its entries closed", all(&|p| p["drawn_at"] = json!("2027-03-01T09:59:59.999Z")), None),
+            case(
+                "drawn_at with an offset, after the close as an instant",
+                all(&|p| p["drawn_at"] = json!("2027-03-01T11:00:05+01:00")),
+                None,
+            ),
+            case("capacity 3.0: not an integer", all(&|p| p["capacity"] = json!(3.0)), None),
+            case("receipt_keys not a list", all(&|p| p["receipt_keys"] = json!("keys")), None),
+            case("the secret not the commitment's", all(&|p| p["commitment"] = json!(commitment(&[0xce; 32]))), None),
+            case("receipt_keys null on every page: none committed", all(&|p| p["receipt_keys"] = Value::Null), None),
+            case(
+                "drawn_at a leap second: not a time here",
+                all(&|p| p["drawn_at"] = json!("2027-03-01T23:59:60Z")),
+                None,
+            ),
+            case(
+                "drawn_at with ten fractional digits: not a time here",
+                all(&|p| p["drawn_at"] = json!("2027-03-01T10:00:05.0000000001Z")),
+                None,
+            ),
+            case("drawn_at with a lower-case t and z", all(&|p| p["drawn_at"] = json!("2027-03-01t10:00:05z")), None),
+            case(
+                "drawn_at with a space for the T: not a time here",
+                all(&|p| p["drawn_at"] = json!("2027-03-01 10:00:05Z")),
+                None,
+            ),
+            case("a page that is not an object", vec![walk[0].clone(), json!([1]), walk[2].clone()], None),
+            case("from as a string", edit(walk.clone(), 1, |p| p["from"] = json!("4")), None),
+            case(
+                "capacity 3.0 on one page, other terms besides: unreadable first",
+                edit(walk.clone(), 1, |p| p["capacity"] = json!(3.0)),
+                None,
+            ),
+            case("order not a list", edit(walk.clone(), 0, |p| p["order"] = json!("leaves")), None),
+            case(
+                "a beacon round of the development chain (its timing not checked)",
+                {
+                    let chain = shared::domain::beacon::LocalChain::development();
+                    let mut w = s.whole.clone();
+                    let leaves = s.keys.iter().map(|k| k.leaf(&ev()));
+                    let drawn =
+                        Published::new(V2, entrants(leaves), &[0xcd; 32], Some(chain.round(573_612))).expect("a round");
+                    (w.order, w.beacon) = (drawn.order, drawn.beacon);
+                    pages(&w, 4)
+                },
+                None,
+            ),
+        ]
+    }
+
+    fn receipt_cases() -> Vec<CaseVector> {
+        let (one, two) = (signer(), second());
+        let full = sale(10, None, &[&one], None);
+        let winner = full.whole.order.first().cloned().expect("a place");
+        let at = |leaf: &str| full.keys.iter().position(|k| k.leaf(&ev()) == leaf).expect("an entrant");
+        let (won, lost) = (&full.keys[at(&winner)], &full.keys[at(full.whole.order.last().expect("a place"))]);
+        let full_head = head(&full, &one, None);
+        let full_pages = pages(&full.whole, 4);
+        let keys = keys_doc(&one, &full.whole, Some(full_head.clone()));
+        let t = "2027-03-01T09:30:00Z";
+        // Entry 4 left out: the draw made again without it, and its head signed.
+        let cut = sale(10, None, &[&one], Some(4));
+        let cut_pages = pages(&cut.whole, 4);
+        let victim = &cut.keys[4];
+        let victim_receipt = receipt(&one, victim, t, None);
+        let cut_keys = |head: Option<String>| keys_doc(&one, &cut.whole, head);
+        let cut_head = head(&cut, &one, None);
+        let mut cases = vec![
+            case(
+                "a winning entry, with its entry key",
+                full_pages.clone(),
+                Some(shown(receipt(&one, won, t, None), keys.clone(), Some(won))),
+            ),
+            case(
+                "an entry that did not win",
+                full_pages.clone(),
+                Some(shown(receipt(&one, lost, t, None), keys.clone(), None)),
+            ),
+            case(
+                "an entry left out of the draw its head names",
+                cut_pages.clone(),
+                Some(shown(victim_receipt.clone(), cut_keys(Some(cut_head.clone())), Some(victim))),
+            ),
+            case(
+                "left out, its head vouching for a key the event did not commit to",
+                cut_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    cut_keys(Some(head(&cut, &one, Some(vec![stranger().public().id()])))),
+                    None,
+                )),
+            ),
+            case(
+                "left out, and no draw_head",
+                cut_pages.clone(),
+                Some(shown(victim_receipt.clone(), cut_keys(None), None)),
+            ),
+            case(
+                "left out, the head another draw's (the full draw's)",
+                cut_pages.clone(),
+                Some(shown(victim_receipt.clone(), cut_keys(Some(full_head.clone())), None)),
+            ),
+            case(
+                "left out, the pages not recomputing (two places swapped)",
+                edit(cut_pages.clone(), 0, |p| {
+                    let a = p["order"][0].clone();
+                    p["order"][0] = p["order"][1].clone();
+                    p["order"][1] = a;
+                }),
+                Some(shown(victim_receipt.clone(), cut_keys(Some(cut_head.clone())), None)),
+            ),
+            case(
+                "the keys document naming other committed keys than the pages",
+                full_pages.clone(),
+                Some(shown(
+                    receipt(&one, won, t, None),
+                    {
+                        let mut k = keys.clone();
+                        k["committed"] = json!([{"key_id": two.public().id(), "public_key": two.public().encoded()}]);
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "signed by the keys document's current key, which the event did not commit to",
+                full_pages.clone(),
+                Some(shown(
+                    receipt(&stranger(), won, t, None),
+                    keys_doc(&stranger(), &full.whole, Some(full_head.clone())),
+                    None,
+                )),
+            ),
+            case(
+                "an entry key that is not the receipt's leaf's",
+                full_pages.clone(),
+                Some(shown(receipt(&one, won, t, None), keys.clone(), Some(lost))),
+            ),
+            case(
+                "an entry key that is not 64 lowercase hex digits",
+                full_pages.clone(),
+                Some({
+                    let mut s = shown(receipt(&one, won, t, None), keys.clone(), None);
+                    s["entry_key"] = json!("AB".repeat(32));
+                    s
+                }),
+            ),
+            case(
+                "the committed keys listing a key under another's id",
+                pages(
+                    &{
+                        let mut w = full.whole.clone();
+                        w.receipt_keys[0].key_id = two.public().id();
+                        w
+                    },
+                    4,
+                ),
+                Some(shown(receipt(&one, won, t, None), keys.clone(), None)),
+            ),
+            case(
+                "the committed keys listing a key of small order",
+                pages(
+                    &{
+                        let mut w = full.whole.clone();
+                        w.receipt_keys.push(CommittedKey {
+                            key_id: B64.encode(&Sha256::digest(identity())[..8]),
+                            public_key: B64.encode(identity()),
+                        });
+                        w
+                    },
+                    4,
+                ),
+                Some(shown(receipt(&one, won, t, None), keys.clone(), None)),
+            ),
+            case(
+                "left out, the head signed with admission_rate null",
+                cut_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    cut_keys(Some({
+                        let head = DrawHead::of(&cut.whole, &one.public().id()).expect("a head");
+                        let text = serde_json::to_string(&head)
+                            .expect("json")
+                            .replace(r#","receipt_keys""#, r#","admission_rate":null,"receipt_keys""#);
+                        one.sign_head_payload(text.as_bytes())
+                    })),
+                    None,
+                )),
+            ),
+            case(
+                "left out, a receipt with a rank on a ballot (no late places)",
+                cut_pages.clone(),
+                Some(shown(
+                    receipt(&one, victim, "2027-03-01T10:00:01Z", Some(2)),
+                    cut_keys(Some(cut_head.clone())),
+                    None,
+                )),
+            ),
+            case(
+                "a receipt of another event",
+                full_pages.clone(),
+                Some(shown(
+                    one.issue(&EventId::parse("ev-other").expect("an id"), &won.leaf(&ev()), t, None),
+                    keys.clone(),
+                    None,
+                )),
+            ),
+            case(
+                "the keys document published for another event",
+                full_pages.clone(),
+                Some(shown(
+                    receipt(&one, won, t, None),
+                    {
+                        let mut k = keys.clone();
+                        k["event_id"] = json!("ev-other");
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "a receipt that does not check, and an entry key not hex: unreadable first",
+                full_pages.clone(),
+                Some({
+                    let mut s = shown(receipt(&stranger(), won, t, None), keys.clone(), None);
+                    s["entry_key"] = json!("zz");
+                    s
+                }),
+            ),
+            case(
+                "the keys not an object",
+                full_pages.clone(),
+                Some(json!({"receipt": receipt(&one, won, t, None), "keys": "keys"})),
+            ),
+            case(
+                "the keys document's previous key of small order (a receipt checked against the committed keys)",
+                full_pages.clone(),
+                Some(shown(
+                    receipt(&one, won, t, None),
+                    {
+                        let mut k = keys.clone();
+                        k["previous"] = json!({"public_key": B64.encode(identity())});
+                        k
+                    },
+                    None,
+                )),
+            ),
+        ];
+        // Two committed keys (a rotation staged at release): the second signs after it.
+        let rotated = sale(10, None, &[&one, &two], None);
+        let rotated_head = head(&rotated, &two, None);
+        cases.push(case(
+            "two committed keys: an entry signed by the second, the head too",
+            pages(&rotated.whole, 4),
+            Some(shown(
+                receipt(&two, &rotated.keys[0], t, None),
+                keys_doc(&two, &rotated.whole, Some(rotated_head)),
+                None,
+            )),
+        ));
+        // A fair open: places taken after the close are behind the draw, by their rank.
+        let open = sale(10, Some(2), &[&one], Some(4));
+        let open_pages = pages(&open.whole, 4);
+        let open_keys = keys_doc(&one, &open.whole, Some(head(&open, &one, None)));
+        let late = receipt(&one, &open.keys[4], "2027-03-01T10:00:01Z", Some(1));
+        cases.extend([
+            case(
+                "a fair open's place taken after the close (rank 1), not in the draw",
+                open_pages.clone(),
+                Some(shown(late, open_keys.clone(), None)),
+            ),
+            case(
+                "a rank dated before the close, not in the draw: an entry left out",
+                open_pages.clone(),
+                Some(shown(receipt(&one, &open.keys[4], "2027-03-01T09:59:59Z", Some(1)), open_keys.clone(), None)),
+            ),
+            case(
+                "a rank dated at a leap second after the close, not in the draw: no time, an entry left out",
+                open_pages.clone(),
+                Some(shown(receipt(&one, &open.keys[4], "2027-03-01T10:00:60Z", Some(1)), open_keys.clone(), None)),
+            ),
+            case(
+                "a rank dated after the close as an instant, in another offset, not in the draw",
+                open_pages.clone(),
+                Some(shown(
+                    receipt(&one, &open.keys[4], "2027-03-01T11:00:00.000000001+01:00", Some(1)),
+                    open_keys.clone(),
+                    None,
+                )),
+            ),
+            case(
+                "a rank dated after the close whose leaf is drawn",
+                open_pages.clone(),
+                Some(shown(receipt(&one, &open.keys[0], "2027-03-01T10:00:01Z", Some(1)), open_keys.clone(), None)),
+            ),
+        ]);
+        // An event released before keys were committed: its head says which keys it vouches for.
+        let old = sale(10, None, &[], Some(4));
+        let old_pages = pages(&old.whole, 4);
+        let old_head = head(&old, &one, Some(vec![one.public().id()]));
+        cases.extend([
+            case(
+                "no committed keys: left out, its key one the head vouches for",
+                old_pages.clone(),
+                Some(shown(victim_receipt.clone(), keys_doc(&one, &old.whole, Some(old_head.clone())), None)),
+            ),
+            case(
+                "no committed keys: left out, signed by a key the keys document adds and no head names",
+                old_pages.clone(),
+                Some(shown(
+                    receipt(&stranger(), victim, t, None),
+                    {
+                        let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
+                        k["next"] =
+                            json!({"key_id": stranger().public().id(), "public_key": stranger().public().encoded()});
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "no committed keys: the keys document's previous key of small order",
+                old_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    {
+                        let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
+                        k["previous"] = json!({"public_key": B64.encode(identity())});
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "no committed keys: the keys document stating an id that is not its key's",
+                old_pages,
+                Some(shown(
+                    victim_receipt,
+                    {
+                        let mut k = keys_doc(&one, &old.whole, Some(old_head));
+                        k["key_id"] = json!(stranger().public().id());
+                        k
+                    },
+                    None,
+                )),
+            ),
+        ]);
+        cases
+    }
+
+    pub fn generate() -> Vectors {
+        let key = signer();
+        let id = key.public().id();
+        let payload = format!(r#"{{"k":"{id}","e":"ev-docs","l":"{}","t":"2027-03-01T09:30:00Z"}}"#, "ab".repeat(32));
+        let head = format!(
+            r#"{{"k":"{id}","e":"ev-docs","algorithm":"ticket-draw/v2","commitment":"{}","root":"{}","entrant_count":10,"entries_close":"{CLOSE}","drawn_at":"{DRAWN}","capacity":3,"receipt_keys":["{id}"]}}"#,
+            commitment(&[0xcd; 32]),
+            "ef".repeat(32)
+        );
+        let mut case = draw_cases();
+        case.extend(receipt_cases());
+        Vectors {
+            version: VERSION.into(),
+            signature: signature_vectors(&sha("ticket-grab receipt key"), &payload, &head),
+            case,
+        }
+    }
+
+    fn file() -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vectors/fairness-documents.json")
+    }
+
+    /// The file is what the code computes (`UPDATE_VECTORS=1` writes it afresh), and each verdict
+    /// is the one the text gives.
+    #[test]
+    fn the_document_vectors_in_the_repository_are_the_codes() {
+        let ours = generate();
+        if std::env::var_os("UPDATE_VECTORS").is_some() {
+            let text = serde_json::to_string_pretty(&ours).expect("vectors") + "\n";
+            std::fs::write(file(), text).expect("the vectors written");
+        }
+        let text = std::fs::read_to_string(file()).expect("tests/vectors/fairness-documents.json");
+        let theirs: Vectors = serde_json::from_str(&text).expect("the vectors' form");
+        assert_eq!(theirs, ours);
+        assert_eq!(check(&theirs), Ok(theirs.signature.len() + theirs.case.len()));
+        let checks: Vec<(&str, bool)> = theirs.signature.iter().map(|v| (v.rule.as_str(), v.checks)).collect();
+        let passing = |rule: &str| rule.contains("it checks");
+        for (rule, checks) in checks {
+            assert_eq!(checks, passing(rule), "{rule}");
+        }
+        let exits: Vec<(&str, u8)> = theirs.case.iter().map(|c| (c.name.as_str(), c.exit)).collect();
+        println!("{exits:#?}");
+    }
+}
