@@ -206,7 +206,7 @@ def _no_constant(name):
 
 
 def _json_object(text):
-    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    value = strict_json(text)
     if not isinstance(value, dict):
         raise ValueError("the payload is not a JSON object")
     return value
@@ -339,11 +339,52 @@ def instant(text):
 # ---- Section 2a, published: one object or its pages joined by `from` --------------------------
 
 def _read_json(path):
+    """A file's JSON, strictly (section 8): no member named twice, no NaN, no lone surrogate."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return strict_json(f.read())
     except (OSError, ValueError) as e:
         raise Unreadable(f"{path}: {e}")
+
+
+def _scalar_text(value):
+    """Every string in `value` is Unicode scalar values (a lone surrogate escape is none)."""
+    if isinstance(value, str):
+        value.encode("utf-8")  # raises UnicodeEncodeError (a ValueError) on a lone surrogate
+    elif isinstance(value, list):
+        for x in value:
+            _scalar_text(x)
+    elif isinstance(value, dict):
+        for name, x in value.items():
+            _scalar_text(name)
+            _scalar_text(x)
+
+
+def strict_json(text):
+    """RFC 8259 JSON as section 8 reads it; raises ValueError."""
+    if text.startswith("\ufeff"):
+        raise ValueError("a byte-order mark is not JSON")
+    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    _scalar_text(value)
+    return value
+
+
+def _canonical(value):
+    """A JSON value for comparing as JSON (section 8): a number not an integer from -2^63 to
+    2^64 - 1 is a double; true is not 1; member order aside."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return (type(value).__name__, value)
+    if isinstance(value, int):
+        return ("int", value) if -2**63 <= value < U64 else ("float", float(value))
+    if isinstance(value, float):
+        return ("float", value)
+    if isinstance(value, list):
+        return ("list", tuple(_canonical(x) for x in value))
+    return ("object", tuple(sorted((name, _canonical(x)) for name, x in value.items())))
+
+
+def same_json(a, b):
+    return _canonical(a) == _canonical(b)
 
 
 def read_draw_pages(paths):
@@ -363,7 +404,11 @@ def _is_str(v):
 
 
 def _int_below(bound):
-    return lambda v: is_int(v) and 0 <= v < bound
+    return _int_from(0, bound)
+
+
+def _int_from(low, bound):
+    return lambda v: is_int(v) and low <= v < bound
 
 
 def _list_of(kind):
@@ -379,8 +424,8 @@ def _object_of(kinds):
 PAGE_KINDS = {
     "algorithm": _is_str, "commitment": _is_str, "secret": _is_str, "root": _is_str,
     "event_id": _is_str, "entries_close": _is_str, "drawn_at": _is_str,
-    "entrant_count": _int_below(U64), "from": _int_below(U64), "next": _int_below(U64),
-    "capacity": _int_below(U32), "admission_rate": _int_below(U32),
+    "entrant_count": _int_below(U64), "from": _int_below(U64), "next": _int_from(1, U64),
+    "capacity": _int_from(1, U32), "admission_rate": _int_from(1, U32),
     "order": _list_of(_is_str), "entrants": _list_of(_is_str),
     "beacon": _object_of({"scheme": _is_str, "public_key": _is_str, "round": _int_below(U64), "signature": _is_str}),
     "receipt_keys": _list_of(_object_of({"key_id": _is_str, "public_key": _is_str})),
@@ -426,7 +471,9 @@ def join_draw(pages):
             raise Fault(f"a page from {page.get('from')!r} where place {len(order)} was due"
                         " (the pages do not join)")
         page_terms = {name: v for name, v in page.items() if name not in ("from", "next", "order")}
-        if terms is not None and page_terms != terms:
+        if len(pages) > 1 and isinstance(page.get("order"), list) and not page["order"]:
+            raise Fault(f"the page from {page.get('from', 0)} holds no place (only a whole draw of none may)")
+        if terms is not None and not same_json(page_terms, terms):
             raise Fault(f"the page from {page.get('from')} has other terms than the first")
         terms = page_terms
         if not isinstance(page.get("order"), list):
@@ -702,17 +749,15 @@ def receipt_verdict(shown, pages):
     except Fault as e:
         print(f"FAILED: the published draw does not check out: {e}")
         return 1
-    committed = joined[0].get("receipt_keys")
-    if "receipt_keys" in joined[0] and not isinstance(committed, list):
-        print("unreadable: the draw's receipt_keys is not a list", file=sys.stderr)
-        return 2
+    committed = joined[0].get("receipt_keys", [])
+    # The keys document the operator serves names the same commitment as the draw's terms (`[]`
+    # when they commit none), or the inputs contradict each other; compared as JSON.
+    if keys_doc.get("committed") is not None and not same_json(keys_doc["committed"], committed):
+        print("FAILED: the keys document's committed keys are not the draw's receipt_keys")
+        return 1
     try:
         if committed:
             keys = committed_keys(committed)
-            # The keys document the operator serves names the same commitment, or the inputs
-            # contradict each other.
-            if "committed" in keys_doc and keys_doc["committed"] != committed:
-                raise Fault("the keys document's committed keys are not the draw's receipt_keys")
         else:
             keys = keys_of(keys_doc, "the keys document")
     except Fault as e:

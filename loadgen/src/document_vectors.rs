@@ -251,6 +251,16 @@ mod write {
                     "ab".repeat(32)
                 )),
             ),
+            vector(
+                "a member not named here, named twice",
+                &public,
+                with_payload(&payload.replace(r#""}"#, r#"","note":1,"note":2}"#)),
+            ),
+            vector(
+                "a lone surrogate in a member not named here: not JSON",
+                &public,
+                with_payload(&payload.replace(r#""}"#, r#"","note":"\ud800"}"#)),
+            ),
             vector("r null", &public, with_payload(&payload.replace(r#""}"#, r#"","r":null}"#))),
             vector("r 0", &public, with_payload(&payload.replace(r#""}"#, r#"","r":0}"#))),
             vector("r 1.0: not an integer", &public, with_payload(&payload.replace(r#""}"#, r#"","r":1.0}"#))),
@@ -531,6 +541,24 @@ mod write {
                 None,
             ),
             case("order not a list", edit(walk.clone(), 0, |p| p["order"] = json!("leaves")), None),
+            case("capacity 0 on every page", all(&|p| p["capacity"] = json!(0)), None),
+            case(
+                "a page of no places between two (its next its own from)",
+                {
+                    let mut p = walk.clone();
+                    let mut empty = p[1].clone();
+                    empty["order"] = json!([]);
+                    empty["next"] = empty["from"].clone();
+                    p.insert(1, empty);
+                    p
+                },
+                None,
+            ),
+            case(
+                "drawn_at with an offset of 24 hours: not a time here",
+                all(&|p| p["drawn_at"] = json!("2027-03-02T10:00:05+24:00")),
+                None,
+            ),
             case(
                 "a beacon round of the development chain (its timing not checked)",
                 {
@@ -705,6 +733,58 @@ mod write {
                 )),
             ),
             case(
+                "the keys document's committed null: as if absent",
+                full_pages.clone(),
+                Some(shown(
+                    receipt(&one, won, t, None),
+                    {
+                        let mut k = keys.clone();
+                        k["committed"] = Value::Null;
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "an entry_key null: as if absent",
+                full_pages.clone(),
+                Some({
+                    let mut s = shown(receipt(&one, won, t, None), keys.clone(), None);
+                    s["entry_key"] = Value::Null;
+                    s
+                }),
+            ),
+            case(
+                "committed keys with a member not named here, on the pages and in the keys document alike",
+                pages(&full.whole, 4)
+                    .into_iter()
+                    .map(|mut p| {
+                        p["receipt_keys"][0]["note"] = json!(1);
+                        p
+                    })
+                    .collect(),
+                Some(shown(
+                    receipt(&one, won, t, None),
+                    {
+                        let mut k = keys.clone();
+                        k["committed"][0]["note"] = json!(1);
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "committed keys with a member not named here on the pages only: not the keys document's",
+                pages(&full.whole, 4)
+                    .into_iter()
+                    .map(|mut p| {
+                        p["receipt_keys"][0]["note"] = json!(1);
+                        p
+                    })
+                    .collect(),
+                Some(shown(receipt(&one, won, t, None), keys.clone(), None)),
+            ),
+            case(
                 "the keys document published for another event",
                 full_pages.clone(),
                 Some(shown(
@@ -812,6 +892,19 @@ mod write {
                         let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
                         k["next"] =
                             json!({"key_id": stranger().public().id(), "public_key": stranger().public().encoded()});
+                        k
+                    },
+                    None,
+                )),
+            ),
+            case(
+                "no committed keys: the keys document naming committed keys the draw does not",
+                old_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    {
+                        let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
+                        k["committed"] = json!([{"key_id": one.public().id(), "public_key": one.public().encoded()}]);
                         k
                     },
                     None,

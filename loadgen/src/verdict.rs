@@ -72,7 +72,7 @@ pub struct Shown {
 /// The draw in `pages`, whole: one whole document as it is (no `from`: `verify` checks it), or
 /// pages joined. `Err` is the verdict when it cannot be had (unreadable, or pages that do not make
 /// one draw).
-fn read_draw(pages: Vec<Value>) -> Result<Published, Verdict> {
+fn read_draw(pages: Vec<Value>) -> Result<(Published, serde_json::Map<String, Value>), Verdict> {
     // Each page an object whose members are of their kinds (docs/FAIRNESS.md section 8), a `null`
     // member as if absent; read before anything is compared, so an unreadable page is exit 2.
     let pages: Vec<serde_json::Map<String, Value>> = pages
@@ -94,6 +94,10 @@ fn read_draw(pages: Vec<Value>) -> Result<Published, Verdict> {
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(Unreadable)?;
+    // Integers the server never writes as 0 (docs/FAIRNESS.md section 8, "Kinds").
+    if read.iter().any(|p| p.capacity == Some(0) || p.admission_rate == Some(0) || p.next == Some(0)) {
+        return Err(Unreadable("a page's capacity, admission_rate or next is 0".into()));
+    }
     // Every page carries the same terms: each member but `from`, `next` and `order`, named by the
     // text or not.
     let terms = |page: &serde_json::Map<String, Value>| {
@@ -101,15 +105,14 @@ fn read_draw(pages: Vec<Value>) -> Result<Published, Verdict> {
         terms.retain(|name, _| !matches!(name.as_str(), "from" | "next" | "order"));
         terms
     };
-    if let Some(first) = pages.first()
-        && pages.iter().any(|p| terms(p) != terms(first))
-    {
+    let Some(first) = pages.first().map(terms) else { return Err(Unreadable("no page".into())) };
+    if pages.iter().any(|p| terms(p) != first) {
         return Err(Fails("the pages do not make one draw: a page has other terms than the first".into()));
     }
     if read.len() == 1 && read[0].from.is_none() && read[0].next.is_none() {
-        return Ok(read.remove(0));
+        return Ok((read.remove(0), first));
     }
-    Published::join(read).map_err(|e| Fails(e.to_string()))
+    Published::join(read).map(|whole| (whole, first)).map_err(|e| Fails(e.to_string()))
 }
 
 /// What a draw that checks out is, in a line.
@@ -129,7 +132,7 @@ fn describe(draw: &Published, files: usize) -> String {
 pub fn draw(pages: Vec<Value>) -> Verdict {
     let files = pages.len();
     let draw = match read_draw(pages) {
-        Ok(d) => d,
+        Ok((d, _)) => d,
         Err(v) => return v,
     };
     match draw.verify() {
@@ -172,22 +175,22 @@ pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
         Some(Some(key)) => Some(key),
         None => None,
     };
-    let draw = match read_draw(pages) {
+    let (draw, terms) = match read_draw(pages) {
         Ok(d) => d,
         Err(v) => return v,
     };
+    // The keys document the operator serves names the same commitment as the draw's terms (`[]`
+    // when they commit none), or the inputs contradict each other; compared as JSON.
+    if let Some(named) = shown.keys.get("committed").filter(|v| !v.is_null())
+        && *named != terms.get("receipt_keys").cloned().unwrap_or(Value::Array(Vec::new()))
+    {
+        return Fails("the keys document's committed keys are not the draw's receipt_keys".into());
+    }
     // The keys the event committed to at release, in the draw's terms (docs/FAIRNESS.md section
     // 6a): the receipt and the head check against these alone. A draw whose event committed none
     // (released before they were) is checked against the keys document.
     let committed = !draw.receipt_keys.is_empty();
     let ring = if committed {
-        // The keys document the operator serves names the same commitment, or the inputs
-        // contradict each other.
-        if let Some(named) = shown.keys.get("committed")
-            && *named != serde_json::to_value(&draw.receipt_keys).unwrap_or_default()
-        {
-            return Fails("the keys document's committed keys are not the draw's receipt_keys".into());
-        }
         match ReceiptKeyRing::of_committed(&draw.receipt_keys) {
             Some(r) => r,
             None => {

@@ -86,14 +86,23 @@ enum What {
     Vectors { file: PathBuf },
 }
 
+/// A file's JSON, read strictly (docs/FAIRNESS.md section 8: a member named twice is unreadable).
 fn read<T: serde::de::DeserializeOwned>(path: &PathBuf) -> Result<T, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let value = shared::domain::strict_json::parse(text.as_bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_value(value).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// Each file one JSON document (a page, or a whole draw).
+/// Each file one page (or a whole draw), or an array of pages.
 fn read_all(paths: &[PathBuf]) -> Result<Vec<Value>, Verdict> {
-    paths.iter().map(read::<Value>).collect::<Result<Vec<_>, _>>().map_err(Unreadable)
+    let mut pages = Vec::new();
+    for path in paths {
+        match read::<Value>(path).map_err(Unreadable)? {
+            Value::Array(more) => pages.extend(more),
+            page => pages.push(page),
+        }
+    }
+    Ok(pages)
 }
 
 fn vectors(file: &PathBuf) -> Verdict {

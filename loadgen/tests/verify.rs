@@ -344,3 +344,40 @@ fn every_vectors_file_checks_out_by_its_version() {
     let (code, said) = verify("vectors", &json!({"version": "fairness-vectors/v9"}), &[]);
     assert_eq!(code, 2, "{said}");
 }
+
+/// What no vector can hold (the vectors are JSON themselves): a file naming a member twice is
+/// unreadable, and one file may hold every page as an array; the Rust verifier and the Python one
+/// (written from docs/FAIRNESS.md) alike.
+#[test]
+fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page() {
+    let whole = v2_draw(leaves(25), 3, None);
+    let text = serde_json::to_string(&whole).unwrap();
+    let twice = std::env::temp_dir().join(format!("verify-{}.json", uuid::Uuid::now_v7().simple()));
+    std::fs::write(&twice, text.replacen("\"capacity\":3", "\"capacity\":3,\"capacity\":4", 1)).unwrap();
+    let pages = Temp::new(&json!([
+        serde_json::to_value(Published {
+            entrant_count: Some(25),
+            from: Some(0),
+            next: Some(10),
+            order: whole.order[..10].to_vec(),
+            ..whole.clone()
+        })
+        .unwrap(),
+        serde_json::to_value(Published {
+            entrant_count: Some(25),
+            from: Some(10),
+            next: None,
+            order: whole.order[10..].to_vec(),
+            ..whole.clone()
+        })
+        .unwrap(),
+    ]));
+    let python = |file: &str| {
+        let out = Command::new("python3").arg(repo().join("tests/draw_v2.py")).arg(file).output().unwrap();
+        out.status.code().unwrap()
+    };
+    let twice_path = twice.to_str().unwrap();
+    assert_eq!((run(&["draw", twice_path]).0, python(twice_path)), (2, 2));
+    assert_eq!((run(&["draw", pages.path()]).0, python(pages.path())), (0, 0));
+    std::fs::remove_file(twice).ok();
+}

@@ -458,6 +458,10 @@ impl Published {
             if terms(page) != head {
                 return fault(format!("the page from place {} has other terms", page.from.unwrap_or(0)));
             }
+            // A page of no places is a whole draw of none, never a part of one.
+            if page.order.is_empty() && pages.len() > 1 {
+                return fault(format!("the page from place {} holds no place", page.from.unwrap_or(0)));
+            }
             if page.from.unwrap_or(0) != whole.len() as u64 {
                 return fault(format!("a page starts at {}, where {} was due", page.from.unwrap_or(0), whole.len()));
             }

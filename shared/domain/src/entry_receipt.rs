@@ -363,7 +363,8 @@ impl ReceiptKeyRing {
             URL_SAFE_NO_PAD.decode(signature).ok().and_then(|s| s.try_into().ok()).ok_or(BadReceipt::Malformed)?;
         let json = URL_SAFE_NO_PAD.decode(payload).map_err(|_| BadReceipt::Malformed)?;
         // Read before its signature is checked only to learn which key to check it with.
-        let said: T = serde_json::from_slice(&json).map_err(|_| BadReceipt::Malformed)?;
+        let said: T =
+            super::strict_json::parse(&json).and_then(serde_json::from_value).map_err(|_| BadReceipt::Malformed)?;
         let key = self.keys().find(|k| k.id() == *key_id(&said)).ok_or(BadReceipt::UnknownKey)?;
         // Strict: no small-order key or R (a key that could disown what it signed).
         key.0

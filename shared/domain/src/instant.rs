@@ -38,7 +38,9 @@ pub fn instant(text: &str) -> Option<OffsetDateTime> {
             && matches!(rest[0], b'+' | b'-')
             && rest[1..3].iter().all(u8::is_ascii_digit)
             && rest[3] == b':'
-            && rest[4..6].iter().all(u8::is_ascii_digit));
+            && rest[4..6].iter().all(u8::is_ascii_digit)
+            && &rest[1..3] <= b"23"
+            && &rest[4..6] <= b"59");
     if !zone {
         return None;
     }
@@ -53,6 +55,7 @@ mod tests {
     fn a_time_is_rfc_3339_with_a_t_no_leap_second_and_up_to_nine_digits() {
         let at = |t: &str| instant(t).map(|i| i.unix_timestamp_nanos());
         assert_eq!(at("2027-03-01T10:00:00Z"), at("2027-03-01t11:00:00+01:00"));
+        assert_eq!(at("2027-03-01T10:00:00Z"), at("2027-03-01T10:00:00-00:00"));
         assert_eq!(at("2027-03-01T10:00:00.123456789Z"), at("2027-03-01T10:00:00Z").map(|n| n + 123_456_789));
         for not in [
             "2027-03-01 10:00:00Z",
@@ -61,6 +64,8 @@ mod tests {
             "2027-03-01T10:00:00",
             "2027-03-01T10:00:00.Z",
             "2027-03-01T10:00:00+0100",
+            "2027-03-01T10:00:00+24:00",
+            "2027-03-01T10:00:00+01:60",
             "2027-02-30T10:00:00Z",
         ] {
             assert_eq!(instant(not), None, "{not}");

@@ -20,6 +20,7 @@ pub mod proof_of_work;
 pub mod red_packet;
 pub mod sale_mode;
 pub mod stream;
+pub mod strict_json;
 pub mod ticket_pass;
 pub mod verify_hash;
 pub mod warm_fleet;
