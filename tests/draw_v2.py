@@ -364,8 +364,28 @@ def strict_json(text):
     """RFC 8259 JSON as section 8 reads it; raises ValueError."""
     if text.startswith("\ufeff"):
         raise ValueError("a byte-order mark is not JSON")
-    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                       parse_float=_finite, parse_int=_integer)
     _scalar_text(value)
+    return value
+
+
+def _integer(text):
+    # `-0` is a double, -0.0 (section 8, "Numbers"); an integer too large for a double is not JSON
+    # here.
+    if text == "-0":
+        return -0.0
+    value = int(text)
+    if abs(value) > sys.float_info.max:
+        raise ValueError(f"{text[:20]}... is too large for a double")
+    return value
+
+
+def _finite(text):
+    # A number too large for a double (1e400) is not JSON here (section 8, "Numbers").
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"{text} is too large for a double")
     return value
 
 
@@ -638,6 +658,25 @@ def head_disagreements(head, terms, order):
 
 # ---- The receipt's verdict --------------------------------------------------------------------
 
+def keys_kinds(doc):
+    """Section 6a, "Public keys": the keys document's members of their kinds, `null` as absent,
+    the current `public_key` required; raises Unreadable (exit 2)."""
+    def strings(obj, names, where):
+        for name in names:
+            if obj.get(name) is not None and not isinstance(obj[name], str):
+                raise Unreadable(f"the keys document's {where}{name} is not a string")
+    strings(doc, ("key_id", "public_key", "event_id", "draw_head"), "")
+    if doc.get("public_key") is None:
+        raise Unreadable("the keys document has no public_key")
+    for around in ("next", "previous"):
+        if doc.get(around) is not None:
+            if not isinstance(doc[around], dict):
+                raise Unreadable(f"the keys document's {around} is not an object")
+            strings(doc[around], ("key_id", "public_key"), f"{around}'s ")
+    if doc.get("committed") is not None and not isinstance(doc["committed"], list):
+        raise Unreadable("the keys document's committed is not a list")
+
+
 def keys_of(doc, path):
     """GET /events/{id}/receipt-key: the current key, and `next` / `previous` around a rotation."""
     keys = {}
@@ -737,6 +776,8 @@ def receipt_verdict(shown, pages):
         receipt, keys_doc, entry_key = shown["receipt"], shown["keys"], shown.get("entry_key")
         if entry_key is not None and not (isinstance(entry_key, str) and HEX64.fullmatch(entry_key)):
             raise Unreadable("the entry key is not 32 bytes of lowercase hex")
+        keys_kinds(keys_doc)
+        keys_doc = {name: v for name, v in keys_doc.items() if v is not None}
         pages = readable_pages(pages)
     except Unreadable as e:
         print(f"unreadable: {e}", file=sys.stderr)

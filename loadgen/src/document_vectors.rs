@@ -104,6 +104,7 @@ mod write {
     use sha2::{Digest, Sha256, Sha512};
     use shared::domain::{
         EventId,
+        beacon::Beacon,
         draw::{Algorithm::V2, CommittedKey, EntryKey, Published, commitment, entrants},
         entry_receipt::{DrawHead, ReceiptKey, ReceiptKeyRing},
     };
@@ -125,6 +126,30 @@ mod write {
         y[0] = 1;
         y
     }
+    /// A committed key of these 32 bytes, under their id.
+    fn committed(bytes: &[u8; 32]) -> CommittedKey {
+        CommittedKey { key_id: B64.encode(&Sha256::digest(bytes)[..8]), public_key: B64.encode(bytes) }
+    }
+
+    fn of_key(key: &ReceiptKey) -> CommittedKey {
+        CommittedKey { key_id: key.public().id(), public_key: key.public().encoded() }
+    }
+
+    /// A point of large order whose `y` is below 19, encoded with `y + p`: a reader that reduces
+    /// `y` takes it for a key (strict rule 4 refuses it).
+    fn large_order_y_plus_p() -> [u8; 32] {
+        (2u8..19)
+            .find_map(|y| {
+                let mut canonical = [0u8; 32];
+                canonical[0] = y;
+                let key = ed25519_dalek::VerifyingKey::from_bytes(&canonical).ok().filter(|k| !k.is_weak())?;
+                let mut plus_p = [0xffu8; 32];
+                (plus_p[0], plus_p[31]) = (0xed + y, 0x7f);
+                (key.to_edwards().compress().to_bytes() == canonical).then_some(plus_p)
+            })
+            .expect("a y below 19 on the curve")
+    }
+
     /// The identity with `y + p` (`p = 2^255 - 19`): a non-canonical encoding.
     fn identity_plus_p() -> [u8; 32] {
         let mut y = [0xffu8; 32];
@@ -189,6 +214,23 @@ mod write {
             })
             .find(|p| k(&identity(), &order_8, &signed_bytes("TR1.", p)).to_bytes()[0].is_multiple_of(8))
             .expect("one in eight payloads");
+        // R = [x]B of a key of its own and S = x: with A of small order, [S]B = R + [k]A when
+        // [k]A is the identity.
+        let large = ed25519_dalek::SigningKey::from_bytes(&sha("a point of large order"));
+        let eight_with_large_r = (0..3600)
+            .map(|n| {
+                format!(
+                    r#"{{"k":"{}","e":"ev-docs","l":"{}","t":"2027-03-01T08:{:02}:{:02}Z"}}"#,
+                    id_of(&order_8),
+                    "ab".repeat(32),
+                    n / 60,
+                    n % 60
+                )
+            })
+            .find(|p| {
+                k(large.verifying_key().as_bytes(), &order_8, &signed_bytes("TR1.", p)).to_bytes()[0].is_multiple_of(8)
+            })
+            .expect("one in eight payloads");
         let s_plus_l = {
             let mut s = [0u8; 32];
             let mut carry = 0u16;
@@ -229,6 +271,20 @@ mod write {
                 "R not in canonical form (the identity's y + p): a reader that reduces y takes it for the identity",
                 &public,
                 text("TR1.", payload, &with_r(seed, identity_plus_p(), &signed_bytes("TR1.", payload))),
+            ),
+            vector(
+                "A of small order (the identity), R a point of large order: with S its scalar the equation holds for any payload",
+                &B64.encode(small),
+                text("TR1.", &small_payload, &[*large.verifying_key().as_bytes(), large.to_scalar().to_bytes()].concat()),
+            ),
+            vector(
+                "A of order 8, R a point of large order, S its scalar: the equation holds for a payload whose k is a multiple of 8",
+                &B64.encode(order_8),
+                text(
+                    "TR1.",
+                    &eight_with_large_r,
+                    &[*large.verifying_key().as_bytes(), large.to_scalar().to_bytes()].concat(),
+                ),
             ),
             vector("S + L: past the group order, the same point", &public, format!("{head_of}.{}", B64.encode(&s_plus_l))),
             vector(
@@ -289,6 +345,13 @@ mod write {
                 "a head naming root twice",
                 &public,
                 key.sign_head_payload(head.replace(r#","entrant_count""#, &format!(r#","root":"{}","entrant_count""#, "00".repeat(32))).as_bytes()),
+            ),
+            vector(
+                "a head longer than 4,096 characters",
+                &public,
+                key.sign_head_payload(
+                    head.replace(r#","receipt_keys""#, &format!(r#","note":"{}","receipt_keys""#, "x".repeat(3100))).as_bytes(),
+                ),
             ),
             vector(
                 "a head of 1,250 characters (a beacon round, two keys, a 64-character event id): it checks",
@@ -417,6 +480,12 @@ mod write {
         case
     }
 
+    /// `value` changed by `change`.
+    fn with(mut value: Value, change: impl FnOnce(&mut Value)) -> Value {
+        change(&mut value);
+        value
+    }
+
     fn edit(mut pages: Vec<Value>, at: usize, f: impl FnOnce(&mut Value)) -> Vec<Value> {
         f(&mut pages[at]);
         pages
@@ -462,6 +531,11 @@ mod write {
             })
             .expect("a page"),
         );
+        let development = {
+            let chain = shared::domain::beacon::LocalChain::development();
+            let close = shared::domain::instant::instant(CLOSE).expect("a time").unix_timestamp();
+            with_round(&s, CLOSE, chain.round(shared::domain::beacon::quicknet().first_round_after(close)))
+        };
         let twice = {
             let mut p = walk.clone();
             let first = p[0]["order"][0].clone();
@@ -559,21 +633,76 @@ mod write {
                 all(&|p| p["drawn_at"] = json!("2027-03-02T10:00:05+24:00")),
                 None,
             ),
+            case("a beacon round of the development chain (its timing not checked)", development.clone(), None),
             case(
-                "a beacon round of the development chain (its timing not checked)",
-                {
-                    let chain = shared::domain::beacon::LocalChain::development();
-                    let mut w = s.whole.clone();
-                    let leaves = s.keys.iter().map(|k| k.leaf(&ev()));
-                    let drawn =
-                        Published::new(V2, entrants(leaves), &[0xcd; 32], Some(chain.round(573_612))).expect("a round");
-                    (w.order, w.beacon) = (drawn.order, drawn.beacon);
-                    pages(&w, 4)
-                },
+                "a beacon of another scheme",
+                development
+                    .iter()
+                    .cloned()
+                    .map(|p| with(p, |p| p["beacon"]["scheme"] = json!("bls-unchained-on-g1")))
+                    .collect(),
                 None,
             ),
+            case(
+                "a beacon key of 95 bytes",
+                development
+                    .iter()
+                    .cloned()
+                    .map(|p| with(p, |p| p["beacon"]["public_key"] = json!("ab".repeat(95))))
+                    .collect(),
+                None,
+            ),
+            case("quicknet's round 123, the first after the close: it checks", quicknet("2023-08-23T15:15:30Z"), None),
+            case(
+                "quicknet's round 123, the close at .999 of a second (its floor is what counts): it checks",
+                quicknet("2023-08-23T15:15:32.999Z"),
+                None,
+            ),
+            case("quicknet's round 123 after a close whose first round is 124", quicknet("2023-08-23T15:15:33Z"), None),
+            case(
+                "entries_close not a time (no zone), drawn_at one",
+                all(&|p| p["entries_close"] = json!("2027-03-01T10:00:00")),
+                None,
+            ),
+            case(
+                "entries_close on 29 February 2027: no such date",
+                all(&|p| p["entries_close"] = json!("2027-02-29T10:00:00Z")),
+                None,
+            ),
+            case("one page from 8, alone: the first page is not from 0", vec![walk[2].clone()], None),
+            case("no page at all", vec![], None),
         ]
     }
+
+    /// The pages of the draw of `keys` with a round of a beacon: the local runner's development
+    /// chain's, at the round a release would name.
+    fn with_round(s: &Sale, close: &str, round: Beacon) -> Vec<Value> {
+        let mut w = s.whole.clone();
+        let leaves = s.keys.iter().map(|k| k.leaf(&ev()));
+        let drawn = Published::new(V2, entrants(leaves), &[0xcd; 32], Some(round)).expect("a round that verifies");
+        (w.order, w.beacon, w.entries_close) = (drawn.order, drawn.beacon, Some(close.into()));
+        w.drawn_at = Some(DRAWN.into());
+        pages(&w, 4)
+    }
+
+    /// A draw with quicknet's own round 123 (its real signature), its entries closed at `close`.
+    fn quicknet(close: &str) -> Vec<Value> {
+        let round = Beacon {
+            scheme: shared::domain::beacon::SCHEME.into(),
+            public_key: shared::domain::beacon::quicknet().public_key,
+            round: 123,
+            signature: QUICKNET_ROUND_123.into(),
+        };
+        let mut pages = with_round(&sale(10, None, &[&signer()], None), close, round);
+        for p in &mut pages {
+            p["drawn_at"] = json!("2023-08-23T15:15:40Z");
+        }
+        pages
+    }
+
+    /// quicknet's round 123, as api.drand.sh gives it.
+    const QUICKNET_ROUND_123: &str =
+        "b75c69d0b72a5d906e854e808ba7e2accb1542ac355ae486d591aa9d43765482e26cd02df835d3546d23c4b13e0dfc92";
 
     fn receipt_cases() -> Vec<CaseVector> {
         let (one, two) = (signer(), second());
@@ -592,6 +721,13 @@ mod write {
         let victim_receipt = receipt(&one, victim, t, None);
         let cut_keys = |head: Option<String>| keys_doc(&one, &cut.whole, head);
         let cut_head = head(&cut, &one, None);
+        // Committed keys that are not well formed, the keys document naming the same list.
+        let malformed = |name: &str, change: &dyn Fn(&mut Vec<CommittedKey>)| {
+            let mut whole = full.whole.clone();
+            change(&mut whole.receipt_keys);
+            let keys = keys_doc(&one, &whole, Some(full_head.clone()));
+            case(name, pages(&whole, 4), Some(shown(receipt(&one, won, t, None), keys, None)))
+        };
         let mut cases = vec![
             case(
                 "a winning entry, with its entry key",
@@ -641,11 +777,9 @@ mod write {
                 full_pages.clone(),
                 Some(shown(
                     receipt(&one, won, t, None),
-                    {
-                        let mut k = keys.clone();
-                        k["committed"] = json!([{"key_id": two.public().id(), "public_key": two.public().encoded()}]);
-                        k
-                    },
+                    with(keys.clone(), |k| {
+                        k["committed"] = json!([{"key_id": two.public().id(), "public_key": two.public().encoded()}])
+                    }),
                     None,
                 )),
             ),
@@ -666,39 +800,24 @@ mod write {
             case(
                 "an entry key that is not 64 lowercase hex digits",
                 full_pages.clone(),
-                Some({
-                    let mut s = shown(receipt(&one, won, t, None), keys.clone(), None);
-                    s["entry_key"] = json!("AB".repeat(32));
-                    s
-                }),
+                Some(with(shown(receipt(&one, won, t, None), keys.clone(), None), |s| {
+                    s["entry_key"] = json!("AB".repeat(32))
+                })),
             ),
-            case(
-                "the committed keys listing a key under another's id",
-                pages(
-                    &{
-                        let mut w = full.whole.clone();
-                        w.receipt_keys[0].key_id = two.public().id();
-                        w
-                    },
-                    4,
-                ),
-                Some(shown(receipt(&one, won, t, None), keys.clone(), None)),
-            ),
-            case(
-                "the committed keys listing a key of small order",
-                pages(
-                    &{
-                        let mut w = full.whole.clone();
-                        w.receipt_keys.push(CommittedKey {
-                            key_id: B64.encode(&Sha256::digest(identity())[..8]),
-                            public_key: B64.encode(identity()),
-                        });
-                        w
-                    },
-                    4,
-                ),
-                Some(shown(receipt(&one, won, t, None), keys.clone(), None)),
-            ),
+            malformed("the committed keys listing a key under another's id", &|keys: &mut Vec<CommittedKey>| {
+                keys[0].key_id = two.public().id()
+            }),
+            malformed("the committed keys listing a key of small order", &|keys: &mut Vec<CommittedKey>| {
+                keys.push(committed(&identity()))
+            }),
+            malformed("the committed keys listing a key not in canonical form (its y + p)", &|keys: &mut Vec<
+                CommittedKey,
+            >| {
+                keys.push(committed(&large_order_y_plus_p()))
+            }),
+            malformed("the committed keys listing three keys", &|keys: &mut Vec<CommittedKey>| {
+                keys.extend([of_key(&two), of_key(&stranger())])
+            }),
             case(
                 "left out, the head signed with admission_rate null",
                 cut_pages.clone(),
@@ -735,24 +854,12 @@ mod write {
             case(
                 "the keys document's committed null: as if absent",
                 full_pages.clone(),
-                Some(shown(
-                    receipt(&one, won, t, None),
-                    {
-                        let mut k = keys.clone();
-                        k["committed"] = Value::Null;
-                        k
-                    },
-                    None,
-                )),
+                Some(shown(receipt(&one, won, t, None), with(keys.clone(), |k| k["committed"] = Value::Null), None)),
             ),
             case(
                 "an entry_key null: as if absent",
                 full_pages.clone(),
-                Some({
-                    let mut s = shown(receipt(&one, won, t, None), keys.clone(), None);
-                    s["entry_key"] = Value::Null;
-                    s
-                }),
+                Some(with(shown(receipt(&one, won, t, None), keys.clone(), None), |s| s["entry_key"] = Value::Null)),
             ),
             case(
                 "committed keys with a member not named here, on the pages and in the keys document alike",
@@ -765,11 +872,7 @@ mod write {
                     .collect(),
                 Some(shown(
                     receipt(&one, won, t, None),
-                    {
-                        let mut k = keys.clone();
-                        k["committed"][0]["note"] = json!(1);
-                        k
-                    },
+                    with(keys.clone(), |k| k["committed"][0]["note"] = json!(1)),
                     None,
                 )),
             ),
@@ -789,22 +892,16 @@ mod write {
                 full_pages.clone(),
                 Some(shown(
                     receipt(&one, won, t, None),
-                    {
-                        let mut k = keys.clone();
-                        k["event_id"] = json!("ev-other");
-                        k
-                    },
+                    with(keys.clone(), |k| k["event_id"] = json!("ev-other")),
                     None,
                 )),
             ),
             case(
                 "a receipt that does not check, and an entry key not hex: unreadable first",
                 full_pages.clone(),
-                Some({
-                    let mut s = shown(receipt(&stranger(), won, t, None), keys.clone(), None);
-                    s["entry_key"] = json!("zz");
-                    s
-                }),
+                Some(with(shown(receipt(&stranger(), won, t, None), keys.clone(), None), |s| {
+                    s["entry_key"] = json!("zz")
+                })),
             ),
             case(
                 "the keys not an object",
@@ -816,11 +913,7 @@ mod write {
                 full_pages.clone(),
                 Some(shown(
                     receipt(&one, won, t, None),
-                    {
-                        let mut k = keys.clone();
-                        k["previous"] = json!({"public_key": B64.encode(identity())});
-                        k
-                    },
+                    with(keys.clone(), |k| k["previous"] = json!({"public_key": B64.encode(identity())})),
                     None,
                 )),
             ),
@@ -872,7 +965,78 @@ mod write {
                 open_pages.clone(),
                 Some(shown(receipt(&one, &open.keys[0], "2027-03-01T10:00:01Z", Some(1)), open_keys.clone(), None)),
             ),
+            case(
+                "a rank dated at the very instant of the close, not in the draw: a late place",
+                open_pages.clone(),
+                Some(shown(receipt(&one, &open.keys[4], CLOSE, Some(1)), open_keys.clone(), None)),
+            ),
+            case(
+                "a rank dated after the close, not in the draw, and no head: the pages' close decides nothing",
+                open_pages.clone(),
+                Some(shown(
+                    receipt(&one, &open.keys[4], "2027-03-01T10:00:01Z", Some(1)),
+                    keys_doc(&one, &open.whole, None),
+                    None,
+                )),
+            ),
         ]);
+        // A head that differs from the draw in one of the members it is matched by, signed with
+        // the committed key: it does not hold, and the missing leaf proves nothing.
+        let matched: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+            ("e", Box::new(|h| h["e"] = json!("ev-other"))),
+            ("algorithm", Box::new(|h| h["algorithm"] = json!("ticket-draw/v1"))),
+            ("commitment", Box::new(|h| h["commitment"] = json!(commitment(&[0xce; 32])))),
+            ("root", Box::new(|h| h["root"] = json!("ef".repeat(32)))),
+            ("entrant_count", Box::new(|h| h["entrant_count"] = json!(10))),
+            (
+                "entries_close, the same instant in other text",
+                Box::new(|h| h["entries_close"] = json!("2027-03-01T10:00:00.000Z")),
+            ),
+            ("drawn_at", Box::new(|h| h["drawn_at"] = json!("2027-03-01T10:00:06Z"))),
+            ("capacity", Box::new(|h| h["capacity"] = json!(4))),
+            ("admission_rate, which the draw has none of", Box::new(|h| h["admission_rate"] = json!(2))),
+            ("beacon_round alone, the draw having no beacon", Box::new(|h| h["beacon_round"] = json!(7))),
+            (
+                "all three beacon members, the draw having no beacon",
+                Box::new(|h| {
+                    h["beacon_round"] = json!(7);
+                    h["beacon_public_key"] = json!("ab".repeat(96));
+                    h["beacon_signature"] = json!("cd".repeat(48));
+                }),
+            ),
+        ];
+        for (member, change) in matched {
+            let mut payload =
+                serde_json::to_value(DrawHead::of(&cut.whole, &one.public().id()).expect("a head")).expect("json");
+            change(&mut payload);
+            let signed = one.sign_head_payload(payload.to_string().as_bytes());
+            cases.push(case(
+                &format!("left out, the head differing in {member}"),
+                cut_pages.clone(),
+                Some(shown(victim_receipt.clone(), cut_keys(Some(signed)), None)),
+            ));
+        }
+        // The keys document's members of another kind: unreadable, whatever else.
+        for (member, value) in
+            [("event_id", json!(5)), ("draw_head", json!(5)), ("next", json!("x")), ("committed", json!("keys"))]
+        {
+            cases.push(case(
+                &format!("the keys document's {member} of another kind"),
+                full_pages.clone(),
+                Some(shown(receipt(&one, won, t, None), with(keys.clone(), |k| k[member] = value), None)),
+            ));
+        }
+        cases.push(case(
+            "the keys document without its current public_key",
+            full_pages.clone(),
+            Some(shown(
+                receipt(&one, won, t, None),
+                with(keys.clone(), |k| {
+                    k.as_object_mut().expect("an object").remove("public_key");
+                }),
+                None,
+            )),
+        ));
         // An event released before keys were committed: its head says which keys it vouches for.
         let old = sale(10, None, &[], Some(4));
         let old_pages = pages(&old.whole, 4);
@@ -902,11 +1066,9 @@ mod write {
                 old_pages.clone(),
                 Some(shown(
                     victim_receipt.clone(),
-                    {
-                        let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
-                        k["committed"] = json!([{"key_id": one.public().id(), "public_key": one.public().encoded()}]);
-                        k
-                    },
+                    with(keys_doc(&one, &old.whole, Some(old_head.clone())), |k| {
+                        k["committed"] = json!([{"key_id": one.public().id(), "public_key": one.public().encoded()}])
+                    }),
                     None,
                 )),
             ),
@@ -915,11 +1077,20 @@ mod write {
                 old_pages.clone(),
                 Some(shown(
                     victim_receipt.clone(),
-                    {
-                        let mut k = keys_doc(&one, &old.whole, Some(old_head.clone()));
-                        k["previous"] = json!({"public_key": B64.encode(identity())});
-                        k
-                    },
+                    with(keys_doc(&one, &old.whole, Some(old_head.clone())), |k| {
+                        k["previous"] = json!({"public_key": B64.encode(identity())})
+                    }),
+                    None,
+                )),
+            ),
+            case(
+                "no committed keys: the keys document's previous key not in canonical form (its y + p)",
+                old_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    with(keys_doc(&one, &old.whole, Some(old_head.clone())), |k| {
+                        k["previous"] = json!({"public_key": B64.encode(large_order_y_plus_p())})
+                    }),
                     None,
                 )),
             ),
@@ -928,11 +1099,7 @@ mod write {
                 old_pages,
                 Some(shown(
                     victim_receipt,
-                    {
-                        let mut k = keys_doc(&one, &old.whole, Some(old_head));
-                        k["key_id"] = json!(stranger().public().id());
-                        k
-                    },
+                    with(keys_doc(&one, &old.whole, Some(old_head)), |k| k["key_id"] = json!(stranger().public().id())),
                     None,
                 )),
             ),

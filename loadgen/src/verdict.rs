@@ -160,6 +160,36 @@ fn admission(draw: &Published, rate: u32, place: u64) -> String {
     }
 }
 
+/// The keys document's members of their kinds (docs/FAIRNESS.md section 6a, "Public keys"): an
+/// object; `key_id`, `public_key`, `event_id` and `draw_head` strings, `next` and `previous`
+/// objects (with `key_id` and `public_key` strings), `committed` a list; `null` as if absent; the
+/// current `public_key` required.
+fn keys_kinds(keys: &Value) -> Result<(), String> {
+    let Some(doc) = keys.as_object() else { return Err("not a JSON object".into()) };
+    let present = |doc: &serde_json::Map<String, Value>, name: &str| doc.get(name).filter(|v| !v.is_null()).cloned();
+    let strings = |doc: &serde_json::Map<String, Value>, names: &[&str]| {
+        names.iter().try_for_each(|name| match present(doc, name) {
+            Some(v) if !v.is_string() => Err(format!("{name} is not a string")),
+            _ => Ok(()),
+        })
+    };
+    strings(doc, &["key_id", "public_key", "event_id", "draw_head"])?;
+    if present(doc, "public_key").is_none() {
+        return Err("no public_key".into());
+    }
+    for around in ["next", "previous"] {
+        match present(doc, around) {
+            None => {}
+            Some(Value::Object(key)) => strings(&key, &["key_id", "public_key"])?,
+            Some(_) => return Err(format!("{around} is not an object")),
+        }
+    }
+    match present(doc, "committed") {
+        Some(v) if !v.is_array() => Err("committed is not a list".into()),
+        _ => Ok(()),
+    }
+}
+
 /// An entry's receipt (`{"receipt", "keys", "entry_key"?}`) against its event's published draw.
 pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
     let shown: Shown = match serde_json::from_value(shown) {
@@ -167,8 +197,8 @@ pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
         Err(e) => return Unreadable(format!("the receipt file: {e}")),
     };
     // Unreadable input is found first (docs/FAIRNESS.md section 7, a receipt's verdict, step 1).
-    if !shown.keys.is_object() {
-        return Unreadable("the receipt file's keys are not a JSON object".into());
+    if let Err(why) = keys_kinds(&shown.keys) {
+        return Unreadable(format!("the keys document: {why}"));
     }
     let entry_key = match shown.entry_key.as_deref().map(EntryKey::from_hex) {
         Some(None) => return Unreadable("the entry key is not 64 lowercase hex digits".into()),

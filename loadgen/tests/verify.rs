@@ -380,4 +380,25 @@ fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page()
     assert_eq!((run(&["draw", twice_path]).0, python(twice_path)), (2, 2));
     assert_eq!((run(&["draw", pages.path()]).0, python(pages.path())), (0, 0));
     std::fs::remove_file(twice).ok();
+    // Not JSON here (docs/FAIRNESS.md section 8): NaN, a byte-order mark, a lone surrogate, a number
+    // too large for a double; `-0` a double where an integer belongs; no page at all.
+    let capacity = "\"capacity\":3";
+    for (what, text) in [
+        ("NaN", text.replacen(capacity, "\"capacity\":NaN", 1)),
+        ("a byte-order mark", format!("\u{feff}{text}")),
+        ("a lone surrogate", text.replacen(capacity, "\"capacity\":3,\"note\":\"\\ud800\"", 1)),
+        ("1e400", text.replacen(capacity, "\"capacity\":3,\"note\":1e400", 1)),
+        (
+            "an integer of 310 digits",
+            text.replacen(capacity, &format!("\"capacity\":3,\"note\":1{}", "0".repeat(309)), 1),
+        ),
+        ("-0", text.replacen(capacity, "\"capacity\":-0", 1)),
+        ("no page", "[]".to_owned()),
+    ] {
+        let file = std::env::temp_dir().join(format!("verify-{}.json", uuid::Uuid::now_v7().simple()));
+        std::fs::write(&file, &text).unwrap();
+        let path = file.to_str().unwrap();
+        assert_eq!((run(&["draw", path]).0, python(path)), (2, 2), "{what}");
+        std::fs::remove_file(&file).ok();
+    }
 }
