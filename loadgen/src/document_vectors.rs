@@ -982,7 +982,8 @@ mod write {
         ]);
         // A head that differs from the draw in one of the members it is matched by, signed with
         // the committed key: it does not hold, and the missing leaf proves nothing.
-        let matched: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+        type Change = Box<dyn Fn(&mut Value)>;
+        let matched: Vec<(&str, Change)> = vec![
             ("e", Box::new(|h| h["e"] = json!("ev-other"))),
             ("algorithm", Box::new(|h| h["algorithm"] = json!("ticket-draw/v1"))),
             ("commitment", Box::new(|h| h["commitment"] = json!(commitment(&[0xce; 32])))),
