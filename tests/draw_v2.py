@@ -296,7 +296,7 @@ def check_head(head, keys):
 
 # ---- RFC 3339 instants (section 6a: a late place's `t` against the draw's `entries_close`) -------
 
-RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})")
+RFC3339 = re.compile(r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)
 
 
 def _days_from_civil(y, m, d):
@@ -364,10 +364,28 @@ def strict_json(text):
     """RFC 8259 JSON as section 8 reads it; raises ValueError."""
     if text.startswith("\ufeff"):
         raise ValueError("a byte-order mark is not JSON")
-    value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                       parse_float=_finite, parse_int=_integer)
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
+                           parse_float=_finite, parse_int=_integer)
+        too_deep = _depth(value) > MAX_DEPTH
+    except RecursionError:
+        too_deep = True
+    if too_deep:
+        raise ValueError(f"nested deeper than {MAX_DEPTH}")
     _scalar_text(value)
     return value
+
+
+# Section 8, "JSON": arrays and objects nest at most this deep (the outermost at depth 1).
+MAX_DEPTH = 64
+
+
+def _depth(value):
+    if isinstance(value, list):
+        return 1 + max((_depth(x) for x in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((_depth(x) for x in value.values()), default=0)
+    return 0
 
 
 def _integer(text):
@@ -376,7 +394,9 @@ def _integer(text):
     if text == "-0":
         return -0.0
     value = int(text)
-    if abs(value) > sys.float_info.max:
+    try:
+        float(value)  # the nearest double, rounded as section 8 says; OverflowError past the largest
+    except OverflowError:
         raise ValueError(f"{text[:20]}... is too large for a double")
     return value
 

@@ -293,6 +293,18 @@ mod write {
                 text("TR1.", &payload.replace(&id, &id_of(&identity_plus_p())), &[identity(), [0; 32]].concat()),
             ),
             vector("the signature's base64url padded with '='", &public, format!("{genuine}==")),
+            vector("a line end after the text", &public, format!("{genuine}\n")),
+            vector("a space before the text", &public, format!(" {genuine}")),
+            vector(
+                "a member not named here nested to depth 64 in all: it checks",
+                &public,
+                with_payload(&payload.replace(r#""}"#, &format!(r#"","note":{}{}}}"#, "[".repeat(63), "]".repeat(63)))),
+            ),
+            vector(
+                "a member not named here nested to depth 65: not JSON here",
+                &public,
+                with_payload(&payload.replace(r#""}"#, &format!(r#"","note":{}{}}}"#, "[".repeat(64), "]".repeat(64)))),
+            ),
             vector("the signature's base64url with its spare bits not zero", &public, spare_bits),
             vector(
                 "a member named twice (t): signed as it stands",
@@ -671,6 +683,13 @@ mod write {
             ),
             case("one page from 8, alone: the first page is not from 0", vec![walk[2].clone()], None),
             case("no page at all", vec![], None),
+            case(
+                "one document without from but with a next: not the last page",
+                vec![with(walk[0].clone(), |p| {
+                    p.as_object_mut().expect("a page").remove("from");
+                })],
+                None,
+            ),
         ]
     }
 
@@ -721,6 +740,24 @@ mod write {
         let victim_receipt = receipt(&one, victim, t, None);
         let cut_keys = |head: Option<String>| keys_doc(&one, &cut.whole, head);
         let cut_head = head(&cut, &one, None);
+        // The same cut draw naming quicknet's key and a round whose signature is another's.
+        let forged = {
+            let mut forged = sale(10, None, &[&one], Some(4));
+            let round = Beacon {
+                scheme: shared::domain::beacon::SCHEME.into(),
+                public_key: shared::domain::beacon::quicknet().public_key,
+                round: shared::domain::beacon::quicknet()
+                    .first_round_after(shared::domain::instant::instant(CLOSE).expect("a time").unix_timestamp()),
+                signature: QUICKNET_ROUND_123.into(),
+            };
+            let sorted = entrants(forged.whole.order.iter().cloned());
+            let randomness: [u8; 32] =
+                Sha256::digest(shared::domain::hex::decode::<48>(&round.signature).expect("hex")).into();
+            let seed =
+                shared::domain::draw::seed(V2, &[0xcd; 32], &shared::domain::draw::root(V2, &sorted), &randomness);
+            (forged.whole.order, forged.whole.beacon) = (shared::domain::draw::order(&sorted, &seed), Some(round));
+            forged
+        };
         // Committed keys that are not well formed, the keys document naming the same list.
         let malformed = |name: &str, change: &dyn Fn(&mut Vec<CommittedKey>)| {
             let mut whole = full.whole.clone();
@@ -834,6 +871,15 @@ mod write {
                 )),
             ),
             case(
+                "left out of a draw whose beacon signature is not the chain's: a receipt's verdict does not check it",
+                pages(&forged.whole, 4),
+                Some(shown(
+                    victim_receipt.clone(),
+                    keys_doc(&one, &forged.whole, Some(head(&forged, &one, None))),
+                    None,
+                )),
+            ),
+            case(
                 "left out, a receipt with a rank on a ballot (no late places)",
                 cut_pages.clone(),
                 Some(shown(
@@ -935,6 +981,15 @@ mod write {
         let open_pages = pages(&open.whole, 4);
         let open_keys = keys_doc(&one, &open.whole, Some(head(&open, &one, None)));
         let late = receipt(&one, &open.keys[4], "2027-03-01T10:00:01Z", Some(1));
+        let far = {
+            let mut far = sale(10, Some(1), &[&one], None);
+            far.whole.entries_close = Some("9999-12-31T23:59:58Z".into());
+            far.whole.drawn_at = Some("9999-12-31T23:59:59Z".into());
+            far
+        };
+        let far_keys = keys_doc(&one, &far.whole, Some(head(&far, &one, None)));
+        let far_last =
+            far.keys.iter().find(|k| far.whole.order.last() == Some(&k.leaf(&ev()))).expect("the last place's");
         cases.extend([
             case(
                 "a fair open's place taken after the close (rank 1), not in the draw",
@@ -964,6 +1019,20 @@ mod write {
                 "a rank dated after the close whose leaf is drawn",
                 open_pages.clone(),
                 Some(shown(receipt(&one, &open.keys[0], "2027-03-01T10:00:01Z", Some(1)), open_keys.clone(), None)),
+            ),
+            case(
+                "a rank of 2^64 - 1 after the close, not in the draw: a late place, far behind",
+                open_pages.clone(),
+                Some(shown(
+                    receipt(&one, &open.keys[4], "2027-03-01T10:00:01Z", Some(u64::MAX)),
+                    open_keys.clone(),
+                    None,
+                )),
+            ),
+            case(
+                "a fair open drawn at the last second of 9999: its places admitted past what a date can say",
+                pages(&far.whole, 4),
+                Some(shown(receipt(&one, far_last, "9999-12-31T23:59:00Z", None), far_keys.clone(), None)),
             ),
             case(
                 "a rank dated at the very instant of the close, not in the draw: a late place",

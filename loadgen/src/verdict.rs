@@ -153,7 +153,8 @@ fn admission(draw: &Published, rate: u32, place: u64) -> String {
         .drawn_at
         .as_deref()
         .and_then(time)
-        .and_then(|d| (d + time::Duration::seconds(after as i64)).format(&Rfc3339).ok());
+        .and_then(|d| d.checked_add(time::Duration::seconds(i64::try_from(after).ok()?)))
+        .and_then(|at| at.format(&Rfc3339).ok());
     match at {
         Some(at) => format!("admitted {after} s after the draw, at {at}"),
         None => format!("admitted {after} s after the draw"),
@@ -236,7 +237,7 @@ pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
             Err(e) => return Fails(format!("the keys do not check: {e}")),
         }
     };
-    let said = match ring.verify(shown.receipt.trim()) {
+    let said = match ring.verify(&shown.receipt) {
         Ok(r) => r,
         Err(e) if committed => {
             return Fails(format!("the receipt does not check against the keys its event committed to: {e}"));
@@ -270,7 +271,9 @@ pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
             said.event, said.event
         ),
     };
-    let verified = draw.verify();
+    // The order the operator published, its beacon's signature aside (docs/FAIRNESS.md section
+    // 7): whether the round was the chain's is the draw's verdict, not the receipt's.
+    let verified = draw.verify_order();
     let n = draw.order.len() as u64;
     // The draw's signed head: the draw shown is the one the operator signed for everyone.
     let head: Result<DrawHead, String> = match shown.keys["draw_head"].as_str() {
@@ -330,8 +333,12 @@ pub fn receipt(shown: Value, pages: Vec<Value>) -> Verdict {
             if let Err(fault) = verified {
                 return Fails(format!("{held}; but the draw does not check out: {fault}"));
             }
-            let place = n + rank.get();
-            let admitted = draw.admission_rate.map(|r| format!(", {}", admission(&draw, r, place))).unwrap_or_default();
+            // A rank of up to 2^64 - 1 behind n places: counted wide, never wrapped.
+            let place = u128::from(n) + u128::from(rank.get());
+            let admitted = draw
+                .admission_rate
+                .and_then(|r| u64::try_from(place).ok().map(|p| format!(", {}", admission(&draw, r, p))))
+                .unwrap_or_default();
             Holds(format!(
                 "{held}; a fair open's late place (rank {rank}, accepted after the entries closed): not among the {n} \
                  drawn, as it should not be; its place is {place}{admitted}"

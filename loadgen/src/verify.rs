@@ -98,6 +98,9 @@ fn read_all(paths: &[PathBuf]) -> Result<Vec<Value>, Verdict> {
     let mut pages = Vec::new();
     for path in paths {
         match read::<Value>(path).map_err(Unreadable)? {
+            Value::Array(more) if more.is_empty() => {
+                return Err(Unreadable(format!("{}: an array of no page", path.display())));
+            }
             Value::Array(more) => pages.extend(more),
             page => pages.push(page),
         }

@@ -372,6 +372,20 @@ fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page()
         })
         .unwrap(),
     ]));
+    // One number in two spellings on two pages: one double, the same terms; the largest double.
+    let spelled = |note: &str, from: usize, to: usize, next: Option<usize>| {
+        let page = Published {
+            entrant_count: Some(25),
+            from: Some(from as u64),
+            next: next.map(|n| n as u64),
+            order: whole.order[from..to].to_vec(),
+            ..whole.clone()
+        };
+        let text = serde_json::to_string(&page).unwrap().replacen('{', &format!("{{\"note\":{note},"), 1);
+        let file = std::env::temp_dir().join(format!("verify-{}.json", uuid::Uuid::now_v7().simple()));
+        std::fs::write(&file, text).unwrap();
+        file
+    };
     let python = |file: &str| {
         let out = Command::new("python3").arg(repo().join("tests/draw_v2.py")).arg(file).output().unwrap();
         out.status.code().unwrap()
@@ -380,6 +394,15 @@ fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page()
     assert_eq!((run(&["draw", twice_path]).0, python(twice_path)), (2, 2));
     assert_eq!((run(&["draw", pages.path()]).0, python(pages.path())), (0, 0));
     std::fs::remove_file(twice).ok();
+    for (a, b) in [("48382277801338157e-8", "483822778.01338154"), ("1.7976931348623158e308", "1.7976931348623157e308")]
+    {
+        let (first, last) = (spelled(a, 0, 10, Some(10)), spelled(b, 10, 25, None));
+        let (first, last) = (first.to_str().unwrap().to_owned(), last.to_str().unwrap().to_owned());
+        let out = Command::new("python3").arg(repo().join("tests/draw_v2.py")).args([&first, &last]).output().unwrap();
+        assert_eq!((run(&["draw", &first, &last]).0, out.status.code().unwrap()), (0, 0), "{a} and {b}");
+        std::fs::remove_file(first).ok();
+        std::fs::remove_file(last).ok();
+    }
     // Not JSON here (docs/FAIRNESS.md section 8): NaN, a byte-order mark, a lone surrogate, a number
     // too large for a double; `-0` a double where an integer belongs; no page at all.
     let capacity = "\"capacity\":3";

@@ -125,6 +125,17 @@ impl Beacon {
         }
     }
 
+    /// The round's randomness from its signature's bytes, the signature itself not checked (the
+    /// scheme and the lengths are): what a receipt's verdict recomputes an order with, whoever's
+    /// round it was (docs/FAIRNESS.md section 7).
+    pub fn randomness_unverified(&self) -> Result<[u8; 32], BeaconFault> {
+        if self.scheme != SCHEME {
+            return Err(BeaconFault::Scheme(self.scheme.clone()));
+        }
+        bytes::<96>(&self.public_key, "public key")?;
+        Ok(self.randomness(&bytes::<48>(&self.signature, "signature")?))
+    }
+
     fn randomness(&self, signature: &[u8]) -> [u8; 32] {
         drand_verify::derive_randomness(signature)
     }

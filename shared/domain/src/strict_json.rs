@@ -1,6 +1,7 @@
 //! JSON read as docs/FAIRNESS.md section 8 reads it: RFC 8259 text in which no object names a
-//! member twice. serde_json keeps a repeated member's last value (and a struct ignores a repeated
-//! member it does not name); two verifiers must not each pick their own value.
+//! member twice, nested at most [`MAX_DEPTH`] deep. serde_json keeps a repeated member's last
+//! value (and a struct ignores a repeated member it does not name), and stops at its own depth;
+//! two verifiers must not each pick their own value, or their own limit.
 
 use serde::{
     Deserialize, Deserializer,
@@ -8,9 +9,25 @@ use serde::{
 };
 use serde_json::{Map, Number, Value};
 
-/// The JSON `text` as a value, or an error when it is not JSON or names a member twice.
+/// How deep arrays and objects may nest: the outermost is at depth 1.
+pub const MAX_DEPTH: usize = 64;
+
+/// The JSON `text` as a value, or an error when it is not JSON, names a member twice or nests
+/// deeper than [`MAX_DEPTH`].
 pub fn parse(text: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice::<Strict>(text).map(|s| s.0)
+    let value = serde_json::from_slice::<Strict>(text).map(|s| s.0)?;
+    if depth(&value) > MAX_DEPTH {
+        return Err(<serde_json::Error as Error>::custom(format!("nested deeper than {MAX_DEPTH}")));
+    }
+    Ok(value)
+}
+
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(members) => 1 + members.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
 }
 
 struct Strict(Value);
@@ -80,5 +97,13 @@ mod tests {
         assert!(parse(br#"{"a":{"c":1,"c":2}}"#).is_err());
         assert!(parse(br#"[{"x":"\ud800"}]"#).is_err(), "a lone surrogate is no character");
         assert!(parse(b"\xef\xbb\xbf{}").is_err(), "a byte-order mark is not JSON");
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(nested(64).as_bytes()).is_ok());
+        assert!(parse(nested(65).as_bytes()).is_err());
+        assert!(parse(nested(500).as_bytes()).is_err());
+        // Read exactly as written: one number, two spellings, one double; the largest double.
+        assert_eq!(parse(b"48382277801338157e-8").unwrap(), parse(b"483822778.01338154").unwrap());
+        assert!(parse(b"1.7976931348623158e308").is_ok());
+        assert!(parse(b"1e400").is_err());
     }
 }
