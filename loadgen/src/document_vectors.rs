@@ -562,6 +562,27 @@ mod write {
             case("pages that overlap (one asked from 2 besides the walk)", overlap, None),
             case("an empty page from 10 (past the end) after the last", past_end, None),
             case(
+                "an empty page from 10 that the last page's next names",
+                {
+                    let mut p = walk.clone();
+                    p[2]["next"] = json!(10);
+                    p.push(with(walk[2].clone(), |e| {
+                        (e["from"], e["order"]) = (json!(10), json!([]));
+                        e.as_object_mut().expect("a page").remove("next");
+                    }));
+                    p
+                },
+                None,
+            ),
+            case(
+                "entries_close not a time and no drawn_at",
+                all(&|p| {
+                    p["entries_close"] = json!("2027-03-01T10:00:00");
+                    p.as_object_mut().expect("a page").remove("drawn_at");
+                }),
+                None,
+            ),
+            case(
                 "one page's capacity other than the others'",
                 edit(walk.clone(), 1, |p| p["capacity"] = json!(4)),
                 None,

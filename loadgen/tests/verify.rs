@@ -394,8 +394,11 @@ fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page()
     assert_eq!((run(&["draw", twice_path]).0, python(twice_path)), (2, 2));
     assert_eq!((run(&["draw", pages.path()]).0, python(pages.path())), (0, 0));
     std::fs::remove_file(twice).ok();
-    for (a, b) in [("48382277801338157e-8", "483822778.01338154"), ("1.7976931348623158e308", "1.7976931348623157e308")]
-    {
+    for (a, b) in [
+        ("48382277801338157e-8", "483822778.01338154"),
+        ("1.7976931348623158e308", "1.7976931348623157e308"),
+        ("18446744073709551616", "1.8446744073709552e19"),
+    ] {
         let (first, last) = (spelled(a, 0, 10, Some(10)), spelled(b, 10, 25, None));
         let (first, last) = (first.to_str().unwrap().to_owned(), last.to_str().unwrap().to_owned());
         let out = Command::new("python3").arg(repo().join("tests/draw_v2.py")).args([&first, &last]).output().unwrap();
@@ -403,6 +406,14 @@ fn a_file_naming_a_member_twice_is_unreadable_and_one_file_may_hold_every_page()
         std::fs::remove_file(first).ok();
         std::fs::remove_file(last).ok();
     }
+    // An integer in range is never a double: 2^64 - 1 and 2^64 are other terms.
+    let (first, last) =
+        (spelled("18446744073709551615", 0, 10, Some(10)), spelled("18446744073709551616", 10, 25, None));
+    let (first, last) = (first.to_str().unwrap().to_owned(), last.to_str().unwrap().to_owned());
+    let out = Command::new("python3").arg(repo().join("tests/draw_v2.py")).args([&first, &last]).output().unwrap();
+    assert_eq!((run(&["draw", &first, &last]).0, out.status.code().unwrap()), (1, 1));
+    std::fs::remove_file(first).ok();
+    std::fs::remove_file(last).ok();
     // Not JSON here (docs/FAIRNESS.md section 8): NaN, a byte-order mark, a lone surrogate, a number
     // too large for a double; `-0` a double where an integer belongs; no page at all.
     let capacity = "\"capacity\":3";
