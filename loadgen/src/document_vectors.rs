@@ -575,6 +575,14 @@ mod write {
                 None,
             ),
             case(
+                "drawn_at not a time and no entries_close: nothing to compare it with",
+                all(&|p| {
+                    p["drawn_at"] = json!("2027-03-01 10:00:05");
+                    p.as_object_mut().expect("a page").remove("entries_close");
+                }),
+                None,
+            ),
+            case(
                 "entries_close not a time and no drawn_at",
                 all(&|p| {
                     p["entries_close"] = json!("2027-03-01T10:00:00");
@@ -791,6 +799,11 @@ mod write {
                 "a winning entry, with its entry key",
                 full_pages.clone(),
                 Some(shown(receipt(&one, won, t, None), keys.clone(), Some(won))),
+            ),
+            case(
+                "a drawn entry and no draw_head: still placed",
+                full_pages.clone(),
+                Some(shown(receipt(&one, won, t, None), with(keys.clone(), |k| k["draw_head"] = Value::Null), None)),
             ),
             case(
                 "an entry that did not win",

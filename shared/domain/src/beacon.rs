@@ -50,10 +50,14 @@ pub fn quicknet() -> Chain {
     }
 }
 
-/// Whether `key` (hex) is a point of the scheme's group: a key that is not can sign nothing, and a
-/// draw naming it could never be made.
+/// Whether `key` (hex) is a point of the scheme's group other than the identity: a key that is
+/// not can sign nothing, and a draw naming it could never be made; the identity "signs" every
+/// round with the identity, whose randomness anyone knows in advance.
 pub fn is_point(key: &str) -> bool {
-    decode::<96>(key).is_some_and(|k| G2PubkeyRfc::from_fixed(k).is_ok())
+    decode::<96>(key).is_some_and(|k| {
+        G2PubkeyRfc::from_fixed(k).is_ok()
+            && Option::<G2Affine>::from(G2Affine::from_compressed(&k)).is_some_and(|p| !bool::from(p.is_identity()))
+    })
 }
 
 impl Chain {
@@ -118,6 +122,13 @@ impl Beacon {
         }
         let key = bytes::<96>(&self.public_key, "public key")?;
         let signature = bytes::<48>(&self.signature, "signature")?;
+        // The identity as key and signature satisfies the pairing for every round
+        // (docs/FAIRNESS.md section 5): neither is a signature that holds.
+        let signs = Option::<G1Affine>::from(G1Affine::from_compressed(&signature))
+            .is_some_and(|p| !bool::from(p.is_identity()));
+        if !is_point(&self.public_key) || !signs {
+            return Err(BeaconFault::Signature(self.round));
+        }
         let key = G2PubkeyRfc::from_fixed(key).map_err(|_| BeaconFault::Encoding("public key"))?;
         match key.verify(self.round, b"", &signature) {
             Ok(true) => Ok(self.randomness(&signature)),
@@ -234,6 +245,23 @@ mod tests {
         ] {
             assert!(text.contains(&value), "docs/FAIRNESS.md lacks {what}: {value}");
         }
+    }
+
+    /// The identity as key and signature satisfies the pairing for every round: refused as a
+    /// chain's key and as a round (docs/FAIRNESS.md section 5).
+    #[test]
+    fn the_identity_is_no_key_and_no_signature() {
+        let identity_g2 = hex(&G2Affine::identity().to_compressed());
+        let identity_g1 = hex(&G1Affine::identity().to_compressed());
+        assert!(!is_point(&identity_g2));
+        assert!(Chain::parse(&format!("nobody,{identity_g2},1700000000,3")).is_err());
+        let round = Beacon { scheme: SCHEME.into(), public_key: identity_g2, round: 7, signature: identity_g1 };
+        assert_eq!(round.verify(), Err(BeaconFault::Signature(7)));
+        // A real key with the identity as its round's signature is refused too.
+        let chain = LocalChain::development();
+        let forged = Beacon { signature: hex(&G1Affine::identity().to_compressed()), ..chain.round(7) };
+        assert_eq!(forged.verify(), Err(BeaconFault::Signature(7)));
+        assert!(chain.round(7).verify().is_ok());
     }
 
     #[test]
