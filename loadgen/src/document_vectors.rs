@@ -676,6 +676,22 @@ mod write {
             ),
             case("a beacon round of the development chain (its timing not checked)", development.clone(), None),
             case(
+                "a development chain's round 7, long before the close: not quicknet's, its timing not checked",
+                with_round(&s, CLOSE, shared::domain::beacon::LocalChain::development().round(7)),
+                None,
+            ),
+            case(
+                "receipt_keys [] on one page and absent from the others: other terms",
+                edit(
+                    all(&|p| {
+                        p.as_object_mut().expect("a page").remove("receipt_keys");
+                    }),
+                    1,
+                    |p| p["receipt_keys"] = json!([]),
+                ),
+                None,
+            ),
+            case(
                 "a beacon of another scheme",
                 development
                     .iter()
@@ -821,6 +837,17 @@ mod write {
                 Some(shown(
                     victim_receipt.clone(),
                     cut_keys(Some(head(&cut, &one, Some(vec![stranger().public().id()])))),
+                    None,
+                )),
+            ),
+            case(
+                "left out, its head vouching for another key, and the keys document naming no committed keys: the pages' terms decide",
+                cut_pages.clone(),
+                Some(shown(
+                    victim_receipt.clone(),
+                    with(cut_keys(Some(head(&cut, &one, Some(vec![stranger().public().id()])))), |k| {
+                        k.as_object_mut().expect("an object").remove("committed");
+                    }),
                     None,
                 )),
             ),
@@ -1152,6 +1179,13 @@ mod write {
         };
         cases.extend([
             old_case("no committed keys: left out, its key one the head vouches for", &victim_receipt, &|_| {}),
+            old_case(
+                "no committed keys: left out, the keys document stating no key_id (each derived)",
+                &victim_receipt,
+                &|k| {
+                    k.as_object_mut().expect("an object").remove("key_id");
+                },
+            ),
             old_case(
                 "no committed keys: left out, signed by a key the keys document adds and no head names",
                 &receipt(&stranger(), victim, t, None),
